@@ -1,0 +1,10 @@
+"""Shared core of qonnx-ingest: QONNX node builders, model finishing, saving and CLI plumbing.
+
+Both converters import from here; neither imports the other. Nothing here imports TensorFlow.
+"""
+
+from qonnx_ingest.errors import ConversionError, InputError
+
+__version__ = "0.1.0"
+
+__all__ = ["ConversionError", "InputError", "__version__"]

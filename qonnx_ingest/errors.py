@@ -1,0 +1,24 @@
+"""The one exception family both converters raise, so the CLIs can map it to a one-line message."""
+
+from __future__ import annotations
+
+
+class ConversionError(Exception):
+    """A model (or part of it) cannot be converted exactly.
+
+    ``where`` names the file, layer, op or tensor at fault; it leads the message so a user
+    can find the culprit without a traceback.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, where: str | None = None):
+        self.message = message
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class InputError(ConversionError):
+    """The input itself is unusable (missing, unreadable, wrong format) or the usage is wrong."""
+
+    exit_code = 2

@@ -1,0 +1,43 @@
+"""Running a converted model with qonnx's reference executor, as tests and --verify do."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+
+
+def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy whose graph inputs carry the feeds' shapes and whose other shapes are re-inferred.
+
+    qonnx's executor allocates every tensor from its value_info, so symbolic dims (a dynamic
+    batch) must be fixed before ``execute_onnx``.
+    """
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    model = copy.deepcopy(model)
+    for vi in model.graph.input:
+        if vi.name in feeds:
+            dims = vi.type.tensor_type.shape.dim
+            for dim, size in zip(dims, feeds[vi.name].shape, strict=True):
+                dim.Clear()
+                dim.dim_value = int(size)
+    for vi in (*model.graph.output, *model.graph.value_info):
+        for dim in vi.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value"):
+                dim.Clear()
+    del model.graph.value_info[:]
+    return ModelWrapper(model).transform(InferShapes()).model
+
+
+def execute_qonnx(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of ``model`` on ``feeds`` from ``qonnx.core.onnx_exec.execute_onnx``."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+
+    wrapper = ModelWrapper(with_static_shapes(model, feeds))
+    result = execute_onnx(wrapper, dict(feeds))
+    return {o.name: result[o.name] for o in model.graph.output}

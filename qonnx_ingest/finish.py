@@ -1,0 +1,164 @@
+"""Turning a freshly converted graph into a clean, checkable QONNX model.
+
+Both converters end here, so every model we write has the same hygiene: opset imports that
+name the QONNX domain (the removed qonnx converter's output failed ``onnx.checker``), shapes
+on every tensor, constants folded except the quantizers, and unique readable names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import onnx
+from onnx import helper
+
+from qonnx_ingest import __version__
+from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION
+
+DEFAULT_OPSET = 13
+# Folding one of these would replace a quantizer by its output and lose the annotation.
+QUANT_OP_TYPES = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
+_PRESERVED_OP_TYPES = QUANT_OP_TYPES | {"QuantizeLinear", "DequantizeLinear"}
+
+
+def finish_model(
+    model: onnx.ModelProto,
+    *,
+    opset: int = DEFAULT_OPSET,
+    metadata: Mapping[str, str] | None = None,
+    rename_tensors: bool = True,
+) -> onnx.ModelProto:
+    """Return the finished model: opsets, qonnx cleanup that keeps quantizers, names, checks."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.fold_constants import FoldConstantsFiltered
+    from qonnx.transformation.general import RemoveUnusedTensors, SortGraph
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    set_opset_imports(model, opset)
+    for node in model.graph.node:
+        if node.op_type in QUANT_OP_TYPES:
+            node.domain = QONNX_DOMAIN
+    wrapper = ModelWrapper(model)
+    try:
+        wrapper = wrapper.transform(SortGraph())
+        wrapper = wrapper.transform(InferShapes())
+        wrapper = wrapper.transform(FoldConstantsFiltered(_foldable))
+        wrapper = wrapper.transform(RemoveUnusedTensors())
+    except Exception as exc:  # qonnx raises bare exceptions; name the stage that failed
+        raise ConversionError(f"qonnx cleanup failed: {type(exc).__name__}: {exc}") from exc
+    model = wrapper.model
+    _drop_shapeless_value_info(model.graph)
+    name_nodes(model.graph)
+    if rename_tensors:
+        name_tensors_after_nodes(model.graph)
+    model.producer_name = "qonnx-ingest"
+    model.producer_version = __version__
+    if metadata:
+        helper.set_model_props(model, {**_props(model), **dict(metadata)})
+    check_model(model)
+    return model
+
+
+def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
+    """Default domain first (qonnx's folding reads opset_import[0]), then the QONNX domain."""
+    others = [o for o in model.opset_import if o.domain not in ("", "ai.onnx", QONNX_DOMAIN)]
+    del model.opset_import[:]
+    model.opset_import.extend(
+        [helper.make_opsetid("", opset), helper.make_opsetid(QONNX_DOMAIN, QONNX_DOMAIN_VERSION)]
+    )
+    model.opset_import.extend(others)
+
+
+def check_model(model: onnx.ModelProto) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConversionError(f"the converted model fails onnx.checker: {first_line}") from exc
+
+
+def name_nodes(graph: onnx.GraphProto) -> None:
+    """Keep each node's given name when it is unique; give the others OpType_k."""
+    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    for node in graph.node:
+        if node.name and node.name not in seen:
+            seen.add(node.name)
+            continue
+        while True:
+            k = counts.get(node.op_type, 0)
+            counts[node.op_type] = k + 1
+            candidate = f"{node.op_type}_{k}"
+            if candidate not in seen:
+                break
+        node.name = candidate
+        seen.add(candidate)
+
+
+def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
+    """Name internal tensors ``<producer>_out<k>`` and constants ``<consumer>_param<k>``.
+
+    Graph inputs and outputs keep their names: users feed and read them by name, and the
+    metadata (input scales, layouts) refers to them.
+    """
+    keep = {v.name for v in graph.input} | {v.name for v in graph.output}
+    initializers = {t.name for t in graph.initializer}
+    mapping: dict[str, str] = {}
+    taken = set(keep)
+
+    def claim(old: str, new: str) -> None:
+        if not old or old in keep or old in mapping:
+            return
+        base, k = new, 1
+        while new in taken:
+            new, k = f"{base}_{k}", k + 1
+        mapping[old] = new
+        taken.add(new)
+
+    for node in graph.node:
+        params = 0
+        for name in node.input:
+            if name in initializers:
+                claim(name, f"{node.name}_param{params}")
+                params += 1
+        for k, name in enumerate(node.output):
+            claim(name, f"{node.name}_out{k}")
+    if not mapping:
+        return
+    for node in graph.node:
+        node.input[:] = [mapping.get(n, n) for n in node.input]
+        node.output[:] = [mapping.get(n, n) for n in node.output]
+    for t in graph.initializer:
+        t.name = mapping.get(t.name, t.name)
+    for vi in graph.value_info:
+        vi.name = mapping.get(vi.name, vi.name)
+
+
+def _drop_shapeless_value_info(graph: onnx.GraphProto) -> None:
+    """Inference leaves type-only entries for data-dependent shapes; the checker rejects them."""
+    keep = [vi for vi in graph.value_info if vi.type.tensor_type.HasField("shape")]
+    if len(keep) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(keep)
+
+
+def _foldable(model, node: onnx.NodeProto) -> bool:
+    if node.op_type in _PRESERVED_OP_TYPES:
+        return False
+    if node.op_type == "Shape":
+        # qonnx reads a symbolic dim as 0: folding Shape of a dynamic tensor would bake it in.
+        return _is_static(model, node.input[0])
+    return True
+
+
+def _is_static(model, tensor: str) -> bool:
+    for vi in (*model.graph.input, *model.graph.value_info, *model.graph.output):
+        if vi.name == tensor:
+            dims = vi.type.tensor_type.shape.dim
+            return bool(dims) and all(d.HasField("dim_value") and d.dim_value > 0 for d in dims)
+    return False
+
+
+def _props(model: onnx.ModelProto) -> dict[str, str]:
+    return {p.key: p.value for p in model.metadata_props}

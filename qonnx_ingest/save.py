@@ -1,0 +1,87 @@
+"""Writing a model so that a failure never leaves a half-written file or touches the input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import onnx
+
+from qonnx_ingest.errors import InputError
+
+# protobuf cannot serialize a message of 2 GiB or more; such models keep their tensors
+# in a side file (ONNX external data).
+EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20
+
+
+def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """Fail before an expensive conversion when the output cannot or must not be written."""
+    out = Path(output)
+    if out.is_dir():
+        raise InputError("output path is a directory", str(out))
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError("output directory does not exist", str(parent))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError("output directory is not writable", str(parent))
+    for src in inputs:
+        if _same_file(out, Path(src)):
+            raise InputError("output path is the input file; refusing to overwrite it", str(out))
+    return out
+
+
+def save_model(
+    model: onnx.ModelProto,
+    output: str | os.PathLike,
+    *,
+    inputs: Iterable[str | os.PathLike] = (),
+    external_data_threshold: int = EXTERNAL_DATA_THRESHOLD,
+) -> Path:
+    """Write ``model`` to ``output`` atomically: a temporary file beside it, then a rename.
+
+    Models larger than ``external_data_threshold`` bytes are written with their tensors in
+    ``<output>.data``. ``model`` is left as it was (tensors in memory) either way.
+    """
+    out = check_output_path(output, inputs)
+    data_name = out.name + ".data"
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".qonnx-ingest-", dir=out.parent or "."))
+    except OSError as exc:
+        raise InputError(f"cannot write there: {exc.strerror}", str(out.parent)) from None
+    moved: list[Path] = []
+    try:
+        external = model.ByteSize() > external_data_threshold
+        if external:
+            onnx.save_model(
+                model,
+                staging / out.name,
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=data_name,
+            )
+            # saving moved the tensors out of the proto; put them back for the caller
+            onnx.load_external_data_for_model(model, str(staging))
+            os.replace(staging / data_name, out.parent / data_name)
+            moved.append(out.parent / data_name)
+        else:
+            onnx.save_model(model, staging / out.name)
+        os.replace(staging / out.name, out)
+    except BaseException:
+        for path in moved:
+            path.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()

@@ -1,0 +1,98 @@
+"""Finishing keeps every quantizer, folds the rest, names things and passes onnx.checker."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from qonnx_ingest.execute import execute_qonnx
+from qonnx_ingest.finish import finish_model, name_nodes
+from qonnx_ingest.quant import QONNX_DOMAIN, make_quant
+
+
+def quantized_matmul_graph(batch="N"):
+    """y = x @ Quant(w + b_offset): the Add on constants folds, the Quant on the weight stays."""
+    w = np.array([[0.26, -0.74], [0.5, 0.12]], dtype=np.float32)
+    q = make_quant("w_sum", "w_q", 0.25, 0, 4)
+    nodes = [
+        helper.make_node("Add", ["w", "offset"], ["w_sum"], name="bias_fold"),
+        q.node,
+        helper.make_node("MatMul", ["x", "w_q"], ["y"], name="dense"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2])],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(np.full((2, 2), 0.01, np.float32), "offset"),
+            *q.initializers,
+        ],
+    )
+    return helper.make_model(graph)
+
+
+def test_quantizers_survive_folding_and_constants_fold():
+    model = finish_model(quantized_matmul_graph())
+    ops = [n.op_type for n in model.graph.node]
+    assert ops == ["Quant", "MatMul"]
+    assert model.graph.node[0].domain == QONNX_DOMAIN
+
+
+def test_finished_model_passes_checker_with_qonnx_domain_imported():
+    model = finish_model(quantized_matmul_graph(), opset=13)
+    onnx.checker.check_model(model)
+    imports = {o.domain: o.version for o in model.opset_import}
+    assert imports == {"": 13, QONNX_DOMAIN: 1}
+    assert model.opset_import[0].domain == ""
+
+
+def test_finished_model_computes_the_hand_derived_result():
+    # w + 0.01 = [[0.27, -0.73], [0.51, 0.13]] -> /0.25 = [[1.08,-2.92],[2.04,0.52]]
+    # -> round [[1,-3],[2,1]] -> *0.25 = [[0.25,-0.75],[0.5,0.25]]; x=[[1,2]] -> [1.25, -0.25]
+    model = finish_model(quantized_matmul_graph())
+    y = execute_qonnx(model, {"x": np.array([[1, 2]], np.float32)})["y"]
+    np.testing.assert_allclose(y, [[1.25, -0.25]], rtol=1e-6)
+
+
+def test_graph_io_names_kept_and_internal_names_readable_and_unique():
+    model = finish_model(quantized_matmul_graph())
+    assert [i.name for i in model.graph.input] == ["x"]
+    assert [o.name for o in model.graph.output] == ["y"]
+    names = [n.name for n in model.graph.node]
+    assert len(set(names)) == len(names) and all(names)
+    assert model.graph.node[0].output[0] == f"{names[0]}_out0"
+
+
+def test_every_tensor_gets_a_shape():
+    model = finish_model(quantized_matmul_graph())
+    inits = {t.name for t in model.graph.initializer}
+    known = {v.name for v in (*model.graph.value_info, *model.graph.input, *model.graph.output)}
+    produced = {o for n in model.graph.node for o in n.output}
+    assert produced - inits <= known
+
+
+def test_shape_of_a_dynamic_tensor_is_not_baked_in():
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+    )
+    model = finish_model(helper.make_model(graph))
+    assert [n.op_type for n in model.graph.node] == ["Shape", "Reshape"]
+
+
+def test_duplicate_and_empty_node_names_are_made_unique():
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="act"),
+            helper.make_node("Relu", ["a"], ["b"], name="act"),
+            helper.make_node("Relu", ["b"], ["c"]),
+        ],
+        "g",
+        [],
+        [],
+    )
+    name_nodes(graph)
+    assert [n.name for n in graph.node] == ["act", "Relu_0", "Relu_1"]
