@@ -1,0 +1,5 @@
+import sys
+
+from tflite2qonnx.cli import main
+
+sys.exit(main())

@@ -1,0 +1,58 @@
+"""tflite2qonnx.convert: a .tflite flatbuffer in, a QONNX model out, without TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import onnx
+
+from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.finish import DEFAULT_OPSET, finish_model
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.ops import CONVERTERS
+from tflite2qonnx.reader import read_model
+
+IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
+
+
+def convert(
+    source: str | os.PathLike | bytes,
+    output_path: str | os.PathLike | None = None,
+    *,
+    opset: int = DEFAULT_OPSET,
+    int_quant: bool = False,
+) -> onnx.ModelProto:
+    """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
+
+    Graph inputs and outputs carry real (dequantized) values; for integer I/O tensors the
+    scale and zero point are recorded in the metadata under ``tflite2qonnx.io_quantization``
+    so raw integers can be fed as ``scale * (q - zero_point)``.
+    """
+    tfl = read_model(source)
+    if len(tfl.subgraphs) != 1:
+        raise ConversionError(
+            f"{len(tfl.subgraphs)} subgraphs (control flow) are not supported", tfl.source_name
+        )
+    subgraph = tfl.subgraphs[0]
+    builder = GraphBuilder(subgraph, quant_op_type="IntQuant" if int_quant else "Quant")
+    for op in subgraph.operators:
+        converter = CONVERTERS.get(op.name)
+        if converter is None:
+            raise ConversionError(
+                f"unsupported operator {op.name} (operator {op.index})", tfl.source_name
+            )
+        converter(builder, op)
+    name = Path(tfl.source_name).stem if tfl.source_name != "<bytes>" else "tflite"
+    model = builder.make_model(subgraph.name or name)
+    metadata = {"source": tfl.source_name}
+    if builder.io_quantization:
+        metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
+    model = finish_model(model, opset=opset, metadata=metadata)
+    if output_path is not None:
+        from qonnx_ingest.save import save_model
+
+        inputs = [] if isinstance(source, bytes | bytearray | memoryview) else [source]
+        save_model(model, output_path, inputs=inputs)
+    return model

@@ -1,0 +1,250 @@
+"""The ONNX graph under construction while a TFLite subgraph is converted.
+
+Op converters see TFLite tensors by index and ONNX values by name. Each TFLite tensor has one
+float ONNX value: for a quantized tensor it is the output of a Quant node, so executing the
+QONNX graph reproduces every quantize / requantize point of the TFLite graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.quant import make_quant
+from tflite2qonnx.quantization import INTEGER_TYPES, dequantize, quant_args
+from tflite2qonnx.reader import Subgraph, Tensor
+
+_FLOAT_IO = {"float32", "float16"} | set(INTEGER_TYPES)
+
+
+class GraphBuilder:
+    """Accumulates nodes and initializers and tracks TFLite tensor -> ONNX value."""
+
+    def __init__(self, subgraph: Subgraph, *, quant_op_type: str = "Quant"):
+        self.subgraph = subgraph
+        self.quant_op_type = quant_op_type
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.io_quantization: dict[str, dict] = {}
+        self._values: dict[int, str] = {}
+        self._constants: dict[int, np.ndarray] = {}
+        self._materialized: dict[tuple[int, tuple[int, ...] | None], str] = {}
+        self._producer: dict[str, onnx.NodeProto] = {}
+        self._taken: set[str] = set()
+        self._tensor_names = self._unique_tensor_names()
+        for idx in subgraph.inputs:
+            self._add_graph_input(idx)
+
+    # ------------------------------------------------------------------ tensors and names
+    def tensor(self, idx: int) -> Tensor:
+        return self.subgraph.tensors[idx]
+
+    def tensor_name(self, idx: int) -> str:
+        """The ONNX name a TFLite tensor keeps at the graph boundary."""
+        return self._tensor_names[idx]
+
+    def fresh(self, hint: str) -> str:
+        name, k = hint, 1
+        while name in self._taken:
+            name, k = f"{hint}_{k}", k + 1
+        self._taken.add(name)
+        return name
+
+    # ------------------------------------------------------------------ reading values
+    def constant(self, idx: int) -> np.ndarray | None:
+        """The real (dequantized, float32) value of a constant tensor, else None."""
+        if idx in self._constants:
+            return self._constants[idx]
+        tensor = self.tensor(idx)
+        if tensor.data is None:
+            return None
+        if tensor.sparsity is not None:
+            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
+        value = dequantize(tensor)
+        self._constants[idx] = value
+        return value
+
+    def input(self, idx: int, perm: Sequence[int] | None = None) -> str:
+        """The ONNX value holding tensor ``idx`` (permuted by ``perm`` if given).
+
+        Constants become initializers, permuted at conversion time; a quantized constant goes
+        through a Quant node carrying its scale, zero point and width (per-axis parameters move
+        with the permutation), so the annotation survives in the QONNX graph.
+        """
+        perm_key = tuple(perm) if perm is not None else None
+        if (idx, perm_key) in self._materialized:
+            return self._materialized[(idx, perm_key)]
+        value = self.constant(idx)
+        if value is None:
+            name = self._values.get(idx)
+            if name is None:
+                raise ConversionError(
+                    "tensor is read before any operator produces it",
+                    f"tensor {idx} '{self.tensor(idx).name}'",
+                )
+            if perm is not None:
+                name = self.emit("Transpose", [name], perm=list(perm))[0]
+        else:
+            if perm is not None:
+                value = np.ascontiguousarray(value.transpose(perm))
+            name = self._quantize_constant(idx, value, perm_key)
+        self._materialized[(idx, perm_key)] = name
+        return name
+
+    def _quantize_constant(self, idx: int, value: np.ndarray, perm: tuple[int, ...] | None) -> str:
+        tensor = self.tensor(idx)
+        args = quant_args(tensor) if tensor.data is not None else None
+        hint = self.tensor_name(idx) if perm is None else f"{self.tensor_name(idx)}_perm"
+        if args is None:
+            return self.const(value, hint)
+        raw = self.const(value, f"{hint}_float")
+        out = self.fresh(hint)
+        axis = args.axis if perm is None or args.axis is None else list(perm).index(args.axis)
+        kwargs = {**args.as_kwargs(), "axis": axis}
+        self._add_quant(raw, out, value.shape, tensor.name, kwargs)
+        return out
+
+    # ------------------------------------------------------------------ writing values
+    def const(self, value: np.ndarray, hint: str) -> str:
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def emit(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        n_outputs: int = 1,
+        hint: str | None = None,
+        **attrs,
+    ) -> list[str]:
+        """Append a node; returns its fresh output names."""
+        base = hint or op_type
+        outputs = [
+            self.fresh(f"{base}_out{k}" if n_outputs > 1 else base) for k in range(n_outputs)
+        ]
+        node = helper.make_node(op_type, list(inputs), outputs, name=self.fresh(base), **attrs)
+        self.nodes.append(node)
+        for out in outputs:
+            self._producer[out] = node
+        return outputs
+
+    def set_output(self, idx: int, value: str) -> None:
+        """``value`` computes tensor ``idx`` in float; a quantized tensor gets its Quant node."""
+        tensor = self.tensor(idx)
+        args = quant_args(tensor)
+        if args is not None:
+            out = self.fresh(self.tensor_name(idx))
+            self._add_quant(value, out, tensor.shape, tensor.name, args.as_kwargs())
+            value = out
+        self._values[idx] = value
+
+    def alias(self, idx: int, value: str) -> None:
+        """Tensor ``idx`` holds exactly ``value`` (e.g. DEQUANTIZE of a float-on-grid value)."""
+        self._values[idx] = value
+
+    def set_constant(self, idx: int, value: np.ndarray) -> None:
+        """Tensor ``idx`` is a constant folded at conversion time (e.g. float16 DEQUANTIZE)."""
+        self._constants[idx] = np.asarray(value, dtype=np.float32)
+
+    def _add_quant(self, x: str, y: str, shape, tensor_name: str, kwargs: dict) -> None:
+        qnode = make_quant(
+            x, y, x_shape=shape, name=self.fresh(f"{y}_quant"), op_type=self.quant_op_type, **kwargs
+        )
+        for init in qnode.initializers:
+            init.name = self.fresh(init.name)
+        qnode.node.input[1:] = [init.name for init in qnode.initializers]
+        self.nodes.append(qnode.node)
+        self.initializers.extend(qnode.initializers)
+        self._producer[y] = qnode.node
+
+    # ------------------------------------------------------------------ graph interface
+    def _add_graph_input(self, idx: int) -> None:
+        tensor = self.tensor(idx)
+        name = self.tensor_name(idx)
+        self._taken.add(name)
+        self._values[idx] = name
+        args = quant_args(tensor)
+        if args is not None:
+            # Users feed real values; the Quant node puts them on the tensor's grid.
+            self.io_quantization[name] = _io_record(tensor)
+            out = self.fresh(f"{name}_quantized")
+            self._add_quant(name, out, tensor.shape, tensor.name, args.as_kwargs())
+            self._values[idx] = out
+
+    def make_model(self, graph_name: str) -> onnx.ModelProto:
+        """Assemble the graph; graph outputs take their TFLite names without Identity nodes."""
+        outputs = []
+        for idx in self.subgraph.outputs:
+            tensor = self.tensor(idx)
+            name = self._bind_output_name(idx)
+            if quant_args(tensor) is not None:
+                self.io_quantization[name] = _io_record(tensor)
+            outputs.append(_value_info(name, tensor))
+        inputs = [_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs]
+        graph = helper.make_graph(self.nodes, graph_name, inputs, outputs, self.initializers)
+        return helper.make_model(graph)
+
+    def _bind_output_name(self, idx: int) -> str:
+        want = self.tensor_name(idx)
+        if idx in self._constants or idx not in self._values:
+            value = self.input(idx)
+        else:
+            value = self._values[idx]
+        if value == want:
+            return want
+        node = self._producer.get(value)
+        graph_inputs = {self.tensor_name(i) for i in self.subgraph.inputs}
+        if node is None or want in graph_inputs or want in self._taken:
+            # a constant, an input or an already-used name: an Identity is unavoidable
+            self._taken.add(want)
+            self.nodes.append(helper.make_node("Identity", [value], [want], name=self.fresh(want)))
+            return want
+        self._taken.add(want)
+        for n in self.nodes:
+            n.input[:] = [want if i == value else i for i in n.input]
+            n.output[:] = [want if o == value else o for o in n.output]
+        self._producer[want] = node
+        for key, v in self._values.items():
+            if v == value:
+                self._values[key] = want
+        return want
+
+    def _unique_tensor_names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        seen: set[str] = set()
+        for t in self.subgraph.tensors:
+            name = t.name or f"tensor_{t.index}"
+            if name in seen:
+                name = f"{name}:{t.index}"
+            seen.add(name)
+            names[t.index] = name
+        return names
+
+
+def _io_record(tensor: Tensor) -> dict:
+    q = tensor.quantization
+    record = {
+        "dtype": tensor.dtype,
+        "scale": [float(s) for s in q.scale],
+        "zero_point": [int(z) for z in q.zero_point],
+    }
+    if q.per_axis:
+        record["axis"] = q.quantized_dimension
+    return record
+
+
+def _value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
+    if tensor.dtype not in _FLOAT_IO:
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(tensor.dtype))
+    else:
+        elem = TensorProto.FLOAT  # quantized and float16 I/O are exposed as real values
+    dims = [
+        ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
+        for k, d in enumerate(tensor.shape_signature)
+    ]
+    return helper.make_tensor_value_info(name, elem, dims)

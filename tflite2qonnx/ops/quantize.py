@@ -1,0 +1,21 @@
+"""QUANTIZE and DEQUANTIZE: in QONNX they become Quant nodes or vanish into the float graph."""
+
+from __future__ import annotations
+
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.reader import Operator
+
+
+def quantize(b: GraphBuilder, op: Operator) -> None:
+    """float -> int, or int -> int requantization: a Quant node with the output's parameters."""
+    b.set_output(op.outputs[0], b.input(op.inputs[0]))
+
+
+def dequantize(b: GraphBuilder, op: Operator) -> None:
+    """The input already holds real values on its grid; constants (float16, int8) fold."""
+    src = op.inputs[0]
+    value = b.constant(src)
+    if value is not None:
+        b.set_constant(op.outputs[0], value)
+    else:
+        b.alias(op.outputs[0], b.input(src))
