@@ -6,5 +6,7 @@ Both converters import from here; neither imports the other. Nothing here import
 from qonnx_ingest.errors import ConversionError, InputError
 
 __version__ = "0.1.0"
+# ONNX opset of the default domain in converted models; kept here so --help needs no onnx import.
+DEFAULT_OPSET = 13
 
-__all__ = ["ConversionError", "InputError", "__version__"]
+__all__ = ["DEFAULT_OPSET", "ConversionError", "InputError", "__version__"]

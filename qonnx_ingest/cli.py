@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qonnx_ingest import __version__
+from qonnx_ingest import DEFAULT_OPSET, __version__
 from qonnx_ingest.errors import ConversionError, InputError
 
 if TYPE_CHECKING:
@@ -26,8 +26,6 @@ EXIT_OK, EXIT_CONVERSION, EXIT_USAGE = 0, 1, 2
 
 def make_parser(prog: str, description: str, input_help: str) -> argparse.ArgumentParser:
     """The options every converter has: input, -o, --opset, --verbose, --version."""
-    from qonnx_ingest.finish import DEFAULT_OPSET
-
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("input", metavar="MODEL", help=input_help)
     parser.add_argument(

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 import onnx
 from onnx import helper
 
-from qonnx_ingest import __version__
+from qonnx_ingest import DEFAULT_OPSET, __version__
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION
 
-DEFAULT_OPSET = 13
 # Folding one of these would replace a quantizer by its output and lose the annotation.
 QUANT_OP_TYPES = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
 _PRESERVED_OP_TYPES = QUANT_OP_TYPES | {"QuantizeLinear", "DequantizeLinear"}

@@ -1,5 +1,19 @@
-"""tflite2qonnx: quantized (and float) TFLite models to QONNX, without TensorFlow."""
+"""tflite2qonnx: quantized (and float) TFLite models to QONNX, without TensorFlow.
 
-from tflite2qonnx.api import convert
+``convert`` is loaded on first use so that the CLI's ``--help`` imports nothing heavy.
+"""
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tflite2qonnx.api import convert
 
 __all__ = ["convert"]
+
+
+def __getattr__(name: str):
+    if name == "convert":
+        from tflite2qonnx.api import convert
+
+        return convert
+    raise AttributeError(f"module 'tflite2qonnx' has no attribute {name!r}")

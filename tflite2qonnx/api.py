@@ -8,8 +8,9 @@ from pathlib import Path
 
 import onnx
 
+from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.finish import DEFAULT_OPSET, finish_model
+from qonnx_ingest.finish import finish_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops import CONVERTERS
 from tflite2qonnx.reader import read_model

@@ -1,0 +1,75 @@
+"""``to_channels_first``: the layout pass converters run on a graph built in source layout."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import onnx
+
+from layout.classes import infer_ranks, node_rule
+from layout.graph import GraphIndex, constants_to_initializers, has_subgraph
+from layout.orders import PERMUTABLE_RANKS, SOURCE_NAMES, STORED_NAMES
+from layout.propagate import Seed, assign, implicit_seeds
+from layout.rewrite import Rewriter
+from qonnx_ingest.errors import ConversionError
+
+_SOURCE = {"NHWC", *SOURCE_NAMES.values()}
+_STORED = {"NCHW", *STORED_NAMES.values()}
+
+
+def to_channels_first(
+    model: onnx.ModelProto,
+    *,
+    keep_io_layout: bool = False,
+    explicit: Mapping[str, str] | None = None,
+) -> onnx.ModelProto:
+    """A copy of ``model`` whose layout-sensitive ops run channels-first, computing the same.
+
+    ``model`` is in the source layout: activations channels-last (NWC / NHWC / NDHWC), implicit
+    ops (Conv, pools, ...) already in ONNX form. Tensors linked to those ops through
+    layout-transparent ops are stored channels-first; terminate ops (Reshape, MatMul, ...) get
+    one shared Transpose back to source order where they need it. Graph inputs and outputs are
+    exposed in their stored layout (recorded under the ``layout`` metadata key), or kept in
+    source order with ``keep_io_layout``. ``explicit`` forces tensors to "NHWC" (source order)
+    or "NCHW" (channels-first); a layout that contradicts another raises ``ConversionError``.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    constants_to_initializers(out.graph)
+    g = GraphIndex(out)
+    infer_ranks(g)
+    rules = [node_rule(node, g) for node in g.nodes]
+    seeds = implicit_seeds(g.nodes, rules) + _explicit_seeds(g, explicit or {})
+    permuted = assign(rules, seeds)
+    if any(permuted.values()) and any(has_subgraph(n) for n in g.nodes):
+        raise ConversionError("the layout pass does not rewrite control-flow subgraphs")
+    Rewriter(g, rules, permuted, keep_io_layout).run(out)
+    return out
+
+
+def _explicit_seeds(g: GraphIndex, explicit: Mapping[str, str]) -> list[Seed]:
+    seeds = []
+    for name, value in explicit.items():
+        if g.is_const(name):
+            raise ConversionError("explicit layouts apply to activations, not constants", name)
+        if not g.is_activation(name):
+            raise ConversionError("explicit layout names a tensor the graph does not have", name)
+        key = str(value).upper()
+        if key not in _SOURCE | _STORED:
+            raise ConversionError(f"explicit layout {value!r} is not NHWC or NCHW", name)
+        rank = g.rank.get(name)
+        permuted = key in _STORED
+        if permuted and rank not in PERMUTABLE_RANKS:
+            raise ConversionError(f"explicit layout {value}: rank {rank} cannot be permuted", name)
+        if (
+            key not in ("NHWC", "NCHW")
+            and rank is not None
+            and key
+            not in (
+                SOURCE_NAMES.get(rank),
+                STORED_NAMES.get(rank),
+            )
+        ):
+            raise ConversionError(f"explicit layout {value} does not fit rank {rank}", name)
+        seeds.append((name, permuted, f"the explicit layout {value} of '{name}'"))
+    return seeds
