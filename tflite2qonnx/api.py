@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import onnx
 
+from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.finish import finish_model
+from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops import CONVERTERS
 from tflite2qonnx.reader import read_model
@@ -24,12 +26,16 @@ def convert(
     *,
     opset: int = DEFAULT_OPSET,
     int_quant: bool = False,
+    keep_io_layout: bool = False,
+    layouts: Mapping[str, str] | None = None,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
     Graph inputs and outputs carry real (dequantized) values; for integer I/O tensors the
     scale and zero point are recorded in the metadata under ``tflite2qonnx.io_quantization``
-    so raw integers can be fed as ``scale * (q - zero_point)``.
+    so raw integers can be fed as ``scale * (q - zero_point)``. 4D (3D, 5D) I/O tensors that
+    feed convolutions are channels-first unless ``keep_io_layout``; the ``layout`` metadata
+    records each permutation. ``layouts`` forces tensors to "NHWC" or "NCHW".
     """
     tfl = read_model(source)
     if len(tfl.subgraphs) != 1:
@@ -50,6 +56,8 @@ def convert(
     metadata = {"source": tfl.source_name}
     if builder.io_quantization:
         metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
+    set_opset_imports(model, opset)
+    model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
     model = finish_model(model, opset=opset, metadata=metadata)
     if output_path is not None:
         from qonnx_ingest.save import save_model

@@ -186,7 +186,16 @@ class GraphBuilder:
                 self.io_quantization[name] = _io_record(tensor)
             outputs.append(_value_info(name, tensor))
         inputs = [_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs]
-        graph = helper.make_graph(self.nodes, graph_name, inputs, outputs, self.initializers)
+        # Every activation's TFLite (source-layout) shape: the layout pass needs the ranks.
+        boundary = {v.name for v in (*inputs, *outputs)}
+        value_info = [
+            _value_info(name, self.tensor(idx))
+            for idx, name in self._values.items()
+            if name not in boundary and name in self._producer
+        ]
+        graph = helper.make_graph(
+            self.nodes, graph_name, inputs, outputs, self.initializers, value_info=value_info
+        )
         return helper.make_model(graph)
 
     def _bind_output_name(self, idx: int) -> str:

@@ -15,6 +15,9 @@ from tflite2qonnx.api import IO_QUANTIZATION_KEY
 MODELS = {
     "example_int8_dense": EXAMPLES / "int8_dense.tflite",
     "tflm_hello_world": CORPUS / "tflite" / "tflm__hello_world_int8.tflite",
+    "t2o_conv_uint8": CORPUS / "tflite" / "t2o__conv.uint8.tflite",
+    "t2o_depthwise_uint8": CORPUS / "tflite" / "t2o__depthwise-conv.uint8.tflite",
+    "t2o_mobilenet_v1_uint8": CORPUS / "tflite" / "t2o__mobilenet_v1_0.25_128_quant.tflite",
 }
 
 
@@ -39,6 +42,12 @@ def real_value(array, detail):
     return (scale * (array.astype(np.float64) - zero_point)).astype(np.float32)
 
 
+def stored_perms(model):
+    """tensor name -> perm from source (NHWC) to stored order, from the layout metadata."""
+    props = {p.key: p.value for p in model.metadata_props}
+    return {k: v["perm"] for k, v in json.loads(props.get("layout", "{}")).items()}
+
+
 def output_grid(it, outd):
     """(scale, zero point) of an int output, or of the tensor a float output DEQUANTIZEs."""
     if outd["dtype"] != np.float32:
@@ -57,26 +66,52 @@ def case(request):
     return path, tflite2qonnx.convert(path), reference_interpreter(path)
 
 
-def test_outputs_match_interpreter_within_one_step(case):
-    path, model, it = case
+# Deep int8 networks accumulate requantization differences: TFLite's own XNNPACK path differs
+# from its builtin kernels by up to ~10 steps there, so those are held to "no worse than XNNPACK".
+DEEP = {"t2o_mobilenet_v1_uint8"}
+
+
+def steps_apart(path, model, it, n_inputs=16, seed=1234):
+    """|ours - builtin| and |XNNPACK - builtin| in output quantization steps, and argmaxes."""
+    xnnpack = Interpreter(model_path=str(path))
+    xnnpack.allocate_tensors()
     (ind,), (outd,) = it.get_input_details(), it.get_output_details()
-    rng = np.random.default_rng(1234)
-    steps = []
-    for _ in range(32):
+    perms = stored_perms(model)
+    in_name, out_name = model.graph.input[0].name, model.graph.output[0].name
+    scale, zero_point = output_grid(it, outd)
+    rng = np.random.default_rng(seed)
+    ours_steps, xnn_steps, argmax = [], [], []
+    for _ in range(n_inputs):
         x = random_input(ind, rng)
-        it.set_tensor(ind["index"], x)
-        it.invoke()
-        ref = it.get_tensor(outd["index"])
-        ours = execute_qonnx(model, {model.graph.input[0].name: real_value(x, ind)})
-        ours = ours[model.graph.output[0].name]
-        scale, zero_point = output_grid(it, outd)
+        grids = []
+        for interp in (it, xnnpack):
+            interp.set_tensor(ind["index"], x)
+            interp.invoke()
+            out = interp.get_tensor(outd["index"]).astype(np.float64)
+            grids.append(np.round(out / scale + zero_point) if outd["dtype"] == np.float32 else out)
+        feed = real_value(x, ind)
+        if in_name in perms:
+            feed = feed.transpose(perms[in_name])
+        ours = execute_qonnx(model, {in_name: feed})[out_name]
+        if out_name in perms:
+            ours = ours.transpose(np.argsort(perms[out_name]))
         ours = np.round(ours / scale + zero_point)
-        if outd["dtype"] == np.float32:
-            ref = np.round(ref / scale + zero_point)
-        steps.append(np.abs(ours - ref.astype(np.float64)).ravel())
-    steps = np.concatenate(steps)
-    assert steps.max() <= 1
-    assert np.mean(steps == 0) >= 0.999
+        ours_steps.append(np.abs(ours - grids[0]).ravel())
+        xnn_steps.append(np.abs(grids[1] - grids[0]).ravel())
+        argmax.append((ours.argmax(), grids[0].argmax()))
+    return np.concatenate(ours_steps), np.concatenate(xnn_steps), argmax
+
+
+def test_outputs_match_interpreter(case, request):
+    path, model, it = case
+    ours, xnnpack, argmax = steps_apart(path, model, it)
+    if request.node.callspec.id in DEEP:
+        assert ours.max() <= xnnpack.max()
+        assert np.mean(ours == 0) >= np.mean(xnnpack == 0) - 1e-9
+        assert all(a == b for a, b in argmax)
+    else:
+        assert ours.max() <= 1
+        assert np.mean(ours == 0) >= 0.999
 
 
 def test_every_quantized_tensor_has_a_quantizer(case):
@@ -92,6 +127,11 @@ def test_every_quantized_tensor_has_a_quantizer(case):
 
 def test_model_passes_onnx_checker(case):
     onnx.checker.check_model(case[1])
+
+
+def test_no_transposes_remain(case):
+    """These models have no terminate op that needs NHWC order: the layout pass leaves none."""
+    assert [n.name for n in case[1].graph.node if n.op_type == "Transpose"] == []
 
 
 def test_integer_io_scales_are_recorded_in_metadata():

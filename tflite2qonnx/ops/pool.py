@@ -1,0 +1,24 @@
+"""AVERAGE_POOL_2D and MAX_POOL_2D (TFLite's average ignores padded cells)."""
+
+from __future__ import annotations
+
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.padding import spatial_attrs
+from tflite2qonnx.reader import Operator
+
+
+def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:
+    kernel = [op.options["filter_height"], op.options["filter_width"]]
+    attrs = spatial_attrs(b, op, kernel)
+    x = b.input(op.inputs[0])
+    y = b.emit(op_type, [x], kernel_shape=kernel, **attrs, **extra)[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def average_pool_2d(b: GraphBuilder, op: Operator) -> None:
+    _pool(b, op, "AveragePool", count_include_pad=0)
+
+
+def max_pool_2d(b: GraphBuilder, op: Operator) -> None:
+    _pool(b, op, "MaxPool")
