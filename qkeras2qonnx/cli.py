@@ -1,0 +1,63 @@
+"""``qkeras2qonnx`` command line, built on the shared ``qonnx_ingest.cli`` plumbing.
+
+Only the standard library and qonnx_ingest are imported until a conversion starts, so
+``--help`` is instant and never loads TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from qonnx_ingest.cli import make_parser, run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser(
+        "qkeras2qonnx",
+        "Convert a quantized QKeras model to QONNX: one Quant/BipolarQuant node per quantizer, "
+        "or an error naming the layer and quantizer that cannot be converted exactly.",
+        "QKeras model: full-model .h5, .keras, Keras SavedModel directory, or .json "
+        "architecture (with --weights)",
+    )
+    parser.add_argument(
+        "--weights", metavar="WEIGHTS.h5", help="weights file (required for a .json architecture)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        metavar="N",
+        help="fix the batch dimension to N (default: dynamic)",
+    )
+    parser.add_argument(
+        "--allow-lambda",
+        action="store_true",
+        help="load Lambda layers, which run Python code stored in the model file",
+    )
+    return run(parser, _convert, argv, extra_inputs=lambda a: [a.weights] if a.weights else [])
+
+
+def _convert(args: argparse.Namespace):
+    # Quieten TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from qkeras2qonnx.pipeline import convert
+
+    return convert(
+        args.input,
+        opset=args.opset,
+        batch_size=args.batch_size,
+        weights=args.weights,
+        allow_lambda=args.allow_lambda,
+        int_quant=args.int_quant,
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value

@@ -1,0 +1,200 @@
+"""Load a Keras model from the formats QKeras users save, by content rather than by suffix.
+
+Full model .h5 (any suffix, HDF5 content), Keras v3 ``.keras`` zip, Keras SavedModel directory,
+or a ``.json`` architecture plus weights. Lambda layers are refused from the configuration
+*before* deserializing: loading one executes code stored in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qkeras2qonnx.backend import custom_objects, keras
+from qonnx_ingest.errors import ConversionError, InputError
+
+_FORMATS = (
+    "a full-model .h5, a .keras archive, a Keras SavedModel directory or a .json architecture"
+)
+
+
+def load_model(source: Any, *, weights: Any = None, allow_lambda: bool = False) -> Any:
+    """A built Keras model from an in-memory model or a path (plus an optional weights file).
+
+    In-memory models are the caller's own code and are taken as they are.
+    """
+    if hasattr(source, "layers") and hasattr(source, "get_config"):
+        model = source
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise InputError("no such file or directory", str(path))
+        model = _load_path(path, allow_lambda, has_weights=weights is not None)
+    if weights is not None:
+        load_weights(model, weights)
+    return model
+
+
+def load_weights(model: Any, weights: Any) -> None:
+    """Load weights by file content: legacy HDF5 layout (whatever the file is called, even
+    ``*.weights.h5``, which tf_keras would read as the Keras v3 layout), Keras v3 HDF5 layout,
+    or a TensorFlow checkpoint prefix."""
+    import h5py
+
+    path = Path(weights)
+    checkpoint = Path(f"{path}.index").exists()
+    if not path.exists() and not checkpoint:
+        raise InputError("no such weights file", str(path))
+    try:
+        if not checkpoint and h5py.is_hdf5(path):
+            with h5py.File(path, "r") as f:
+                if "layer_names" in f.attrs or "model_weights" in f:
+                    from tf_keras.src.saving.legacy import hdf5_format
+
+                    group = f if "layer_names" in f.attrs else f["model_weights"]
+                    hdf5_format.load_weights_from_hdf5_group(group, model)
+                    return
+            if not path.name.endswith(".weights.h5"):
+                raise InputError("a Keras v3 weights file must be named *.weights.h5", str(path))
+        model.load_weights(str(path))
+    except ConversionError:
+        raise
+    except Exception as exc:
+        raise InputError(f"cannot load these weights into the model: {exc}", str(path)) from exc
+
+
+def _load_path(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
+    import h5py
+
+    if path.is_dir():
+        return _load_saved_model(path, allow_lambda)
+    if h5py.is_hdf5(path):
+        return _load_hdf5(path, allow_lambda)
+    if zipfile.is_zipfile(path):
+        return _load_keras_archive(path, allow_lambda)
+    return _load_json(path, allow_lambda, has_weights)
+
+
+def _load_hdf5(path: Path, allow_lambda: bool) -> Any:
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        config = f.attrs.get("model_config")
+        weights_only = "layer_names" in f.attrs or "model_weights" in f
+    if config is None:
+        if weights_only:
+            raise InputError(
+                "this HDF5 file holds only weights: pass the architecture (.json) as the "
+                "model and this file as weights (--weights)",
+                str(path),
+            )
+        raise InputError(f"HDF5 file without a Keras model; expected {_FORMATS}", str(path))
+    _refuse_lambda(_json(config, path), allow_lambda, path)
+    # tf_keras reads any non-directory, non-.keras-zip path as a legacy HDF5 model.
+    return _keras_load(path, lambda: keras().models.load_model(str(path), **_load_args()))
+
+
+def _load_keras_archive(path: Path, allow_lambda: bool) -> Any:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = archive.read("config.json")
+    except (KeyError, zipfile.BadZipFile):
+        raise InputError(
+            f"zip archive is not a Keras model; expected {_FORMATS}", str(path)
+        ) from None
+    _refuse_lambda(_json(config, path), allow_lambda, path)
+    if path.suffix != ".keras":
+        raise InputError("a Keras v3 model archive must be named *.keras", str(path))
+    return _keras_load(
+        path,
+        lambda: keras().models.load_model(str(path), safe_mode=not allow_lambda, **_load_args()),
+    )
+
+
+def _load_saved_model(path: Path, allow_lambda: bool) -> Any:
+    metadata = path / "keras_metadata.pb"
+    if not metadata.exists():
+        raise InputError(
+            "not a Keras SavedModel (no keras_metadata.pb): a plain TensorFlow SavedModel has "
+            "no QKeras layers left to convert",
+            str(path),
+        )
+    keras()
+    from tf_keras.protobuf import saved_metadata_pb2
+
+    saved = saved_metadata_pb2.SavedMetadata()
+    saved.ParseFromString(metadata.read_bytes())
+    _refuse_lambda([_json(n.metadata or "{}", path) for n in saved.nodes], allow_lambda, path)
+    return _keras_load(path, lambda: keras().models.load_model(str(path), **_load_args()))
+
+
+def _load_json(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+        config = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"unrecognized model file; expected {_FORMATS}", str(path)) from None
+    if not (isinstance(config, dict) and "class_name" in config and "config" in config):
+        raise InputError("JSON file is not a Keras model architecture", str(path))
+    _refuse_lambda(config, allow_lambda, path)
+    if not has_weights:
+        raise InputError(
+            "a .json architecture has no weights: pass the weights file (--weights)", str(path)
+        )
+    return _keras_load(
+        path, lambda: keras().models.model_from_json(text, custom_objects=custom_objects())
+    )
+
+
+def _load_args() -> dict[str, Any]:
+    return {"custom_objects": custom_objects(), "compile": False}
+
+
+def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
+    try:
+        return load()
+    except ConversionError:
+        raise
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        raise InputError(f"Keras cannot load this model: {message}", str(path)) from exc
+
+
+def _json(text: str | bytes, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"unreadable model configuration: {exc}", str(path)) from None
+
+
+def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
+    if allow_lambda:
+        return
+    name = _find_lambda(config)
+    if name is not None:
+        raise InputError(
+            f"Lambda layer {name!r}: loading it runs Python code stored in the file; if you "
+            "trust the file, allow it with allow_lambda=True (--allow-lambda)",
+            str(path),
+        )
+
+
+def _find_lambda(obj: Any) -> str | None:
+    """The name of the first Lambda layer anywhere in a (nested) Keras configuration."""
+    if isinstance(obj, dict):
+        if obj.get("class_name") == "Lambda":
+            config = obj.get("config")
+            return str(config.get("name", "?")) if isinstance(config, dict) else "?"
+        children = obj.values()
+    elif isinstance(obj, list):
+        children = obj
+    else:
+        return None
+    for child in children:
+        found = _find_lambda(child)
+        if found is not None:
+            return found
+    return None

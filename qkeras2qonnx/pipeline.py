@@ -1,0 +1,91 @@
+"""The conversion pipeline behind ``qkeras2qonnx.convert`` and ``qkeras2qonnx.from_keras``."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import onnx
+
+from qkeras2qonnx.load import load_model
+from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
+from qkeras2qonnx.strip import LayerMap, strip_model
+from qkeras2qonnx.tf2onnx_step import to_onnx
+from qonnx_ingest.errors import ConversionError, InputError
+from qonnx_ingest.finish import DEFAULT_OPSET, finish_model
+from qonnx_ingest.save import check_output_path, save_model
+
+
+def convert(
+    model_or_path: Any,
+    output_path: str | os.PathLike | None = None,
+    *,
+    opset: int = DEFAULT_OPSET,
+    batch_size: int | None = None,
+    weights: str | os.PathLike | None = None,
+    allow_lambda: bool = False,
+    int_quant: bool = False,
+) -> onnx.ModelProto:
+    if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    inputs = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
+    if output_path is not None:
+        check_output_path(output_path, inputs)  # fail before the expensive part
+    model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
+    proto = convert_keras(model, opset=opset, batch_size=batch_size, int_quant=int_quant)
+    if output_path is not None:
+        save_model(proto, output_path, inputs=inputs)
+    return proto
+
+
+def from_keras(
+    model: Any,
+    *,
+    name: str = "qkeras_to_qonnx_converted",
+    input_signature: Any = None,
+    opset: int | None = None,
+    large_model: bool = False,
+    output_path: str | os.PathLike | None = None,
+    **tf2onnx_options: Any,
+) -> tuple[onnx.ModelProto, None]:
+    if large_model:
+        raise ConversionError(
+            "large_model=True is not supported; save_model writes models over 2 GiB with "
+            "their tensors as ONNX external data"
+        )
+    proto = convert_keras(
+        load_model(model),
+        opset=opset or DEFAULT_OPSET,
+        name=name,
+        input_signature=input_signature,
+        **tf2onnx_options,
+    )
+    if output_path is not None:
+        save_model(proto, output_path)
+    return proto, None
+
+
+def convert_keras(
+    model: Any,
+    *,
+    opset: int = DEFAULT_OPSET,
+    int_quant: bool = False,
+    name: str | None = None,
+    **tf2onnx_options: Any,
+) -> onnx.ModelProto:
+    """strip -> tf2onnx -> reinsert -> finish, then count the quantizers once more."""
+    plain, layer_map = strip_model(model)
+    proto = to_onnx(plain, opset=opset, **tf2onnx_options)
+    reinsert(proto, layer_map, int_quant=int_quant)
+    if name:
+        proto.graph.name = name
+    finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
+    check_quantizer_count(finished, layer_map)
+    return finished
+
+
+def _metadata(layer_map: LayerMap) -> dict[str, str]:
+    """Which QKeras quantizer each QONNX node stands for, for people and tools downstream."""
+    quantizers = {node_name(e): e.quantizer for e in layer_map.entries}
+    return {"qkeras2qonnx.quantizers": json.dumps(quantizers)}

@@ -1,0 +1,220 @@
+"""Quantizer registry: QKeras quantizer class name -> the QuantSpec of one QONNX node.
+
+Each rule reproduces the formula of QKeras 0.9's ``quantizers.py`` at inference and raises a
+ConversionError naming layer and quantizer whenever one QONNX node cannot compute exactly the
+same values. Adding a quantizer = one function here, one entry in ``QUANTIZERS``, one test.
+
+Formulas (m = 2**(bits - keep_negative), m_i = 2**integer, x the input):
+
+* quantized_bits, alpha None/1: ``m_i/m * clip(round(x * m/m_i), -m*keep_negative
+  (+1 if symmetric), m-1)`` with tf.round = half-to-even, i.e. Quant(scale=m_i/m, ROUND).
+  A numeric alpha multiplies *after* rounding, so the node is exact on weights (fixed data)
+  only. alpha 'auto'/'auto_po2' derive a per-channel scale from the weights themselves and
+  round half away from zero (``sign(x)*floor(|x|/s + 0.5)``), i.e. HALF_UP, to the narrow
+  signed range; the scale is read back from QKeras after running it on the trained weights.
+* quantized_relu: ``2**(integer-bits) * clip(round(x / 2**(integer-bits)), 0, 2**bits - 1)``.
+* binary: ``alpha * (+1 if x >= 0 else -1)`` (alpha None applies tanh first, which keeps the
+  sign), i.e. BipolarQuant.
+
+QKeras layers silently switch a kernel quantizer with ``alpha=None`` to ``alpha='auto_po2'``
+(``_set_trainable_parameter``), so the rules read the live quantizer object, never the config.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from qkeras2qonnx.backend import qkeras_call
+from qkeras2qonnx.spec import BIPOLAR, QUANT, QuantSpec
+from qonnx_ingest.errors import ConversionError
+
+Resolver = Callable[[Any, "np.ndarray | None", str], QuantSpec]
+
+
+@dataclass(frozen=True)
+class QuantizerRule:
+    """How one quantizer class converts.
+
+    ``resolve(quantizer, weight, where)`` gets the trained weight for weight quantizers and None
+    for activation quantizers. ``activation`` is the plain Keras activation the stripped layer
+    applies before the Quant node when the quantizer is used as an activation.
+    """
+
+    resolve: Resolver
+    activation: str
+
+
+def describe(quantizer: Any) -> str:
+    """The quantizer as QKeras prints it, e.g. ``quantized_bits(6,0,0,alpha=1)``."""
+    if inspect.isfunction(quantizer):
+        return quantizer.__name__
+    cls = type(quantizer)
+    if cls.__str__ is not object.__str__:
+        try:
+            return str(quantizer)
+        except Exception:  # a broken __str__ must not hide the real error
+            pass
+    return cls.__name__
+
+
+def rule_for(quantizer: Any, where: str) -> QuantizerRule:
+    rule = QUANTIZERS.get(type(quantizer).__name__)
+    if rule is None or inspect.isfunction(quantizer):
+        supported = ", ".join(sorted(QUANTIZERS))
+        raise ConversionError(
+            f"unsupported quantizer {describe(quantizer)} (supported: {supported})", where
+        )
+    return rule
+
+
+def resolve(quantizer: Any, where: str, weight: np.ndarray | None = None) -> QuantSpec:
+    """The QuantSpec of ``quantizer``; ``weight`` is the trained tensor for weight quantizers."""
+    return rule_for(quantizer, where).resolve(quantizer, weight, where)
+
+
+def _quantized_bits(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
+    config = q.get_config()
+    _require_plain_noise(q, config, where)
+    bits, integer = int(config["bits"]), float(config["integer"])
+    keep_negative = bool(config["keep_negative"])
+    symmetric = q.symmetric
+    if symmetric not in (0, 1):  # QKeras adds it to the lower bound: only 0/1 make sense
+        raise ConversionError(f"{describe(q)}: symmetric={symmetric!r} is not 0 or 1", where)
+    m = 2.0 ** (bits - keep_negative)
+    m_i = 2.0**integer
+    if isinstance(q.alpha, str):
+        if q.alpha not in ("auto", "auto_po2"):
+            raise ConversionError(f"{describe(q)}: unknown alpha {q.alpha!r}", where)
+        _require_weight(q, weight, where, f"alpha={q.alpha!r}")
+        if bits < 2:
+            raise ConversionError(f"{describe(q)}: alpha={q.alpha!r} needs bits >= 2", where)
+        _, qkeras_scale = qkeras_call(q, weight)
+        # QKeras returns qkeras_scale * m_i * z / m with z in the narrow signed range.
+        scale = qkeras_scale.astype(np.float64) * m_i / m
+        # An all-zero channel gets scale 0 and output 0; any positive scale reproduces that.
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        return QuantSpec(QUANT, scale, bit_width=bits, narrow=True, rounding_mode="HALF_UP")
+    alpha = _alpha(q, where)
+    if bits - keep_negative <= 0:  # 1-bit signed: sign(x) with 0 -> +1, times alpha
+        return QuantSpec(BIPOLAR, alpha)
+    if bits < 2:
+        raise ConversionError(
+            f"{describe(q)}: the 1-bit unsigned grid {{0, s}} has no QONNX Quant form "
+            "(bit_width must be >= 2)",
+            where,
+        )
+    if weight is None and not np.all(alpha == 1.0):
+        raise ConversionError(
+            f"{describe(q)}: QKeras multiplies by alpha after rounding, which one Quant node "
+            "can express for weights but not for activations",
+            where,
+        )
+    return QuantSpec(
+        QUANT,
+        alpha * (m_i / m),
+        bit_width=bits,
+        signed=keep_negative,
+        narrow=bool(keep_negative and symmetric),
+        rounding_mode="ROUND",
+    )
+
+
+def _quantized_relu(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
+    config = q.get_config()
+    _require_plain_noise(q, config, where)
+    if config.get("use_sigmoid"):
+        raise ConversionError(f"{describe(q)}: use_sigmoid has no QONNX Quant form", where)
+    if config.get("negative_slope"):
+        raise ConversionError(
+            f"{describe(q)}: negative_slope quantizes slope*x on a separate grid, "
+            "which one Quant node cannot express",
+            where,
+        )
+    bits, integer = int(config["bits"]), float(config["integer"])
+    if bits < 2:
+        raise ConversionError(f"{describe(q)}: 1-bit quantized_relu has no Quant form", where)
+    scale = 2.0 ** (integer - bits)
+    bit_width, narrow = bits, False
+    bound = config.get("relu_upper_bound")
+    # QKeras ignores relu_upper_bound while is_quantized_clip is set (the default).
+    if bound and not getattr(q, "is_quantized_clip", True):
+        bit_width, narrow = _relu_bound_range(q, float(bound), scale, bits, where)
+    return QuantSpec(QUANT, scale, bit_width=bit_width, signed=False, narrow=narrow)
+
+
+def _relu_bound_range(q: Any, bound: float, scale: float, bits: int, where: str):
+    """An upper bound below the grid's top is a smaller unsigned range, if it is one."""
+    top = bound / scale
+    if top >= 2**bits - 1:
+        return bits, False
+    if top == round(top) and top >= 2:
+        for extra, narrow in ((1, False), (2, True)):
+            width = math.log2(top + extra)
+            if width == round(width) and width >= 2:
+                return int(width), narrow
+    raise ConversionError(
+        f"{describe(q)}: relu_upper_bound={bound:g} is not the top of an unsigned integer "
+        f"range on the grid of step {scale:g}",
+        where,
+    )
+
+
+def _binary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
+    config = q.get_config()
+    if config.get("use_01"):
+        raise ConversionError(
+            f"{describe(q)}: use_01 produces {{0, alpha}}, which neither BipolarQuant "
+            "({-s, +s}) nor Quant (bit_width >= 2) expresses exactly",
+            where,
+        )
+    if isinstance(q.alpha, str):
+        if q.alpha not in ("auto", "auto_po2"):
+            raise ConversionError(f"{describe(q)}: unknown alpha {q.alpha!r}", where)
+        _require_weight(q, weight, where, f"alpha={q.alpha!r}")
+        _, scale = qkeras_call(q, weight)
+        return QuantSpec(BIPOLAR, scale)
+    return QuantSpec(BIPOLAR, _alpha(q, where))
+
+
+def _alpha(q: Any, where: str) -> np.ndarray:
+    alpha = q.alpha
+    if alpha is None:
+        return np.asarray(1.0)
+    try:
+        value = np.asarray(alpha, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConversionError(f"{describe(q)}: alpha {alpha!r} is not numeric", where) from None
+    if not np.all(np.isfinite(value)) or np.any(value <= 0):
+        raise ConversionError(f"{describe(q)}: alpha must be finite and > 0", where)
+    return value
+
+
+def _require_weight(q: Any, weight: np.ndarray | None, where: str, what: str) -> None:
+    if weight is None:
+        raise ConversionError(
+            f"{describe(q)}: {what} derives the scale from each input at run time; only "
+            "weight quantizers (fixed data) can be converted",
+            where,
+        )
+
+
+def _require_plain_noise(q: Any, config: dict, where: str) -> None:
+    noise = float(config.get("qnoise_factor", 1.0))
+    if noise != 1.0:
+        raise ConversionError(
+            f"{describe(q)}: qnoise_factor={noise:g} mixes unquantized values into the output",
+            where,
+        )
+
+
+QUANTIZERS: dict[str, QuantizerRule] = {
+    "quantized_bits": QuantizerRule(_quantized_bits, activation="linear"),
+    "quantized_relu": QuantizerRule(_quantized_relu, activation="relu"),
+    "binary": QuantizerRule(_binary, activation="linear"),
+}

@@ -1,0 +1,113 @@
+"""Strip a QKeras model into plain Keras layers and record its quantizers in a layer map.
+
+The clone keeps the topology and the trained weights; quantized weights are replaced by marker
+values and each layer with a quantizer gets an output marker (see ``markers``), so that
+``reinsert`` can find every recorded quantizer in the ONNX graph again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from qkeras2qonnx import verify
+from qkeras2qonnx.backend import custom_objects, keras
+from qkeras2qonnx.layers import Slot, rule_for_layer
+from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
+from qkeras2qonnx.quantizers import describe, rule_for
+from qkeras2qonnx.spec import QuantSpec
+from qonnx_ingest.errors import ConversionError
+
+
+@dataclass(eq=False)
+class MapEntry:
+    """One quantizer: where it sits and the QONNX node it becomes.
+
+    ``values`` (Keras layout) feed a weight's Quant node; None marks an activation quantizer.
+    ``marker`` is the weight's first marker number, or the id of the layer's output marker.
+    """
+
+    layer: str
+    role: str
+    quantizer: str
+    spec: QuantSpec
+    values: np.ndarray | None
+    marker: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.layer} {self.role} {self.quantizer}"
+
+
+@dataclass
+class LayerMap:
+    entries: list[MapEntry] = field(default_factory=list)
+    outputs: dict[int, str] = field(default_factory=dict)  # output marker id -> layer path
+    weight_count: int = 0  # marker numbers handed out so far
+
+
+def strip_model(model: Any) -> tuple[Any, LayerMap]:
+    """The plain-Keras clone of ``model`` (to convert with tf2onnx) and its layer map."""
+    layer_map = LayerMap()
+    assignments: list[tuple[Any, list[np.ndarray]]] = []
+    plain = _clone(model, "", layer_map, assignments)
+    for layer, weights in assignments:
+        layer.set_weights(weights)
+    return plain, layer_map
+
+
+def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> Any:
+    k = keras()
+
+    def clone_layer(layer: Any) -> Any:
+        path = prefix + layer.name
+        if isinstance(layer, k.Model):
+            return _clone(layer, path + "/", layer_map, assignments)
+        stripped = rule_for_layer(layer, path)(layer, path)
+        try:
+            with k.utils.custom_object_scope(custom_objects()):
+                new = stripped.layer_class.from_config(stripped.config)
+        except Exception as exc:
+            raise ConversionError(
+                f"cannot rebuild as plain {stripped.layer_class.__name__}: {exc}", path
+            ) from exc
+        weights = [np.asarray(w) for w in layer.get_weights()]
+        if stripped.slots:
+            marker = len(layer_map.outputs)
+            layer_map.outputs[marker] = path
+            for slot in stripped.slots:
+                _record(slot, path, weights, marker, layer_map)
+        assignments.append((new, weights))
+        return marked_output_class()(new, marker) if stripped.slots else new
+
+    try:
+        return k.models.clone_model(model, clone_function=clone_layer)
+    except ConversionError:
+        raise
+    except Exception as exc:
+        raise ConversionError(f"cannot clone the model: {type(exc).__name__}: {exc}") from exc
+
+
+def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerMap) -> None:
+    """Resolve and verify one quantizer; put markers in place of a quantized weight."""
+    q = slot.quantizer
+    where = f"{path} {slot.role}"
+    rule = rule_for(q, where)
+    if slot.weight_index is None:
+        spec = rule.resolve(q, None, where)
+        if spec.scale.size != 1:
+            raise ConversionError("per-channel activation quantizers are not supported", where)
+        verify.check_activation(q, spec, rule.activation, where)
+        layer_map.entries.append(MapEntry(path, slot.role, describe(q), spec, None, marker))
+        return
+    weight = np.asarray(weights[slot.weight_index], dtype=np.float32)
+    spec = rule.resolve(q, weight, where)
+    values = verify.weight_values(q, spec, weight, where)
+    offset = layer_map.weight_count
+    if offset + weight.size > WEIGHT_CAPACITY:
+        raise ConversionError("too many quantized weights to mark in one model", where)
+    layer_map.weight_count += weight.size
+    weights[slot.weight_index] = weight_markers(offset, weight.shape)
+    layer_map.entries.append(MapEntry(path, slot.role, describe(q), spec, values, offset))

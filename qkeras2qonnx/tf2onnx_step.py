@@ -1,0 +1,109 @@
+"""Convert the stripped plain-Keras model with tf2onnx's public ``convert.from_keras``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import onnx
+
+from qkeras2qonnx.markers import tf2onnx_handler
+from qonnx_ingest.errors import ConversionError
+
+_HANDLED_OP = "CheckNumerics"
+
+
+def to_onnx(
+    model: Any,
+    *,
+    opset: int,
+    batch_size: int | None = None,
+    input_signature: Any = None,
+    custom_op_handlers: dict | None = None,
+    **options: Any,
+) -> onnx.ModelProto:
+    """The ONNX graph of ``model`` (markers included); ``options`` go to tf2onnx unchanged.
+
+    ``batch_size`` fixes the batch dimension of every input; None keeps it dynamic.
+    """
+    import tf2onnx
+
+    handlers = dict(custom_op_handlers or {})
+    if _HANDLED_OP in handlers:
+        raise ConversionError(f"custom_op_handlers may not replace {_HANDLED_OP}: it marks layers")
+    handlers[_HANDLED_OP] = (tf2onnx_handler, [])
+    if input_signature is None and batch_size is not None:
+        input_signature = _signature(model, batch_size)
+    with _restoring_tf2onnx_registry():
+        try:
+            proto, _ = tf2onnx.convert.from_keras(
+                model,
+                input_signature=input_signature,
+                opset=opset,
+                custom_op_handlers=handlers,
+                **options,
+            )
+        except ConversionError:
+            raise
+        except Exception as exc:
+            raise ConversionError(f"tf2onnx failed: {type(exc).__name__}: {exc}") from exc
+    _check_converted(proto)
+    _name_batch_dims(proto.graph)
+    return proto
+
+
+def _signature(model: Any, batch_size: int) -> list:
+    import tensorflow as tf
+
+    return [
+        tf.TensorSpec([batch_size, *t.shape[1:]], t.dtype, name=t.name.split(":")[0])
+        for t in model.inputs
+    ]
+
+
+def _check_converted(proto: onnx.ModelProto) -> None:
+    """tf2onnx.from_keras continues past ops it cannot convert; we do not."""
+    for node in proto.graph.node:
+        if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type):
+            raise ConversionError(
+                f"tf2onnx could not convert the TensorFlow op {node.op_type}", node.name
+            )
+        if node.op_type == _HANDLED_OP:
+            raise ConversionError("tf2onnx left a CheckNumerics op unconverted", node.name)
+
+
+def _name_batch_dims(graph: onnx.GraphProto) -> None:
+    """tf2onnx names the dynamic batch dims unk__N; call them what they are."""
+    for value in (*graph.input, *graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value"):
+            dims[0].dim_param = "batch"
+
+
+@contextlib.contextmanager
+def _restoring_tf2onnx_registry() -> Iterator[None]:
+    """tf2onnx registers custom_op_handlers in its global op registry and never removes them;
+    put back what was there so one conversion does not change the next (best effort)."""
+    try:
+        from tf2onnx import constants
+        from tf2onnx.handler import tf_op
+
+        versions = tf_op.get_opsets().get(constants.TENSORFLOW_OPSET.domain)
+        saved = [v.get(_HANDLED_OP) for v in versions] if versions is not None else None
+    except (ImportError, AttributeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        opsets = tf_op.get_opsets()
+        domain = constants.TENSORFLOW_OPSET.domain
+        for k, table in enumerate(opsets.get(domain, [])):
+            before = saved[k] if saved is not None and k < len(saved) else None
+            if before is None:
+                table.pop(_HANDLED_OP, None)
+            else:
+                table[_HANDLED_OP] = before
+        if saved is None and not any(opsets.get(domain, [])):
+            opsets.pop(domain, None)  # the domain did not exist before

@@ -1,0 +1,105 @@
+"""Shared helpers of the qkeras2qonnx tests: seeded weights, an independent quantizer count,
+and the one comparison every test uses (QONNX executed by qonnx vs QKeras itself)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+
+import qkeras2qonnx  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow is imported)
+from qonnx_ingest.execute import execute_qonnx
+from qonnx_ingest.finish import QUANT_OP_TYPES
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "qkeras"
+SAMPLES = 32
+
+
+def keras():
+    import tf_keras
+
+    return tf_keras
+
+
+def set_seeded_weights(model, seed: int) -> None:
+    """Random trained-looking weights; kernels get a different spread per output channel so
+    that alpha='auto' scales differ per channel."""
+    rng = np.random.default_rng(seed)
+    for layer in _all_layers(model):
+        values = []
+        for w in layer.weights:
+            shape = tuple(w.shape)
+            name = w.name.split("/")[-1]
+            if name.startswith(("moving_variance", "gamma")):
+                values.append(rng.uniform(0.5, 1.5, shape))
+            elif len(shape) >= 2:
+                spread = rng.uniform(0.2, 1.5, shape[-1])
+                values.append(rng.normal(0.0, 0.5, shape) * spread)
+            else:
+                values.append(rng.normal(0.0, 0.3, shape))
+        if values:
+            layer.set_weights([v.astype(np.float32) for v in values])
+
+
+def count_quantizers(model) -> int:
+    """Quantizers QKeras applies at inference, counted from the QKeras model alone."""
+    count = 0
+    for layer in _all_layers(model):
+        for attr in ("kernel_quantizer", "depthwise_quantizer", "bias_quantizer"):
+            if attr == "bias_quantizer" and not getattr(layer, "use_bias", False):
+                continue
+            if getattr(layer, attr, None):
+                count += 1
+        activation = getattr(layer, "quantizer", None) or getattr(layer, "activation", None)
+        if _is_quantizer_object(activation):
+            count += 1
+    return count
+
+
+def quant_nodes(onnx_model) -> list:
+    return [n for n in onnx_model.graph.node if n.op_type in QUANT_OP_TYPES]
+
+
+def assert_matches_qkeras(
+    model,
+    onnx_model,
+    *,
+    batch: int,
+    samples: int = SAMPLES,
+    low: float = -2.0,
+    high: float = 2.0,
+    seed: int = 0,
+) -> None:
+    """QONNX (qonnx executor) == QKeras ``model(x)`` on ``samples`` seeded uniform inputs,
+    fed ``batch`` at a time, within 1e-6 relative."""
+    rng = np.random.default_rng(seed)
+    names = [i.name for i in onnx_model.graph.input]
+    assert len(names) == len(model.inputs)
+    for _ in range(0, samples, batch):
+        xs = [
+            rng.uniform(low, high, (batch, *t.shape[1:])).astype(np.float32) for t in model.inputs
+        ]
+        ref = model(xs if len(xs) > 1 else xs[0], training=False)
+        ref = [np.asarray(r) for r in (ref if isinstance(ref, list | tuple) else [ref])]
+        got = execute_qonnx(onnx_model, dict(zip(names, xs, strict=True)))
+        outputs = [got[o.name] for o in onnx_model.graph.output]
+        assert len(outputs) == len(ref)
+        for r, g in zip(ref, outputs, strict=True):
+            np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6 * float(np.max(np.abs(r))))
+
+
+def _all_layers(model):
+    for layer in model.layers:
+        if hasattr(layer, "layers"):
+            yield from _all_layers(layer)
+        else:
+            yield layer
+
+
+def _is_quantizer_object(obj) -> bool:
+    return (
+        obj is not None
+        and not inspect.isfunction(obj)
+        and type(obj).__module__.split(".")[0] == "qkeras"
+    )

@@ -1,0 +1,97 @@
+"""The qkeras2qonnx command: exit codes 0/1/2, one-line errors, and a written model that
+computes what QKeras computes."""
+
+import onnx
+import pytest
+from qkeras_helpers import (
+    CORPUS,
+    assert_matches_qkeras,
+    count_quantizers,
+    keras,
+    quant_nodes,
+    set_seeded_weights,
+)
+
+pytestmark = pytest.mark.keras
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from qkeras import QActivation, QDense, quantized_bits, quantized_po2
+
+    k = keras()
+    root = tmp_path_factory.mktemp("cli")
+    inp = k.Input((5,), name="x")
+    h = QDense(4, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc")(inp)
+    h = QActivation("quantized_relu(5,1)", name="relu")(h)
+    good = k.Model(inp, h)
+    set_seeded_weights(good, 41)
+    good.save(root / "good.h5")
+    h = QDense(4, kernel_quantizer=quantized_po2(4), name="po2_fc")(inp)
+    bad = k.Model(inp, h)
+    bad.save(root / "bad.h5")
+    h = k.layers.Lambda(lambda t: t + 1.0, name="plus_one")(good.output)
+    k.Model(inp, h).save(root / "lambda.h5")
+    return good, root
+
+
+def run(argv):
+    from qkeras2qonnx.cli import main
+
+    return main([str(a) for a in argv])
+
+
+def test_converts_and_writes_beside_the_input(files, capsys):
+    model, root = files
+    assert run([root / "good.h5"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert_matches_qkeras(model, onnx.load(root / "good.onnx"), batch=8)
+
+
+def test_batch_size_and_output_options(files, tmp_path):
+    model, root = files
+    out = tmp_path / "fixed.onnx"
+    assert run([root / "good.h5", "-o", out, "--batch-size", "8", "--int-quant"]) == 0
+    converted = onnx.load(out)
+    dims = converted.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [8, 5]
+    assert "IntQuant" in {n.op_type for n in converted.graph.node}
+    assert_matches_qkeras(model, converted, batch=8)
+
+
+def test_unsupported_quantizer_exits_1_naming_it(files, tmp_path, capsys):
+    _, root = files
+    assert run([root / "bad.h5", "-o", tmp_path / "bad.onnx"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "po2_fc kernel_quantizer" in err and "quantized_po2" in err
+    assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_lambda_needs_the_flag(files, tmp_path, capsys):
+    _, root = files
+    out = tmp_path / "lambda.onnx"
+    assert run([root / "lambda.h5", "-o", out]) == 2
+    assert "--allow-lambda" in capsys.readouterr().err
+    assert run([root / "lambda.h5", "-o", out, "--allow-lambda"]) == 0
+    assert out.exists()
+
+
+@pytest.mark.parametrize("argv", [["--batch-size", "0"], ["--batch-size", "two"]])
+def test_bad_batch_size_is_a_usage_error(files, argv):
+    _, root = files
+    with pytest.raises(SystemExit) as info:
+        run([root / "good.h5", *argv])
+    assert info.value.code == 2
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="no model corpus")
+def test_json_with_weights(tmp_path):
+    from qkeras2qonnx.load import load_model
+
+    out = tmp_path / "3layer.onnx"
+    weights = CORPUS / "qkeras_3layer_weights.h5"
+    assert run([CORPUS / "qkeras_3layer.json", "--weights", weights, "-o", out]) == 0
+    model = load_model(CORPUS / "qkeras_3layer.json", weights=weights)
+    assert len(quant_nodes(onnx.load(out))) == count_quantizers(model)
+    assert run([CORPUS / "qkeras_3layer.json", "-o", out]) == 2

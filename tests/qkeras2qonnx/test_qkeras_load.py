@@ -1,0 +1,119 @@
+"""Every saved form of a QKeras model converts to the same QONNX computation; Lambda layers
+(stored code) are refused unless allowed; unusable inputs are InputErrors (exit code 2)."""
+
+import shutil
+
+import pytest
+from qkeras_helpers import assert_matches_qkeras, count_quantizers, keras, set_seeded_weights
+
+from qonnx_ingest.errors import ConversionError, InputError
+
+pytestmark = pytest.mark.keras
+
+
+@pytest.fixture(scope="module")
+def model():
+    from qkeras import QActivation, QDense, quantized_bits
+
+    k = keras()
+    inp = k.Input((5,), name="x")
+    h = QDense(6, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc1")(inp)
+    h = QActivation("quantized_relu(6,1)", name="relu1")(h)
+    h = QDense(3, kernel_quantizer=quantized_bits(6, 0, alpha="auto"), name="fc2")(h)
+    # A quantizer *object* in QActivation does not survive the JSON/.keras formats in QKeras
+    # itself (it comes back as a dict), so saved models use the string form.
+    h = QActivation("quantized_relu(4,1)", name="relu2")(h)
+    model = k.Model(inp, h)
+    set_seeded_weights(model, 31)
+    return model
+
+
+@pytest.fixture(scope="module")
+def saved(model, tmp_path_factory):
+    """The model in each format; the JSON weights in legacy HDF5 layout but named *.weights.h5."""
+    root = tmp_path_factory.mktemp("saved")
+    model.save(root / "model.h5")
+    model.save(root / "model.keras")
+    (root / "arch.json").write_text(model.to_json())
+    model.save_weights(root / "legacy.h5")
+    shutil.move(root / "legacy.h5", root / "legacy.weights.h5")
+    return root
+
+
+@pytest.mark.parametrize(
+    "source, weights",
+    [("model.h5", None), ("model.keras", None), ("arch.json", "legacy.weights.h5")],
+)
+def test_each_format_converts_exactly(model, saved, source, weights):
+    import qkeras2qonnx
+
+    onnx_model = qkeras2qonnx.convert(saved / source, weights=saved / weights if weights else None)
+    assert_matches_qkeras(model, onnx_model, batch=8)
+    assert sum(n.op_type == "Quant" for n in onnx_model.graph.node) == count_quantizers(model)
+
+
+def test_saved_model_directory(model, tmp_path):
+    import qkeras2qonnx
+
+    model.save(tmp_path / "sm", save_format="tf")
+    onnx_model = qkeras2qonnx.convert(tmp_path / "sm")
+    assert_matches_qkeras(model, onnx_model, batch=8)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("missing.h5", "no such file"),
+        ("arch.json", "--weights"),
+        ("legacy.weights.h5", "holds only weights"),
+    ],
+)
+def test_unusable_inputs(saved, name, message):
+    import qkeras2qonnx
+
+    with pytest.raises(InputError, match=message) as info:
+        qkeras2qonnx.convert(saved / name)
+    assert info.value.exit_code == 2
+
+
+def test_not_a_model(tmp_path):
+    import qkeras2qonnx
+
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    with pytest.raises(InputError, match="unrecognized model file"):
+        qkeras2qonnx.convert(path)
+
+
+@pytest.fixture(scope="module")
+def lambda_files(tmp_path_factory):
+    from qkeras import QDense, quantized_bits
+
+    k = keras()
+    inp = k.Input((4,), name="x")
+    h = QDense(3, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc")(inp)
+    h = k.layers.Lambda(lambda t: t * 2.0, name="double")(h)
+    model = k.Model(inp, h)
+    set_seeded_weights(model, 32)
+    root = tmp_path_factory.mktemp("lambda")
+    model.save(root / "lambda.h5")
+    (root / "lambda.json").write_text(model.to_json())
+    model.save_weights(root / "lambda_weights.h5")
+    return model, root
+
+
+@pytest.mark.parametrize("source", ["lambda.h5", "lambda.json"])
+def test_lambda_is_refused_before_loading(lambda_files, source):
+    import qkeras2qonnx
+
+    _, root = lambda_files
+    with pytest.raises(ConversionError, match="Lambda layer 'double'.*allow_lambda"):
+        qkeras2qonnx.convert(root / source, weights=root / "lambda_weights.h5")
+
+
+def test_lambda_converts_when_allowed(lambda_files):
+    import qkeras2qonnx
+
+    model, root = lambda_files
+    onnx_model = qkeras2qonnx.convert(root / "lambda.h5", allow_lambda=True)
+    assert_matches_qkeras(model, onnx_model, batch=8)
