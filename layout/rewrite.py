@@ -19,6 +19,7 @@ from layout.classes import Kind, NodeRule
 from layout.graph import GraphIndex
 from layout.orders import Order, channels_first, full, letters, tag, transpose_perm
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.names import unique_name
 
 LAYOUT_KEY = "layout"
 _Key = tuple  # a constant variant: None (as is), ("ord", rank, order) or ("val", ...)
@@ -55,11 +56,7 @@ class Rewriter:
         return channels_first(self.g.rank[t])
 
     def fresh(self, hint: str) -> str:
-        name, k = hint, 1
-        while name in self.taken:
-            name, k = f"{hint}_{k}", k + 1
-        self.taken.add(name)
-        return name
+        return unique_name(hint, self.taken)
 
     def _name_for(self, t: str, order: Order | None) -> str:
         if order == self.wanted(t):

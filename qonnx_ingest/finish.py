@@ -14,6 +14,7 @@ from onnx import helper
 
 from qonnx_ingest import DEFAULT_OPSET, __version__
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.names import unique_name
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION
 
 # Folding one of these would replace a quantizer by its output and lose the annotation.
@@ -109,11 +110,7 @@ def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
     def claim(old: str, new: str) -> None:
         if not old or old in keep or old in mapping:
             return
-        base, k = new, 1
-        while new in taken:
-            new, k = f"{base}_{k}", k + 1
-        mapping[old] = new
-        taken.add(new)
+        mapping[old] = unique_name(new, taken)
 
     for node in graph.node:
         params = 0

@@ -14,6 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.names import unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.quantization import INTEGER_TYPES, dequantize, quant_args
 from tflite2qonnx.reader import Subgraph, Tensor
@@ -48,11 +49,7 @@ class GraphBuilder:
         return self._tensor_names[idx]
 
     def fresh(self, hint: str) -> str:
-        name, k = hint, 1
-        while name in self._taken:
-            name, k = f"{hint}_{k}", k + 1
-        self._taken.add(name)
-        return name
+        return unique_name(hint, self._taken)
 
     # ------------------------------------------------------------------ reading values
     def constant(self, idx: int) -> np.ndarray | None:
