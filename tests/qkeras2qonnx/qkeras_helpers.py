@@ -4,15 +4,15 @@ and the one comparison every test uses (QONNX executed by qonnx vs QKeras itself
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import numpy as np
 
 import qkeras2qonnx  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow is imported)
+import support
 from qonnx_ingest.execute import execute_qonnx
 from qonnx_ingest.finish import QUANT_OP_TYPES
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "qkeras"
+CORPUS = support.CORPUS / "qkeras"
 SAMPLES = 32
 
 

@@ -12,6 +12,8 @@ from qkeras_helpers import (
     set_seeded_weights,
 )
 
+from support import requires_corpus
+
 pytestmark = pytest.mark.keras
 
 
@@ -85,7 +87,7 @@ def test_bad_batch_size_is_a_usage_error(files, argv):
     assert info.value.code == 2
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="no model corpus")
+@requires_corpus
 def test_json_with_weights(tmp_path):
     from qkeras2qonnx.load import load_model
 

@@ -4,10 +4,11 @@ import pytest
 from qkeras_helpers import CORPUS, assert_matches_qkeras, count_quantizers, quant_nodes
 
 from qonnx_ingest.errors import ConversionError
+from support import requires_corpus
 
 pytestmark = [
     pytest.mark.keras,
-    pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no model corpus at {CORPUS}"),
+    requires_corpus,
 ]
 
 # name: (model, weights, input range)

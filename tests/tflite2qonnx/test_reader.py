@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import tflite
 
+import support
 from qonnx_ingest.errors import InputError
 from tflite2qonnx.reader import read_model
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "tflite"
+CORPUS = support.CORPUS / "tflite"
 CORPUS_FILES = sorted(CORPUS.glob("*.tflite"))
 REFUSED_BY_INTERPRETER = {"tflm__person_detect.tflite"}
 LOADABLE = [p for p in CORPUS_FILES if p.name not in REFUSED_BY_INTERPRETER]
