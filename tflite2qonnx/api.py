@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -15,7 +16,7 @@ from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops import CONVERTERS
-from tflite2qonnx.reader import read_model
+from tflite2qonnx.reader import Subgraph, read_model
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
 
@@ -42,26 +43,64 @@ def convert(
         raise ConversionError(
             f"{len(tfl.subgraphs)} subgraphs (control flow) are not supported", tfl.source_name
         )
-    subgraph = tfl.subgraphs[0]
-    builder = GraphBuilder(subgraph, quant_op_type="IntQuant" if int_quant else "Quant")
-    for op in subgraph.operators:
-        converter = CONVERTERS.get(op.name)
-        if converter is None:
-            raise ConversionError(
-                f"unsupported operator {op.name} (operator {op.index})", tfl.source_name
-            )
-        converter(builder, op)
     name = Path(tfl.source_name).stem if tfl.source_name != "<bytes>" else "tflite"
-    model = builder.make_model(subgraph.name or name)
-    metadata = {"source": tfl.source_name}
-    if builder.io_quantization:
-        metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
-    set_opset_imports(model, opset)
-    model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
-    model = finish_model(model, opset=opset, metadata=metadata)
+    model = convert_subgraph(
+        tfl.subgraphs[0],
+        name=tfl.subgraphs[0].name or name,
+        opset=opset,
+        int_quant=int_quant,
+        keep_io_layout=keep_io_layout,
+        layouts=layouts,
+        metadata={"source": tfl.source_name},
+        where=tfl.source_name,
+    )
     if output_path is not None:
         from qonnx_ingest.save import save_model
 
         inputs = [] if isinstance(source, bytes | bytearray | memoryview) else [source]
         save_model(model, output_path, inputs=inputs)
     return model
+
+
+def convert_subgraph(
+    subgraph: Subgraph,
+    *,
+    name: str = "tflite",
+    opset: int = DEFAULT_OPSET,
+    int_quant: bool = False,
+    keep_io_layout: bool = False,
+    layouts: Mapping[str, str] | None = None,
+    metadata: Mapping[str, str] | None = None,
+    where: str = "<subgraph>",
+) -> onnx.ModelProto:
+    """Convert one subgraph; tests use it on slices of a model (one operator, a few layers)."""
+    quant_op_type = "IntQuant" if int_quant else "Quant"
+    builder = GraphBuilder(subgraph, quant_op_type=quant_op_type, opset=opset)
+    for op in subgraph.operators:
+        converter = CONVERTERS.get(op.name)
+        if converter is None:
+            raise ConversionError(f"unsupported operator {op.name} (operator {op.index})", where)
+        converter(builder, op)
+    model = builder.make_model(name)
+    metadata = dict(metadata or {})
+    if builder.io_quantization:
+        metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
+    set_opset_imports(model, opset)
+    model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+    return finish_model(model, opset=opset, metadata=metadata)
+
+
+def slice_subgraph(
+    subgraph: Subgraph, operators: Sequence[int], outputs: Sequence[int] | None = None
+) -> Subgraph:
+    """The operators ``operators`` of ``subgraph`` as a subgraph of their own.
+
+    Its inputs are the non-constant tensors they read but do not produce; its outputs are
+    ``outputs`` or, by default, the outputs of the last operator.
+    """
+    ops = [subgraph.operators[i] for i in operators]
+    produced = {t for op in ops for t in op.outputs}
+    reads = [t for op in ops for t in op.inputs if t >= 0 and t not in produced]
+    inputs = [t for t in dict.fromkeys(reads) if subgraph.tensors[t].data is None]
+    outs = tuple(outputs) if outputs is not None else tuple(ops[-1].outputs)
+    return dataclasses.replace(subgraph, operators=ops, inputs=tuple(inputs), outputs=outs)

@@ -25,8 +25,9 @@ _FLOAT_IO = {"float32", "float16"} | set(INTEGER_TYPES)
 class GraphBuilder:
     """Accumulates nodes and initializers and tracks TFLite tensor -> ONNX value."""
 
-    def __init__(self, subgraph: Subgraph, *, quant_op_type: str = "Quant"):
+    def __init__(self, subgraph: Subgraph, *, quant_op_type: str = "Quant", opset: int = 13):
         self.subgraph = subgraph
+        self.opset = opset
         self.quant_op_type = quant_op_type
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
@@ -106,6 +107,15 @@ class GraphBuilder:
         return out
 
     # ------------------------------------------------------------------ writing values
+    def int_constant(self, idx: int, where: str) -> np.ndarray:
+        """The integer value of a constant operand (a shape, axes, paddings, perm)."""
+        if idx >= 0 and self.tensor(idx).data is not None:
+            return np.asarray(self.tensor(idx).data).astype(np.int64)
+        value = self.constant(idx) if idx >= 0 else None
+        if value is None:
+            raise ConversionError(f"operand {idx} must be a constant", where)
+        return np.rint(value).astype(np.int64)
+
     def const(self, value: np.ndarray, hint: str) -> str:
         name = self.fresh(hint)
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name))

@@ -209,6 +209,11 @@ class Operator:
             return self.opcode.custom_code
         return self.opcode.builtin
 
+    @property
+    def where(self) -> str:
+        """How errors name this operator: ``operator 12 (CONV_2D)``."""
+        return f"operator {self.index} ({self.name})"
+
 
 @dataclass(frozen=True, eq=False)
 class Subgraph:

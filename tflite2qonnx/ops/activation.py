@@ -33,7 +33,7 @@ def fused_activation(b: GraphBuilder, op: Operator, x: str) -> str:
     kind = op.options.get("fused_activation_function", "NONE")
     if kind not in _FUSED:
         raise ConversionError(
-            f"fused activation {kind} is not supported", f"operator {op.index} ({op.name})"
+            f"fused activation {kind} is not supported", op.where
         )
     return _FUSED[kind](b, x)
 

@@ -11,7 +11,7 @@ from tflite2qonnx.reader import Operator
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
-    where = f"operator {op.index} (FULLY_CONNECTED)"
+    where = op.where
     if op.options.get("weights_format", "DEFAULT") != "DEFAULT":
         raise ConversionError(f"weights_format {op.options['weights_format']} unsupported", where)
     x_idx, w_idx = op.inputs[0], op.inputs[1]

@@ -19,7 +19,7 @@ def spatial_attrs(b: GraphBuilder, op: Operator, kernel) -> dict:
         attrs["pads"] = [0, 0, 0, 0]
         return attrs
     if padding != "SAME":
-        raise ConversionError(f"padding {padding} unsupported", f"operator {op.index} ({op.name})")
+        raise ConversionError(f"padding {padding} unsupported", op.where)
     in_hw = b.tensor(op.inputs[0]).shape_signature[1:3]
     if any(d < 0 for d in in_hw):
         attrs["auto_pad"] = "SAME_UPPER"

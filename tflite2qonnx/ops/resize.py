@@ -1,0 +1,39 @@
+"""RESIZE_BILINEAR as ONNX Resize (linear) with the matching coordinate transformation.
+
+Resize is a layout source like Conv, so ``sizes`` is written in ONNX's NCHW order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.reader import Operator
+
+
+def _coordinate_mode(op: Operator) -> str:
+    # TFLite: align_corners -> in = out * (in - 1) / (out - 1); half_pixel_centers ->
+    # in = (out + 0.5) * in / out - 0.5 clamped at 0; neither -> in = out * in / out.
+    if op.options.get("align_corners", False):
+        return "align_corners"
+    if op.options.get("half_pixel_centers", False):
+        return "half_pixel"
+    return "asymmetric"
+
+
+def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
+    x = b.input(op.inputs[0])
+    in_shape = b.tensor(op.inputs[0]).shape_signature
+    out_hw = [int(v) for v in b.int_constant(op.inputs[1], op.where)]
+    attrs = {"mode": "linear", "coordinate_transformation_mode": _coordinate_mode(op)}
+    empty = ""
+    if any(d < 0 for d in in_shape[1:3]):
+        raise ConversionError("dynamic input height/width is not supported", op.where)
+    if all(d > 0 for d in (in_shape[0], in_shape[-1])):
+        sizes = np.array([in_shape[0], in_shape[-1], *out_hw], np.int64)
+        y = b.emit("Resize", [x, empty, empty, b.const(sizes, "resize_sizes")], **attrs)[0]
+    else:  # dynamic batch or channels: scales, exact as TFLite's output sizes are integers
+        scales = np.array([1, 1, out_hw[0] / in_shape[1], out_hw[1] / in_shape[2]], np.float32)
+        y = b.emit("Resize", [x, empty, b.const(scales, "resize_scales")], **attrs)[0]
+    b.set_output(op.outputs[0], y)
