@@ -11,7 +11,7 @@ from layout.graph import GraphIndex, constants_to_initializers, has_subgraph
 from layout.orders import PERMUTABLE_RANKS, SOURCE_NAMES, STORED_NAMES
 from layout.propagate import Seed, assign, implicit_seeds
 from layout.rewrite import Rewriter
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, InputError
 
 _SOURCE = {"NHWC", *SOURCE_NAMES.values()}
 _STORED = {"NCHW", *STORED_NAMES.values()}
@@ -51,16 +51,16 @@ def _explicit_seeds(g: GraphIndex, explicit: Mapping[str, str]) -> list[Seed]:
     seeds = []
     for name, value in explicit.items():
         if g.is_const(name):
-            raise ConversionError("explicit layouts apply to activations, not constants", name)
+            raise InputError("explicit layouts apply to activations, not constants", name)
         if not g.is_activation(name):
-            raise ConversionError("explicit layout names a tensor the graph does not have", name)
+            raise InputError("explicit layout names a tensor the graph does not have", name)
         key = str(value).upper()
         if key not in _SOURCE | _STORED:
-            raise ConversionError(f"explicit layout {value!r} is not NHWC or NCHW", name)
+            raise InputError(f"explicit layout {value!r} is not NHWC or NCHW", name)
         rank = g.rank.get(name)
         permuted = key in _STORED
         if permuted and rank not in PERMUTABLE_RANKS:
-            raise ConversionError(f"explicit layout {value}: rank {rank} cannot be permuted", name)
+            raise InputError(f"explicit layout {value}: rank {rank} cannot be permuted", name)
         if (
             key not in ("NHWC", "NCHW")
             and rank is not None
@@ -70,6 +70,6 @@ def _explicit_seeds(g: GraphIndex, explicit: Mapping[str, str]) -> list[Seed]:
                 STORED_NAMES.get(rank),
             )
         ):
-            raise ConversionError(f"explicit layout {value} does not fit rank {rank}", name)
+            raise InputError(f"explicit layout {value} does not fit rank {rank}", name)
         seeds.append((name, permuted, f"the explicit layout {value} of '{name}'"))
     return seeds

@@ -11,12 +11,13 @@ import argparse
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qonnx_ingest import DEFAULT_OPSET, __version__
-from qonnx_ingest.errors import ConversionError, InputError
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 
 if TYPE_CHECKING:
     import onnx
@@ -75,8 +76,11 @@ def run(
         output = Path(args.output) if args.output else default_output(args.input)
         check_output_path(output, inputs)
         start = time.perf_counter()
-        model = convert(args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConversionWarning)
+            model = convert(args)
         seconds = time.perf_counter() - start
+        _report_warnings(prog, caught)
         save_model(model, output, inputs=inputs)
     except ConversionError as exc:
         return _fail(prog, str(exc), exc.exit_code, args.verbose)
@@ -95,6 +99,15 @@ def summarize(model: onnx.ModelProto) -> str:
     nodes = model.graph.node
     quant = sum(n.op_type in QUANT_OP_TYPES for n in nodes)
     return f"{len(nodes)} nodes, {quant} quantizers"
+
+
+def _report_warnings(prog: str, caught: list[warnings.WarningMessage]) -> None:
+    """Our warnings as one line each; anyone else's the way Python shows them."""
+    for w in caught:
+        if issubclass(w.category, ConversionWarning):
+            print(f"{prog}: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
 
 def _fail(prog: str, message: str, code: int, verbose: bool) -> int:

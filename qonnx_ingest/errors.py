@@ -22,3 +22,10 @@ class InputError(ConversionError):
     """The input itself is unusable (missing, unreadable, wrong format) or the usage is wrong."""
 
     exit_code = 2
+
+
+class ConversionWarning(UserWarning):
+    """Something converted, but not exactly as the source said (e.g. an annotation was lost).
+
+    The CLIs print each one as a ``warning:`` line; Python callers see ordinary warnings.
+    """

@@ -14,7 +14,7 @@ import onnx
 from onnx import helper
 
 from qonnx_ingest import DEFAULT_OPSET, __version__
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import unique_name
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION
 
@@ -68,8 +68,14 @@ def finish_model(
     return model
 
 
+MIN_OPSET = 13  # the converters emit opset-13 semantics (Resize, Pad, Clip with inputs)
+
+
 def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
     """Default domain first (qonnx's folding reads opset_import[0]), then the QONNX domain."""
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= newest:
+        raise InputError(f"opset {opset} is not supported: choose {MIN_OPSET} to {newest}")
     others = [o for o in model.opset_import if o.domain not in ("", "ai.onnx", QONNX_DOMAIN)]
     del model.opset_import[:]
     model.opset_import.extend(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 import tflite
 
-from qonnx_ingest.errors import InputError
+from qonnx_ingest.errors import ConversionWarning, InputError
 
 __all__ = [
     "DimensionMetadata",
@@ -411,6 +412,7 @@ class _Reader:
         self.model: Any = None
         self.n_buffers = 0
         self._buffer_cache: dict[int, np.ndarray] = {}
+        self.bias_axis_fixes: list[str] = []
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -454,6 +456,14 @@ class _Reader:
         ]
         metadata = self.read_metadata()
         self.loc = ""
+        if self.bias_axis_fixes:
+            fixes = self.bias_axis_fixes
+            warnings.warn(
+                f"{self.name}: {len(fixes)} rank-1 per-channel tensors have an out-of-range "
+                f"quantized_dimension (first: {fixes[0]}); read as per-channel along axis 0",
+                ConversionWarning,
+                stacklevel=3,
+            )
         return TFLiteModel(
             version=version,
             description=description,
@@ -774,6 +784,7 @@ class _Reader:
                 if rank == 1 and shape[0] == n_scale:
                     # TOCO-era files (e.g. TFLM person_detect) copy the weights' quantized
                     # dimension onto rank-1 per-channel biases; axis 0 is the only reading.
+                    self.bias_axis_fixes.append(self.loc)
                     qdim = 0
                 else:
                     raise self.fail(

@@ -32,9 +32,7 @@ def fused_activation(b: GraphBuilder, op: Operator, x: str) -> str:
     """Apply ``op``'s fused activation to ``x``."""
     kind = op.options.get("fused_activation_function", "NONE")
     if kind not in _FUSED:
-        raise ConversionError(
-            f"fused activation {kind} is not supported", op.where
-        )
+        raise ConversionError(f"fused activation {kind} is not supported", op.where)
     return _FUSED[kind](b, x)
 
 

@@ -1,0 +1,113 @@
+"""Run a converted model and the TFLite interpreter (ai-edge-litert) on the same inputs.
+
+Everything is compared in TFLite's terms: real values in the source (NHWC) layout, and for
+quantized tensors the integer grid of the interpreter's own tensor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+from qonnx_ingest.execute import execute_qonnx
+
+
+def reference_interpreter(source, *, preserve_all: bool = False, xnnpack: bool = False):
+    """The builtin reference kernels (the semantics the file defines), or XNNPACK's path."""
+    kwargs = (
+        {"model_path": str(source)} if not isinstance(source, bytes) else {"model_content": source}
+    )
+    if not xnnpack:
+        kwargs["experimental_op_resolver_type"] = OpResolverType.BUILTIN_REF
+    it = Interpreter(**kwargs, experimental_preserve_all_tensors=preserve_all)
+    it.allocate_tensors()
+    return it
+
+
+def random_input(detail: dict, rng: np.random.Generator, low: float = -1.0, high: float = 1.0):
+    """Uniform over [low, high] for float inputs, over the whole range for integer ones."""
+    if detail["dtype"] == np.float32:
+        return rng.uniform(low, high, detail["shape"]).astype(np.float32)
+    info = np.iinfo(detail["dtype"])
+    return rng.integers(info.min, info.max + 1, detail["shape"]).astype(detail["dtype"])
+
+
+def real_value(array: np.ndarray, quantization: tuple[float, int] | None) -> np.ndarray:
+    """scale * (q - zero_point) for integer tensors (TFLite's definition), else the array."""
+    if quantization is None or not np.issubdtype(array.dtype, np.integer):
+        return np.asarray(array, np.float32)
+    scale, zero_point = quantization
+    return (scale * (array.astype(np.float64) - zero_point)).astype(np.float32)
+
+
+def stored_perms(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """tensor name -> perm from source (NHWC) to stored order, from the layout metadata."""
+    props = {p.key: p.value for p in model.metadata_props}
+    return {k: v["perm"] for k, v in json.loads(props.get("layout", "{}")).items()}
+
+
+def run_ours(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Execute with source-layout real feeds; outputs come back in source layout."""
+    perms = stored_perms(model)
+    stored = {k: (v.transpose(perms[k]) if k in perms else v) for k, v in feeds.items()}
+    outs = execute_qonnx(model, stored)
+    return {
+        k: (v.transpose(np.argsort(perms[k])) if k in perms else v)
+        for k, v in outs.items()
+        if k in {o.name for o in model.graph.output}
+    }
+
+
+@dataclass
+class OutputPair:
+    """One output on one input: the interpreter's and ours, as real values."""
+
+    name: str
+    reference: np.ndarray
+    ours: np.ndarray
+    grid: tuple[float, int] | None  # (scale, zero point) of an integer output
+
+    def steps(self) -> np.ndarray:
+        """|ours - reference| in steps of the output's grid."""
+        scale, zero_point = self.grid
+        ours = np.round(self.ours.astype(np.float64) / scale) + zero_point
+        ref = np.round(self.reference.astype(np.float64) / scale) + zero_point
+        return np.abs(ours - ref).ravel()
+
+    def float_error_ok(self, rtol: float = 1e-4) -> bool:
+        """|ours - reference| <= rtol * max(1, |reference|) elementwise."""
+        bound = rtol * np.maximum(1.0, np.abs(self.reference))
+        return bool(np.all(np.abs(self.ours - self.reference) <= bound))
+
+
+def compare(
+    model: onnx.ModelProto,
+    it,
+    *,
+    n_inputs: int = 8,
+    seed: int = 0,
+    low: float = -1.0,
+    high: float = 1.0,
+) -> list[OutputPair]:
+    """Run both on ``n_inputs`` seeded random inputs; one OutputPair per output and input."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n_inputs):
+        feeds = {}
+        for detail in it.get_input_details():
+            x = random_input(detail, rng, low, high)
+            it.set_tensor(detail["index"], x)
+            feeds[detail["name"]] = real_value(x, detail["quantization"])
+        it.invoke()
+        ours = run_ours(model, feeds)
+        for detail in it.get_output_details():
+            ref = it.get_tensor(detail["index"])
+            grid = detail["quantization"] if np.issubdtype(ref.dtype, np.integer) else None
+            pairs.append(
+                OutputPair(detail["name"], real_value(ref, grid), ours[detail["name"]], grid)
+            )
+    return pairs
