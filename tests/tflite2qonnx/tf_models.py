@@ -64,6 +64,34 @@ def _resize(align_corners: bool, half_pixel: bool, size=(12, 10)):
     )
 
 
+def _conv_then(f, channels: int = 4):
+    """A 1x1 conv, then raw TF ops: the conv makes the layout pass store the activations
+    channels-first, so axis-naming ops are checked after their axes were renumbered."""
+
+    def build(tf, xs):
+        tf.keras.utils.set_random_seed(7)
+        conv = tf.keras.layers.Conv2D(channels, 1)
+        ys = [conv(x) for x in xs] if len(xs) > 1 else conv(xs[0])
+        return tf.keras.layers.Lambda(lambda t: f(tf, t))(ys)
+
+    return build
+
+
+def _nearest(align_corners: bool, half_pixel: bool, size=(12, 10)):
+    return _fn(
+        lambda tf, x: tf.compat.v1.image.resize_nearest_neighbor(
+            x, size, align_corners=align_corners, half_pixel_centers=half_pixel
+        )
+    )
+
+
+def _f(tf, x):
+    return tf.cast(x, tf.float32)
+
+
+TWO = ((1, 8, 8, 4), (1, 8, 8, 4))
+
+
 CASES: dict[str, OpCase] = {
     "add": OpCase("ADD", _fn(lambda tf, t: t[0] + t[1]), ((1, 8, 8, 4), (1, 8, 8, 4))),
     "add_relu_broadcast_constant": OpCase(
@@ -157,6 +185,185 @@ CASES: dict[str, OpCase] = {
     "reshape_after_nhwc": OpCase("RESHAPE", _fn(lambda tf, x: tf.reshape(x, [1, 16, 16]))),
     "relu": OpCase("RELU", _fn(lambda tf, x: tf.nn.relu(x))),
     "relu6": OpCase("RELU6", _fn(lambda tf, x: tf.nn.relu6(x)), low=-3, high=8),
+    # ---- issue 6 breadth: binary arithmetic
+    "div": OpCase("DIV", _fn(lambda tf, t: t[0] / (t[1] + 2.0)), TWO, quantized=False),
+    "floor_div": OpCase(
+        "FLOOR_DIV", _fn(lambda tf, x: tf.math.floordiv(x, _const((4,), 2) + 2.0)), low=-5, high=5
+    ),
+    "floor_mod": OpCase(
+        "FLOOR_MOD", _fn(lambda tf, x: tf.math.floormod(x, _const((4,), 3) + 2.0)), low=-5, high=5
+    ),
+    "pow": OpCase("POW", _fn(lambda tf, t: tf.pow(t[0], t[1])), TWO, low=0.1, high=2),
+    "squared_difference": OpCase(
+        "SQUARED_DIFFERENCE", _fn(lambda tf, t: tf.math.squared_difference(t[0], t[1])), TWO
+    ),
+    "maximum": OpCase("MAXIMUM", _fn(lambda tf, t: tf.maximum(t[0], t[1])), TWO),
+    "minimum": OpCase("MINIMUM", _fn(lambda tf, t: tf.minimum(t[0], t[1])), TWO),
+    "add_n": OpCase("ADD_N", _fn(lambda tf, t: tf.add_n([t[0], t[1], t[0] * t[1]])), TWO),
+    # ---- unary
+    "abs": OpCase("ABS", _fn(lambda tf, x: tf.abs(x))),
+    "neg": OpCase("NEG", _fn(lambda tf, x: -x)),
+    "exp": OpCase("EXP", _fn(lambda tf, x: tf.exp(x)), low=-3, high=3),
+    "log": OpCase("LOG", _fn(lambda tf, x: tf.math.log(x)), low=0.05, high=4),
+    "sqrt": OpCase("SQRT", _fn(lambda tf, x: tf.sqrt(x)), low=0, high=4),
+    "rsqrt": OpCase("RSQRT", _fn(lambda tf, x: tf.math.rsqrt(x)), low=0.1, high=4),
+    "square": OpCase("SQUARE", _fn(lambda tf, x: tf.square(x)), low=-2, high=2),
+    "tanh": OpCase("TANH", _fn(lambda tf, x: tf.tanh(x)), low=-3, high=3),
+    "cos": OpCase("COS", _fn(lambda tf, x: tf.cos(x)), low=-4, high=4),
+    "sin": OpCase("SIN", _fn(lambda tf, x: tf.sin(x)), low=-4, high=4),
+    "floor": OpCase("FLOOR", _fn(lambda tf, x: tf.floor(x)), low=-3, high=3),
+    "ceil": OpCase("CEIL", _fn(lambda tf, x: tf.math.ceil(x)), low=-3, high=3),
+    "round": OpCase("ROUND", _fn(lambda tf, x: tf.round(x * 4.0)), low=-1, high=1),
+    "sign": OpCase("SIGN", _fn(lambda tf, x: tf.sign(x))),
+    "elu": OpCase("ELU", _fn(lambda tf, x: tf.nn.elu(x)), low=-3, high=3),
+    "leaky_relu": OpCase("LEAKY_RELU", _fn(lambda tf, x: tf.nn.leaky_relu(x, 0.3))),
+    "relu_n1_to_1": OpCase(
+        "RELU_N1_TO_1", _fn(lambda tf, x: tf.maximum(tf.minimum(x, 1.0), -1.0)), low=-2, high=2
+    ),
+    "relu_0_to_1": OpCase(
+        "RELU_0_TO_1", _fn(lambda tf, x: tf.maximum(tf.minimum(x, 1.0), 0.0)), low=-2, high=2
+    ),
+    "gelu": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x)), low=-3, high=3),
+    "gelu_tanh": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x, approximate=True)), low=-3, high=3),
+    "log_softmax": OpCase("LOG_SOFTMAX", _fn(lambda tf, x: tf.nn.log_softmax(x * 3.0)), ((1, 10),)),
+    "l2_normalization": OpCase(
+        "L2_NORMALIZATION", _conv_then(lambda tf, x: tf.math.l2_normalize(x, axis=-1))
+    ),
+    "local_response_normalization": OpCase(
+        "LOCAL_RESPONSE_NORMALIZATION",
+        _conv_then(
+            lambda tf, x: tf.nn.local_response_normalization(x, 2, bias=1.0, alpha=0.5, beta=0.75),
+            channels=7,
+        ),
+        quantized=False,
+    ),
+    # ---- comparisons and logic (bool results cast to float)
+    "less": OpCase("LESS", _fn(lambda tf, t: _f(tf, tf.less(t[0], t[1]))), TWO),
+    "less_equal": OpCase("LESS_EQUAL", _fn(lambda tf, t: _f(tf, tf.less_equal(t[0], t[1]))), TWO),
+    "greater": OpCase("GREATER", _fn(lambda tf, t: _f(tf, tf.greater(t[0], t[1]))), TWO),
+    "greater_equal": OpCase(
+        "GREATER_EQUAL", _fn(lambda tf, t: _f(tf, tf.greater_equal(t[0], t[1]))), TWO
+    ),
+    "equal": OpCase(
+        "EQUAL", _fn(lambda tf, t: _f(tf, tf.equal(tf.round(t[0]), tf.round(t[1])))), TWO
+    ),
+    "not_equal": OpCase(
+        "NOT_EQUAL", _fn(lambda tf, t: _f(tf, tf.not_equal(tf.round(t[0]), tf.round(t[1])))), TWO
+    ),
+    "logical_and_or_not": OpCase(
+        "LOGICAL_AND",
+        _fn(
+            lambda tf, t: _f(
+                tf,
+                tf.logical_or(tf.logical_and(t[0] > 0, t[1] > 0), tf.logical_not(t[0] > t[1])),
+            )
+        ),
+        TWO,
+    ),
+    "select_v2": OpCase(
+        "SELECT_V2", _fn(lambda tf, t: tf.where(t[0] > t[1], t[0], t[1] * 2.0)), TWO
+    ),
+    "cast": OpCase("CAST", _fn(lambda tf, x: _f(tf, tf.cast(x * 3.0, tf.int32)))),
+    # ---- reductions (after a conv: the axes are renumbered for channels-first storage)
+    "sum_spatial_keepdims": OpCase(
+        "SUM", _conv_then(lambda tf, x: tf.reduce_sum(x, [1, 2], keepdims=True))
+    ),
+    "reduce_max_channels": OpCase("REDUCE_MAX", _conv_then(lambda tf, x: tf.reduce_max(x, [3]))),
+    "reduce_min_height": OpCase("REDUCE_MIN", _conv_then(lambda tf, x: tf.reduce_min(x, [1]))),
+    "reduce_prod_width": OpCase(
+        "REDUCE_PROD",
+        _fn(lambda tf, x: tf.reduce_prod(x, [2], keepdims=True)),
+        low=0.5,
+        high=1.5,
+        quantized=False,
+    ),
+    "arg_max_channels": OpCase(
+        "ARG_MAX", _conv_then(lambda tf, x: _f(tf, tf.argmax(x, axis=3))), quantized=False
+    ),
+    "arg_min_height": OpCase(
+        "ARG_MIN",
+        _conv_then(lambda tf, x: _f(tf, tf.argmin(x, axis=1, output_type=tf.int32))),
+        quantized=False,
+    ),
+    "cumsum_exclusive_reverse": OpCase(
+        "CUMSUM",
+        _conv_then(lambda tf, x: tf.cumsum(x, axis=2, exclusive=True, reverse=True)),
+        quantized=False,
+    ),
+    # ---- cutting, joining, indexing (after a conv)
+    "split_channels": OpCase("SPLIT", _conv_then(lambda tf, x: tf.split(x, 2, axis=3))),
+    "split_v_height": OpCase("SPLIT_V", _conv_then(lambda tf, x: tf.split(x, [3, -1, 2], axis=1))),
+    "pack_axis1": OpCase("PACK", _conv_then(lambda tf, t: tf.stack(t, axis=1)), TWO),
+    "unpack_channels": OpCase("UNPACK", _conv_then(lambda tf, x: tf.unstack(x, axis=3))),
+    "squeeze_width": OpCase(
+        "SQUEEZE", _conv_then(lambda tf, x: tf.squeeze(x, axis=2)), ((1, 8, 1, 4),)
+    ),
+    "expand_dims": OpCase("EXPAND_DIMS", _conv_then(lambda tf, x: tf.expand_dims(x, 2))),
+    "slice": OpCase("SLICE", _conv_then(lambda tf, x: tf.slice(x, [0, 1, 2, 1], [1, 4, -1, 2]))),
+    "strided_slice_steps_reverse": OpCase(
+        "STRIDED_SLICE", _conv_then(lambda tf, x: x[:, 1:7:2, ::-1, 1:3])
+    ),
+    "strided_slice_shrink_negative": OpCase(
+        "STRIDED_SLICE", _conv_then(lambda tf, x: x[:, -1, :, 1])
+    ),
+    "strided_slice_ellipsis_new_axis": OpCase(
+        "STRIDED_SLICE", _conv_then(lambda tf, x: x[..., None, 1:3])
+    ),
+    "gather_channels": OpCase(
+        "GATHER", _conv_then(lambda tf, x: tf.gather(x, [2, 0, 1, 1], axis=3))
+    ),
+    "gather_nd": OpCase("GATHER_ND", _conv_then(lambda tf, x: tf.gather_nd(x, [[0, 1], [0, 5]]))),
+    "tile": OpCase("TILE", _conv_then(lambda tf, x: tf.tile(x, [1, 2, 1, 3]))),
+    "broadcast_to": OpCase(
+        "BROADCAST_TO",
+        _fn(lambda tf, x: tf.broadcast_to(x, [2, 6, 8, 4])),
+        ((1, 1, 8, 4),),
+        quantized=False,
+    ),
+    "reverse": OpCase("REVERSE_V2", _conv_then(lambda tf, x: tf.reverse(x, [2]))),
+    "mirror_pad_reflect": OpCase(
+        "MIRROR_PAD",
+        _conv_then(lambda tf, x: tf.pad(x, [[0, 0], [2, 1], [1, 3], [0, 0]], "REFLECT")),
+    ),
+    "mirror_pad_symmetric": OpCase(
+        "MIRROR_PAD",
+        _conv_then(lambda tf, x: tf.pad(x, [[0, 0], [2, 1], [1, 3], [0, 0]], "SYMMETRIC")),
+    ),
+    "batch_matmul": OpCase(
+        "BATCH_MATMUL", _fn(lambda tf, t: tf.matmul(t[0], t[1])), ((1, 3, 4, 5), (1, 3, 5, 6))
+    ),
+    "batch_matmul_adj_y": OpCase(
+        "BATCH_MATMUL",
+        _fn(lambda tf, t: tf.matmul(t[0], t[1], transpose_b=True)),
+        ((2, 4, 5), (2, 6, 5)),
+    ),
+    # ---- spatial
+    "resize_nearest_asymmetric": OpCase("RESIZE_NEAREST_NEIGHBOR", _nearest(False, False)),
+    "resize_nearest_align_corners": OpCase("RESIZE_NEAREST_NEIGHBOR", _nearest(True, False)),
+    "resize_nearest_half_pixel": OpCase("RESIZE_NEAREST_NEIGHBOR", _nearest(False, True)),
+    "resize_nearest_half_pixel_down": OpCase(
+        "RESIZE_NEAREST_NEIGHBOR", _nearest(False, True, (5, 3))
+    ),
+    "depth_to_space": OpCase(
+        "DEPTH_TO_SPACE", _fn(lambda tf, x: tf.nn.depth_to_space(x, 2)), ((1, 4, 5, 8),)
+    ),
+    "space_to_depth": OpCase("SPACE_TO_DEPTH", _fn(lambda tf, x: tf.nn.space_to_depth(x, 2))),
+    "transpose_conv_same_stride2": OpCase(
+        "TRANSPOSE_CONV",
+        _layer(lambda tf: tf.keras.layers.Conv2DTranspose(5, 3, 2, padding="same")),
+        ((1, 5, 6, 4),),
+    ),
+    "transpose_conv_valid": OpCase(
+        "TRANSPOSE_CONV",
+        _layer(lambda tf: tf.keras.layers.Conv2DTranspose(3, (3, 2), (2, 1), padding="valid")),
+        ((1, 5, 6, 4),),
+    ),
+    "conv_3d_same": OpCase(
+        "CONV_3D",
+        _layer(lambda tf: tf.keras.layers.Conv3D(4, 3, (1, 2, 1), padding="same")),
+        ((1, 5, 6, 6, 3),),
+        quantized=False,
+    ),
 }
 
 

@@ -1,0 +1,154 @@
+"""A small TFLite flatbuffer writer for ops TF's converter does not emit (custom ops, DENSIFY).
+
+One subgraph; tensors are dicts (name, shape, dtype, optional data and sparsity), operators
+name a builtin or a custom code and may carry raw custom options.
+"""
+
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+import tflite
+
+_TYPES = {
+    "float32": tflite.TensorType.FLOAT32,
+    "float16": tflite.TensorType.FLOAT16,
+    "int32": tflite.TensorType.INT32,
+    "int64": tflite.TensorType.INT64,
+    "int8": tflite.TensorType.INT8,
+}
+
+
+def _ints(b: flatbuffers.Builder, values, prepend: str = "PrependInt32", size: int = 4):
+    b.StartVector(size, len(values), size)
+    for v in reversed(list(values)):
+        getattr(b, prepend)(v)
+    return b.EndVector()
+
+
+def _offsets(b: flatbuffers.Builder, offs):
+    b.StartVector(4, len(offs), 4)
+    for o in reversed(offs):
+        b.PrependUOffsetTRelative(o)
+    return b.EndVector()
+
+
+def _bytes(b: flatbuffers.Builder, data: bytes, align: int = 16):
+    b.StartVector(1, len(data), align)
+    b.head = b.head - len(data)
+    b.Bytes[b.head : b.head + len(data)] = data
+    return b.EndVector()
+
+
+def _index_vector(b: flatbuffers.Builder, values):
+    vec = _ints(b, values)
+    tflite.Int32VectorStart(b)
+    tflite.Int32VectorAddValues(b, vec)
+    return tflite.Int32VectorEnd(b)
+
+
+def _sparsity(b: flatbuffers.Builder, sp: dict):
+    """sp: traversal_order, block_map, dims = [(dense_size,) | (segments, indices)]."""
+    dims = []
+    for dim in sp["dims"]:
+        sparse = len(dim) == 2
+        if sparse:
+            seg, idx = _index_vector(b, dim[0]), _index_vector(b, dim[1])
+        tflite.DimensionMetadataStart(b)
+        if sparse:
+            tflite.DimensionMetadataAddFormat(b, tflite.DimensionType.SPARSE_CSR)
+            tflite.DimensionMetadataAddArraySegmentsType(b, tflite.SparseIndexVector.Int32Vector)
+            tflite.DimensionMetadataAddArraySegments(b, seg)
+            tflite.DimensionMetadataAddArrayIndicesType(b, tflite.SparseIndexVector.Int32Vector)
+            tflite.DimensionMetadataAddArrayIndices(b, idx)
+        else:
+            tflite.DimensionMetadataAddFormat(b, tflite.DimensionType.DENSE)
+            tflite.DimensionMetadataAddDenseSize(b, dim[0])
+        dims.append(tflite.DimensionMetadataEnd(b))
+    order = _ints(b, sp["traversal_order"])
+    block_map = _ints(b, sp.get("block_map", []))
+    dims_vec = _offsets(b, dims)
+    tflite.SparsityParametersStart(b)
+    tflite.SparsityParametersAddTraversalOrder(b, order)
+    tflite.SparsityParametersAddBlockMap(b, block_map)
+    tflite.SparsityParametersAddDimMetadata(b, dims_vec)
+    return tflite.SparsityParametersEnd(b)
+
+
+def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> bytes:
+    """A one-subgraph model. Operators: {"op": builtin name or custom code, "inputs",
+    "outputs", optional "custom_options" (bytes)}; names not in BuiltinOperator are custom."""
+    b = flatbuffers.Builder(1024)
+    buffers = [b""]
+    for t in tensors:
+        data = t.get("data")
+        buffers.append(b"" if data is None else np.ascontiguousarray(data).tobytes())
+    buffer_offs = []
+    for data in buffers:
+        vec = _bytes(b, data) if data else None
+        tflite.BufferStart(b)
+        if vec is not None:
+            tflite.BufferAddData(b, vec)
+        buffer_offs.append(tflite.BufferEnd(b))
+
+    tensor_offs = []
+    for k, t in enumerate(tensors):
+        name = b.CreateString(t["name"])
+        shape = _ints(b, t["shape"])
+        sparsity = _sparsity(b, t["sparsity"]) if "sparsity" in t else None
+        tflite.TensorStart(b)
+        tflite.TensorAddShape(b, shape)
+        tflite.TensorAddType(b, _TYPES[t.get("dtype", "float32")])
+        tflite.TensorAddBuffer(b, k + 1)
+        tflite.TensorAddName(b, name)
+        if sparsity is not None:
+            tflite.TensorAddSparsity(b, sparsity)
+        tensor_offs.append(tflite.TensorEnd(b))
+
+    codes: list[str] = list(dict.fromkeys(op["op"] for op in operators))
+    op_offs = []
+    for op in operators:
+        ins, outs = _ints(b, op["inputs"]), _ints(b, op["outputs"])
+        custom = _bytes(b, op["custom_options"], 1) if "custom_options" in op else None
+        tflite.OperatorStart(b)
+        tflite.OperatorAddOpcodeIndex(b, codes.index(op["op"]))
+        tflite.OperatorAddInputs(b, ins)
+        tflite.OperatorAddOutputs(b, outs)
+        if custom is not None:
+            tflite.OperatorAddCustomOptions(b, custom)
+        op_offs.append(tflite.OperatorEnd(b))
+
+    tensors_vec, ops_vec = _offsets(b, tensor_offs), _offsets(b, op_offs)
+    sg_in, sg_out, sg_name = _ints(b, inputs), _ints(b, outputs), b.CreateString("main")
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tensors_vec)
+    tflite.SubGraphAddOperators(b, ops_vec)
+    tflite.SubGraphAddInputs(b, sg_in)
+    tflite.SubGraphAddOutputs(b, sg_out)
+    tflite.SubGraphAddName(b, sg_name)
+    subgraph = tflite.SubGraphEnd(b)
+
+    code_offs = []
+    for code in codes:
+        builtin = getattr(tflite.BuiltinOperator, code, None)
+        custom = b.CreateString(code) if builtin is None else None
+        builtin = tflite.BuiltinOperator.CUSTOM if builtin is None else builtin
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(builtin, 127))
+        tflite.OperatorCodeAddBuiltinCode(b, builtin)
+        tflite.OperatorCodeAddVersion(b, 1)
+        if custom is not None:
+            tflite.OperatorCodeAddCustomCode(b, custom)
+        code_offs.append(tflite.OperatorCodeEnd(b))
+
+    codes_vec, sgs_vec, bufs_vec = _offsets(b, code_offs), _offsets(b, [subgraph]), None
+    bufs_vec = _offsets(b, buffer_offs)
+    description = b.CreateString("built by tflite_writer")
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes_vec)
+    tflite.ModelAddSubgraphs(b, sgs_vec)
+    tflite.ModelAddDescription(b, description)
+    tflite.ModelAddBuffers(b, bufs_vec)
+    b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
