@@ -1,0 +1,78 @@
+"""Every corpus TFLite model through the layout pass: no Transpose without a reason.
+
+A Transpose may stand only in front of an op that must see source (NHWC) element order (a
+terminate op such as Reshape) or, with ``keep_io_layout``, at a 4D graph input or output.
+tf2onnx leaves 1-30 per model on these files; tflite2onnx 0-4 where it converts at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+import tflite2qonnx
+from layout import OP_CLASSES, QONNX_CLASSES, Kind
+from support import CORPUS, requires_corpus
+
+pytestmark = requires_corpus
+
+MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
+
+
+def _kind(op_type: str) -> Kind:
+    row = OP_CLASSES.get(op_type) or QONNX_CLASSES.get(op_type)
+    return row.kind if row is not None else Kind.TERMINATE
+
+
+def transpose_reasons(model) -> dict[str, str | None]:
+    """Each Transpose's reason to exist, or None when it has none."""
+    graph = model.graph
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    inputs = {v.name for v in graph.input}
+    outputs = {v.name for v in graph.output}
+    reasons = {}
+    for node in graph.node:
+        if node.op_type != "Transpose":
+            continue
+        users = consumers.get(node.output[0], [])
+        if node.input[0] in inputs:
+            reasons[node.name] = f"graph input {node.input[0]} kept NHWC"
+        elif node.output[0] in outputs:
+            reasons[node.name] = f"graph output {node.output[0]} kept NHWC"
+        elif users and all(_kind(u.op_type) is Kind.TERMINATE for u in users):
+            reasons[node.name] = "feeds " + ", ".join(f"{u.op_type} {u.name}" for u in users)
+        else:
+            reasons[node.name] = None
+    return reasons
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_every_transpose_has_a_reason(path):
+    reasons = transpose_reasons(tflite2qonnx.convert(path))
+    assert [name for name, why in reasons.items() if why is None] == []
+    assert not any(why.startswith("graph") for why in reasons.values())
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_keep_io_layout_adds_one_node_per_permuted_io_tensor(path):
+    """One Transpose per NHWC graph input/output (a Reshape where the channel dim is 1)."""
+    default = tflite2qonnx.convert(path)
+    kept = tflite2qonnx.convert(path, keep_io_layout=True)
+    assert [name for name, why in transpose_reasons(kept).items() if why is None] == []
+    io = {v.name for v in (*default.graph.input, *default.graph.output)}
+    props = {p.key: p.value for p in default.metadata_props}
+    permuted = [
+        name
+        for name, v in json.loads(props.get("layout", "{}")).items()
+        if name in io and v["perm"] != sorted(v["perm"])
+    ]
+    extra = Counter(n.op_type for n in kept.graph.node)
+    extra.subtract(Counter(n.op_type for n in default.graph.node))
+    extra = +extra
+    assert set(extra) <= {"Transpose", "Reshape"}
+    assert sum(extra.values()) == len(permuted)

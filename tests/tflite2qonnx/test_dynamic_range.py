@@ -1,0 +1,73 @@
+"""Dynamic-range quantized models: int8 weights, float activations.
+
+QONNX says this exactly (a Quant on the weights, none on activations); QDQ cannot. TFLite's
+hybrid kernels additionally quantize each input on the fly to int8, which the file does not
+record, so the interpreter is matched within the error that input rounding can cause.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from litert_compare import reference_interpreter, run_ours
+from tf_models import _tf
+
+import tflite2qonnx
+from tflite2qonnx.quantization import dequantize
+from tflite2qonnx.reader import read_model
+
+pytestmark = pytest.mark.keras
+
+
+@pytest.fixture(scope="module")
+def dense_model() -> bytes:
+    tf = _tf()
+    tf.keras.utils.set_random_seed(11)
+    inp = tf.keras.Input(batch_size=1, shape=(64,))
+    model = tf.keras.Model(inp, tf.keras.layers.Dense(48, bias_initializer="random_uniform")(inp))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]  # no representative data: hybrid
+    return converter.convert()
+
+
+def test_only_the_weights_are_quantized(dense_model):
+    (sg,) = read_model(dense_model).subgraphs
+    (fc,) = [op for op in sg.operators if op.name == "FULLY_CONNECTED"]
+    assert sg.tensors[fc.inputs[1]].dtype == "int8"
+    model = tflite2qonnx.convert(dense_model)
+    quants = [n for n in model.graph.node if n.op_type == "Quant"]
+    inits = {t.name for t in model.graph.initializer}
+    assert len(quants) == 1 and quants[0].input[0] in inits
+    assert model.graph.input[0].type.tensor_type.elem_type == 1  # float in, float out
+
+
+def test_output_is_the_float_layer_on_the_int8_weights(dense_model):
+    """Hand-derived: y = x @ (scale * w_q)^T + b, in float64."""
+    (sg,) = read_model(dense_model).subgraphs
+    (fc,) = [op for op in sg.operators if op.name == "FULLY_CONNECTED"]
+    w = dequantize(sg.tensors[fc.inputs[1]]).astype(np.float64)
+    b = sg.tensors[fc.inputs[2]].data.astype(np.float64)
+    model = tflite2qonnx.convert(dense_model)
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 64)).astype(np.float32)
+    ours = run_ours(model, {model.graph.input[0].name: x})[model.graph.output[0].name]
+    np.testing.assert_allclose(ours, x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_interpreter_differs_only_by_its_on_the_fly_input_rounding(dense_model):
+    """|ours - TFLite| <= half an input step (max|x| / 127) times sum |w| of each unit."""
+    (sg,) = read_model(dense_model).subgraphs
+    (fc,) = [op for op in sg.operators if op.name == "FULLY_CONNECTED"]
+    w = dequantize(sg.tensors[fc.inputs[1]]).astype(np.float64)
+    model = tflite2qonnx.convert(dense_model)
+    it = reference_interpreter(dense_model)
+    (ind,), (outd,) = it.get_input_details(), it.get_output_details()
+    rng = np.random.default_rng(6)
+    for _ in range(8):
+        x = rng.uniform(-1, 1, (1, 64)).astype(np.float32)
+        it.set_tensor(ind["index"], x)
+        it.invoke()
+        theirs = it.get_tensor(outd["index"])
+        ours = run_ours(model, {model.graph.input[0].name: x})[model.graph.output[0].name]
+        bound = 0.5 * np.abs(x).max() / 127 * np.abs(w).sum(axis=1) + 1e-5
+        assert np.all(np.abs(ours - theirs) <= bound)
+        assert np.abs(ours - theirs).max() > 0  # the hybrid kernel really rounds its input
