@@ -35,12 +35,15 @@ def convert(
     weights: str | os.PathLike | None = None,
     allow_lambda: bool = False,
     int_quant: bool = False,
+    channels_last: bool = False,
 ) -> onnx.ModelProto:
     """Convert a QKeras model (in memory, or a .h5/.keras/SavedModel/.json path) to QONNX.
 
     ``batch_size=None`` keeps the batch dimension dynamic. ``weights`` loads a weights file on
     top (required for a .json architecture). Lambda layers run code stored in the model, so
     they are refused unless ``allow_lambda``. ``int_quant`` emits IntQuant instead of Quant.
+    ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
+    the batch is fixed to 1 unless ``batch_size`` says otherwise).
     Every quantizer becomes exactly one QONNX node, or a ``ConversionError`` names it.
     """
     from qkeras2qonnx.pipeline import convert as _convert
@@ -53,6 +56,7 @@ def convert(
         weights=weights,
         allow_lambda=allow_lambda,
         int_quant=int_quant,
+        channels_last=channels_last,
     )
 
 

@@ -35,6 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="load Lambda layers, which run Python code stored in the model file",
     )
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="run qonnx's channels-last transformation on the output (fixes the batch to 1 "
+        "unless --batch-size is given)",
+    )
     return run(parser, _convert, argv, extra_inputs=lambda a: [a.weights] if a.weights else [])
 
 
@@ -50,6 +56,7 @@ def _convert(args: argparse.Namespace):
         weights=args.weights,
         allow_lambda=args.allow_lambda,
         int_quant=args.int_quant,
+        channels_last=args.channels_last,
     )
 
 

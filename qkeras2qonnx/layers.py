@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.quantizers import rule_for
 from qonnx_ingest.errors import ConversionError
@@ -44,18 +46,35 @@ class Slot:
 
 @dataclass
 class Stripped:
+    """The plain layer to build; ``weights`` (None: the layer's own ``get_weights()``) are what
+    it is given, e.g. kernel and bias with a batch normalization folded in."""
+
     layer_class: type
     config: dict
     slots: list[Slot] = field(default_factory=list)
+    weights: list[Any] | None = None
+    # Quantizers that only act on constants and were folded exactly: "layer role" -> why.
+    folded: dict[str, str] = field(default_factory=dict)
 
 
 LayerRule = Callable[[Any, str], Stripped]
+
+
+# QKeras's quantized recurrences (state quantizers inside the cell loop) have no exact
+# tf2onnx + Quant form here; they are refused by name rather than converted approximately.
+_RECURRENT = frozenset({"QSimpleRNN", "QLSTM", "QGRU", "QBidirectional"})
 
 
 def rule_for_layer(layer: Any, where: str) -> LayerRule:
     name = type(layer).__name__
     if name in LAYERS:
         return LAYERS[name]
+    if name in _RECURRENT:
+        raise ConversionError(
+            f"recurrent QKeras layer {name} is not supported: its quantized recurrence has no "
+            "exact QONNX conversion here",
+            where,
+        )
     if is_qkeras_object(layer):
         supported = ", ".join(sorted(LAYERS))
         raise ConversionError(f"unsupported QKeras layer {name} (supported: {supported})", where)
@@ -70,7 +89,7 @@ def _weighted(plain: str, weights: tuple[str, ...]) -> LayerRule:
     """A QKeras layer whose quantizer attributes ``weights[i]`` apply to ``get_weights()[i]``."""
 
     def strip(layer: Any, where: str) -> Stripped:
-        config = {k: v for k, v in _config(layer).items() if not _training_only(k)}
+        config = {k: v for k, v in config_of(layer).items() if not _training_only(k)}
         count = len(layer.get_weights())
         # QKeras quantizes a weight only when the constructor argument is truthy.
         slots = [
@@ -78,28 +97,51 @@ def _weighted(plain: str, weights: tuple[str, ...]) -> LayerRule:
             for index, role in enumerate(weights)
             if index < count and getattr(layer, role, None)
         ]
-        slots += _activation_slot(layer.activation, config, where)
+        slots += activation_slot(layer.activation, config, where)
         return Stripped(getattr(keras().layers, plain), config, slots)
 
     return strip
 
 
+def _folded(plain: str, kernel_role: str) -> LayerRule:
+    """QConv2DBatchnorm / QDepthwiseConv2DBatchnorm at inference: QKeras folds the moving
+    statistics into kernel and bias (``get_folded_weights``, the same TF ops as its ``call``),
+    quantizes both and always adds the folded bias, so the plain layer is a conv with bias."""
+
+    def strip(layer: Any, where: str) -> Stripped:
+        cls = getattr(keras().layers, plain)
+        keep = set(inspect.signature(cls.__init__).parameters) | {"name", "trainable", "dtype"}
+        config = {k: v for k, v in config_of(layer).items() if k in keep and not _training_only(k)}
+        config["use_bias"] = True
+        weights = [np.asarray(w, dtype=np.float32) for w in layer.get_folded_weights()]
+        slots = []
+        # QKeras tests ``is not None`` here (not truthiness, unlike the unfolded layers).
+        if getattr(layer, kernel_role, None) is not None:
+            slots.append(Slot(kernel_role, getattr(layer, f"{kernel_role}_internal"), 0))
+        if layer.bias_quantizer_internal is not None:
+            slots.append(Slot("bias_quantizer", layer.bias_quantizer_internal, 1))
+        slots += activation_slot(layer.activation, config, where)
+        return Stripped(cls, config, slots, weights)
+
+    return strip
+
+
 def _qactivation(layer: Any, where: str) -> Stripped:
-    full = _config(layer)
+    full = config_of(layer)
     config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
-    slots = _activation_slot(layer.quantizer, config, where)
+    slots = activation_slot(layer.quantizer, config, where)
     if not slots:  # QActivation("relu") etc.: a plain Keras activation function
         config["activation"] = keras().activations.serialize(layer.quantizer)
     return Stripped(keras().layers.Activation, config, slots)
 
 
 def _plain(layer: Any, where: str) -> Stripped:
-    config = _config(layer)
-    slots = _activation_slot(getattr(layer, "activation", None), config, where)
+    config = config_of(layer)
+    slots = activation_slot(getattr(layer, "activation", None), config, where)
     return Stripped(type(layer), config, slots)
 
 
-def _config(layer: Any) -> dict:
+def config_of(layer: Any) -> dict:
     with warnings.catch_warnings():  # QKeras serializes quantizers as "constraints"
         warnings.simplefilter("ignore", UserWarning)
         return layer.get_config()
@@ -111,7 +153,7 @@ def _training_only(key: str) -> bool:
     return key in _QKERAS_KEYS or key.endswith(("_initializer", "_regularizer", "_constraint"))
 
 
-def _activation_slot(activation: Any, config: dict, where: str) -> list[Slot]:
+def activation_slot(activation: Any, config: dict, where: str) -> list[Slot]:
     """A QKeras quantizer used as activation becomes its plain activation plus a slot."""
     if activation is None or not is_qkeras_object(activation):
         return []
@@ -124,10 +166,30 @@ def _activation_slot(activation: Any, config: dict, where: str) -> list[Slot]:
     return [Slot(ACTIVATION, activation)]
 
 
+def _qpooling(plain: str) -> LayerRule:
+    def strip(layer: Any, where: str) -> Stripped:
+        from qkeras2qonnx.pooling import pooling_rule  # a separate module: it imports this one
+
+        return pooling_rule(plain)(layer, where)
+
+    return strip
+
+
+def _qbatchnorm(layer: Any, where: str) -> Stripped:
+    from qkeras2qonnx.batchnorm import strip_qbatchnorm  # a separate module: it imports this one
+
+    return strip_qbatchnorm(layer, where)
+
+
 LAYERS: dict[str, LayerRule] = {
     "QDense": _weighted("Dense", ("kernel_quantizer", "bias_quantizer")),
     "QConv1D": _weighted("Conv1D", ("kernel_quantizer", "bias_quantizer")),
     "QConv2D": _weighted("Conv2D", ("kernel_quantizer", "bias_quantizer")),
     "QDepthwiseConv2D": _weighted("DepthwiseConv2D", ("depthwise_quantizer", "bias_quantizer")),
+    "QConv2DBatchnorm": _folded("Conv2D", "kernel_quantizer"),
+    "QDepthwiseConv2DBatchnorm": _folded("DepthwiseConv2D", "depthwise_quantizer"),
     "QActivation": _qactivation,
+    "QBatchNormalization": _qbatchnorm,
+    "QAveragePooling2D": _qpooling("AveragePooling2D"),
+    "QGlobalAveragePooling2D": _qpooling("GlobalAveragePooling2D"),
 }

@@ -81,9 +81,13 @@ def _load_path(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
 def _load_hdf5(path: Path, allow_lambda: bool) -> Any:
     import h5py
 
-    with h5py.File(path, "r") as f:
-        config = f.attrs.get("model_config")
-        weights_only = "layer_names" in f.attrs or "model_weights" in f
+    try:
+        with h5py.File(path, "r") as f:
+            config = f.attrs.get("model_config")
+            weights_only = "layer_names" in f.attrs or "model_weights" in f
+    except OSError as exc:  # truncated or damaged: h5py's message says which
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"corrupt or truncated HDF5 file ({first})", str(path)) from None
     if config is None:
         if weights_only:
             raise InputError(

@@ -8,6 +8,7 @@ from typing import Any
 
 import onnx
 
+from qkeras2qonnx.channels_last import to_channels_last
 from qkeras2qonnx.load import load_model
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
@@ -26,14 +27,19 @@ def convert(
     weights: str | os.PathLike | None = None,
     allow_lambda: bool = False,
     int_quant: bool = False,
+    channels_last: bool = False,
 ) -> onnx.ModelProto:
+    if channels_last and batch_size is None:
+        batch_size = 1  # qonnx's channels-last transformation needs static shapes
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     inputs = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
     if output_path is not None:
         check_output_path(output_path, inputs)  # fail before the expensive part
     model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
-    proto = convert_keras(model, opset=opset, batch_size=batch_size, int_quant=int_quant)
+    proto = convert_keras(
+        model, opset=opset, batch_size=batch_size, int_quant=int_quant, channels_last=channels_last
+    )
     if output_path is not None:
         save_model(proto, output_path, inputs=inputs)
     return proto
@@ -71,16 +77,20 @@ def convert_keras(
     *,
     opset: int = DEFAULT_OPSET,
     int_quant: bool = False,
+    channels_last: bool = False,
     name: str | None = None,
     **tf2onnx_options: Any,
 ) -> onnx.ModelProto:
-    """strip -> tf2onnx -> reinsert -> finish, then count the quantizers once more."""
+    """strip -> tf2onnx -> reinsert -> finish [-> channels-last -> finish], then count the
+    quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
     reinsert(proto, layer_map, int_quant=int_quant)
     if name:
         proto.graph.name = name
     finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
+    if channels_last:
+        finished = finish_model(to_channels_last(finished), opset=opset)
     check_quantizer_count(finished, layer_map)
     return finished
 
@@ -88,4 +98,9 @@ def convert_keras(
 def _metadata(layer_map: LayerMap) -> dict[str, str]:
     """Which QKeras quantizer each QONNX node stands for, for people and tools downstream."""
     quantizers = {node_name(e): e.quantizer for e in layer_map.entries}
-    return {"qkeras2qonnx.quantizers": json.dumps(quantizers)}
+    metadata = {"qkeras2qonnx.quantizers": json.dumps(quantizers)}
+    if layer_map.lost:
+        metadata["qkeras2qonnx.lost_quantizers"] = json.dumps(layer_map.lost)
+    if layer_map.folded:
+        metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
+    return metadata

@@ -15,6 +15,17 @@ Formulas (m = 2**(bits - keep_negative), m_i = 2**integer, x the input):
 * quantized_relu: ``2**(integer-bits) * clip(round(x / 2**(integer-bits)), 0, 2**bits - 1)``.
 * binary: ``alpha * (+1 if x >= 0 else -1)`` (alpha None applies tanh first, which keeps the
   sign), i.e. BipolarQuant.
+* ternary: ``s * (|x| >= t) * sign(x)`` with q in {-1, 0, 1}: a 2-bit narrow signed Quant of
+  scale s. On weights s is read back from QKeras (per channel for alpha 'auto'/'auto_po2') and
+  the node is fed QKeras's ternary weights. On activations ``|x| >= t`` would need t == s/2 and
+  round-half-up, but qonnx's HALF_UP (``floor(|x| + 0.5)`` in float32) rounds the float just
+  below 0.5 up: refused.
+* binary(use_01=True): {0, alpha}; on weights a 2-bit unsigned Quant fed QKeras's values.
+* stochastic_binary / stochastic_ternary: their inference form is binary / ternary.
+* quantized_tanh, quantized_sigmoid, quantized_hswish: refused by name (see QUANTIZERS).
+* quantized_po2, quantized_relu_po2, quantized_ulaw: non-uniform grids with no Quant form. On
+  weights the rule returns a LOST spec (the weight becomes QKeras's quantized constant and a
+  ``QuantizerAnnotationLost`` warning names layer and quantizer); on activations: an error.
 
 QKeras layers silently switch a kernel quantizer with ``alpha=None`` to ``alpha='auto_po2'``
 (``_set_trainable_parameter``), so the rules read the live quantizer object, never the config.
@@ -31,8 +42,14 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.backend import qkeras_call
-from qkeras2qonnx.spec import BIPOLAR, QUANT, QuantSpec
-from qonnx_ingest.errors import ConversionError
+from qkeras2qonnx.spec import BIPOLAR, LOST, QUANT, QuantSpec
+from qonnx_ingest.errors import ConversionError, ConversionWarning
+
+
+class QuantizerAnnotationLost(ConversionWarning):
+    """A weight quantizer without a QONNX form was applied at conversion time: the weight is
+    exact, but the model no longer says how it was quantized."""
+
 
 Resolver = Callable[[Any, "np.ndarray | None", str], QuantSpec]
 
@@ -71,6 +88,12 @@ def rule_for(quantizer: Any, where: str) -> QuantizerRule:
             f"unsupported quantizer {describe(quantizer)} (supported: {supported})", where
         )
     return rule
+
+
+def makes_node(quantizer: Any) -> bool:
+    """False for the non-uniform quantizers that never become a QONNX node (see LOST)."""
+    rule = QUANTIZERS.get(type(quantizer).__name__)
+    return rule is None or rule.resolve is not _non_uniform
 
 
 def resolve(quantizer: Any, where: str, weight: np.ndarray | None = None) -> QuantSpec:
@@ -168,11 +191,17 @@ def _relu_bound_range(q: Any, bound: float, scale: float, bits: int, where: str)
 def _binary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     config = q.get_config()
     if config.get("use_01"):
-        raise ConversionError(
-            f"{describe(q)}: use_01 produces {{0, alpha}}, which neither BipolarQuant "
-            "({-s, +s}) nor Quant (bit_width >= 2) expresses exactly",
-            where,
-        )
+        if weight is None:
+            raise ConversionError(
+                f"{describe(q)}: use_01 produces {{0, alpha}} with 0 -> alpha, which neither "
+                "BipolarQuant ({-s, +s}) nor Quant (bit_width >= 2) computes from activations",
+                where,
+            )
+        # On weights the node is fed QKeras's {0, s} values: a 2-bit unsigned grid holds them.
+        _, scale = qkeras_call(q, weight)
+        scale = np.asarray(1.0 if scale is None else scale, dtype=np.float64)
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        return QuantSpec(QUANT, scale, bit_width=2, signed=False)
     if isinstance(q.alpha, str):
         if q.alpha not in ("auto", "auto_po2"):
             raise ConversionError(f"{describe(q)}: unknown alpha {q.alpha!r}", where)
@@ -180,6 +209,40 @@ def _binary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
         _, scale = qkeras_call(q, weight)
         return QuantSpec(BIPOLAR, scale)
     return QuantSpec(BIPOLAR, _alpha(q, where))
+
+
+def _ternary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
+    # (use_stochastic_rounding only acts in the training phase: inference is deterministic.)
+    if weight is not None:
+        _, scale = qkeras_call(q, weight)
+        scale = np.asarray(1.0 if scale is None else scale, dtype=np.float64)
+        # An all-zero channel gets scale 0 and output 0; any positive scale reproduces that.
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        return QuantSpec(QUANT, scale, bit_width=2, narrow=True, rounding_mode="HALF_UP")
+    raise ConversionError(
+        f"{describe(q)}: on activations ternary keeps |x| >= threshold, which no QONNX Quant "
+        "computes exactly (its HALF_UP adds 0.5 in float32 and moves x just below alpha/2 up)",
+        where,
+    )
+
+
+def _refuse(reason: str) -> Resolver:
+    def resolve(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
+        raise ConversionError(f"{describe(q)}: {reason}", where)
+
+    return resolve
+
+
+def _non_uniform(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
+    if weight is None:
+        raise ConversionError(
+            f"{describe(q)}: a non-uniform grid has no QONNX Quant form (only weights, as "
+            "quantized constants, can be converted)",
+            where,
+        )
+    if getattr(q, "use_stochastic_rounding", False):
+        raise ConversionError(f"{describe(q)}: stochastic rounding is random", where)
+    return QuantSpec(LOST, 1.0)
 
 
 def _alpha(q: Any, where: str) -> np.ndarray:
@@ -217,4 +280,23 @@ QUANTIZERS: dict[str, QuantizerRule] = {
     "quantized_bits": QuantizerRule(_quantized_bits, activation="linear"),
     "quantized_relu": QuantizerRule(_quantized_relu, activation="relu"),
     "binary": QuantizerRule(_binary, activation="linear"),
+    "ternary": QuantizerRule(_ternary, activation="linear"),
+    "quantized_po2": QuantizerRule(_non_uniform, activation="linear"),
+    "quantized_relu_po2": QuantizerRule(_non_uniform, activation="relu"),
+    "quantized_ulaw": QuantizerRule(_non_uniform, activation="linear"),
+    # At inference (learning phase 0) QKeras runs the plain binary/ternary computation.
+    "stochastic_binary": QuantizerRule(_binary, activation="linear"),
+    "stochastic_ternary": QuantizerRule(_ternary, activation="linear"),
+    # Named refusals: a float non-linearity (or product) precedes the rounding, and TF and the
+    # ONNX runtime compute it with different last bits, so grid ties can round differently.
+    "quantized_tanh": QuantizerRule(
+        _refuse("rounds a float tanh / hard-sigmoid of x, not x: no exact Quant form"), "linear"
+    ),
+    "quantized_sigmoid": QuantizerRule(
+        _refuse("rounds a float sigmoid of x, not x: no exact Quant form"), "linear"
+    ),
+    "quantized_hswish": QuantizerRule(
+        _refuse("rounds the float product x * relu6(x + 3) / 6, not x: no exact Quant form"),
+        "linear",
+    ),
 }

@@ -10,11 +10,15 @@ from dataclasses import dataclass
 import numpy as np
 
 QUANT, BIPOLAR = "quant", "bipolar"
+# No node: a non-uniform weight quantizer (po2, ulaw) has no QONNX form, so the weight becomes
+# QKeras's quantized values as a plain constant and the annotation is reported as lost.
+LOST = "lost"
 
 
 @dataclass(eq=False)
 class QuantSpec:
-    """Parameters of a Quant (``kind="quant"``) or BipolarQuant (``kind="bipolar"``) node.
+    """Parameters of a Quant (``kind="quant"``) or BipolarQuant (``kind="bipolar"``) node, or
+    (``kind="lost"``) of no node at all.
 
     ``scale`` broadcasts against the quantized tensor in *Keras* layout (a scalar, or e.g.
     shape ``[1, 1, 1, C]`` for a per-output-channel conv kernel); ``axis`` names that channel
@@ -57,6 +61,8 @@ class QuantSpec:
         return np.asarray(y, dtype=np.float32)
 
     def describe(self) -> str:
+        if self.kind == LOST:
+            return "no QONNX node (quantized constant)"
         if self.kind == BIPOLAR:
             return f"BipolarQuant(scale={_show(self.scale)})"
         sign = "signed" if self.signed else "unsigned"

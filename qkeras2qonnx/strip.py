@@ -7,17 +7,18 @@ values and each layer with a quantizer gets an output marker (see ``markers``), 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from qkeras2qonnx import verify
-from qkeras2qonnx.backend import custom_objects, keras
+from qkeras2qonnx.backend import custom_objects, keras, qkeras_call
 from qkeras2qonnx.layers import Slot, rule_for_layer
 from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
-from qkeras2qonnx.quantizers import describe, rule_for
-from qkeras2qonnx.spec import QuantSpec
+from qkeras2qonnx.quantizers import QuantizerAnnotationLost, describe, rule_for
+from qkeras2qonnx.spec import LOST, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
 
@@ -46,6 +47,8 @@ class LayerMap:
     entries: list[MapEntry] = field(default_factory=list)
     outputs: dict[int, str] = field(default_factory=dict)  # output marker id -> layer path
     weight_count: int = 0  # marker numbers handed out so far
+    lost: dict[str, str] = field(default_factory=dict)  # "layer role" -> quantizer, no node
+    folded: dict[str, str] = field(default_factory=dict)  # quantizers of constants, exact
 
 
 def strip_model(model: Any) -> tuple[Any, LayerMap]:
@@ -66,6 +69,7 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
         if isinstance(layer, k.Model):
             return _clone(layer, path + "/", layer_map, assignments)
         stripped = rule_for_layer(layer, path)(layer, path)
+        layer_map.folded.update(stripped.folded)
         try:
             with k.utils.custom_object_scope(custom_objects()):
                 new = stripped.layer_class.from_config(stripped.config)
@@ -73,7 +77,8 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
             raise ConversionError(
                 f"cannot rebuild as plain {stripped.layer_class.__name__}: {exc}", path
             ) from exc
-        weights = [np.asarray(w) for w in layer.get_weights()]
+        source = layer.get_weights() if stripped.weights is None else stripped.weights
+        weights = [np.asarray(w) for w in source]
         if stripped.slots:
             marker = len(layer_map.outputs)
             layer_map.outputs[marker] = path
@@ -104,6 +109,16 @@ def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerM
         return
     weight = np.asarray(weights[slot.weight_index], dtype=np.float32)
     spec = rule.resolve(q, weight, where)
+    if spec.kind == LOST:
+        weights[slot.weight_index], _ = qkeras_call(q, weight)
+        layer_map.lost[where] = describe(q)
+        warnings.warn(
+            f"{where} {describe(q)}: non-uniform quantizer has no QONNX form; the weight is "
+            "written as QKeras's quantized constant WITHOUT a quantization node (annotation lost)",
+            QuantizerAnnotationLost,
+            stacklevel=2,
+        )
+        return
     values = verify.weight_values(q, spec, weight, where)
     offset = layer_map.weight_count
     if offset + weight.size > WEIGHT_CAPACITY:

@@ -18,6 +18,8 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
 
+    if all(_static_shape(vi) == tuple(feeds[vi.name].shape) for vi in _fed(model, feeds)):
+        return model  # nothing to fix, and value_info some qonnx ops need stays intact
     model = copy.deepcopy(model)
     for vi in model.graph.input:
         if vi.name in feeds:
@@ -31,6 +33,17 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
                 dim.Clear()
     del model.graph.value_info[:]
     return ModelWrapper(model).transform(InferShapes()).model
+
+
+def _fed(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[onnx.ValueInfoProto]:
+    return [vi for vi in model.graph.input if vi.name in feeds]
+
+
+def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    dims = vi.type.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") for d in dims):
+        return None
+    return tuple(d.dim_value for d in dims)
 
 
 def execute_qonnx(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.keras
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    from qkeras import QActivation, QDense, quantized_bits, quantized_po2
+    from qkeras import QLSTM, QActivation, QDense, quantized_bits, quantized_po2
 
     k = keras()
     root = tmp_path_factory.mktemp("cli")
@@ -29,11 +29,18 @@ def files(tmp_path_factory):
     good = k.Model(inp, h)
     set_seeded_weights(good, 41)
     good.save(root / "good.h5")
-    h = QDense(4, kernel_quantizer=quantized_po2(4), name="po2_fc")(inp)
+    h = QActivation(quantized_po2(4), name="po2_act")(inp)
     bad = k.Model(inp, h)
     bad.save(root / "bad.h5")
     h = k.layers.Lambda(lambda t: t + 1.0, name="plus_one")(good.output)
     k.Model(inp, h).save(root / "lambda.h5")
+    (root / "notes.txt").write_text("not a model\n")
+    data = (root / "good.h5").read_bytes()
+    (root / "corrupt.h5").write_bytes(data[: len(data) // 2])
+    (root / "arch.json").write_text(good.to_json())
+    seq = k.Input((3, 2), name="seq")
+    h = QLSTM(4, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="rnn")(seq)
+    k.Model(seq, h).save(root / "rnn.h5")
     return good, root
 
 
@@ -66,7 +73,7 @@ def test_unsupported_quantizer_exits_1_naming_it(files, tmp_path, capsys):
     assert run([root / "bad.h5", "-o", tmp_path / "bad.onnx"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "po2_fc kernel_quantizer" in err and "quantized_po2" in err
+    assert "po2_act activation" in err and "quantized_po2" in err
     assert not (tmp_path / "bad.onnx").exists()
 
 
@@ -97,3 +104,27 @@ def test_json_with_weights(tmp_path):
     model = load_model(CORPUS / "qkeras_3layer.json", weights=weights)
     assert len(quant_nodes(onnx.load(out))) == count_quantizers(model)
     assert run([CORPUS / "qkeras_3layer.json", "-o", out]) == 2
+
+
+@pytest.mark.parametrize(
+    "source, code, names",
+    [
+        ("notes.txt", 2, "notes.txt"),
+        ("corrupt.h5", 2, "corrupt.h5"),
+        ("arch.json", 2, "--weights"),
+        ("rnn.h5", 1, "rnn"),
+        ("bad.h5", 1, "po2_act activation"),
+        ("lambda.h5", 2, "plus_one"),
+        ("missing.h5", 2, "missing.h5"),
+    ],
+)
+def test_bad_inputs_fail_in_one_line_and_write_nothing(
+    files, tmp_path, capsys, source, code, names
+):
+    _, root = files
+    out = tmp_path / "out.onnx"
+    assert run([root / source, "-o", out]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("qkeras2qonnx: error: "), err
+    assert names in err and "internal error" not in err, err
+    assert not out.exists() and not list(tmp_path.iterdir())

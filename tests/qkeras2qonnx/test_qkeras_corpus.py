@@ -1,9 +1,16 @@
 """Real QKeras models written and trained by others (read in place from the shared corpus)."""
 
-import pytest
-from qkeras_helpers import CORPUS, assert_matches_qkeras, count_quantizers, quant_nodes
+import json
 
-from qonnx_ingest.errors import ConversionError
+import pytest
+from qkeras_helpers import (
+    CORPUS,
+    assert_matches_qkeras,
+    count_non_uniform,
+    count_quantizers,
+    quant_nodes,
+)
+
 from support import requires_corpus
 
 pytestmark = [
@@ -11,61 +18,64 @@ pytestmark = [
     requires_corpus,
 ]
 
-# name: (model, weights, input range)
+# name: (model, weights, input range[, input grid step])
 CONVERTIBLE = {
     "qkeras_3layer": ("qkeras_3layer.json", "qkeras_3layer_weights.h5", (-2.0, 2.0)),
     "qkeras_mnist_cnn": ("qkeras_mnist_cnn.json", "qkeras_mnist_cnn_weights.h5", (0.0, 1.0)),
     "part4_jettagger": ("part4_jettagger_KERAS_check_best_model.h5", None, (-2.0, 2.0)),
     "traintagger": ("TrainTagger_baseline_saved_model.h5", None, (-2.0, 2.0)),
     "qmodel_oct24": ("qmodel_oct24_savedmodel", None, (0.0, 4.0)),
-}
-
-# name: (model, what the error must say)
-REFUSED = {
-    "quantized_cnn": (
-        "quantized_cnn.h5",
-        "fused_convbn_0: unsupported QKeras layer QConv2DBatchnorm",
-    ),
-    "rn06": (
-        "RN06_resnet_v1_eembc_quantized_tiny_model_best.h5",
-        "q_conv2d_batchnorm: unsupported QKeras layer QConv2DBatchnorm",
-    ),
-    "ad03": (
-        "AD03_autoqkeras_qbestModel.h5",
-        "dense bias_quantizer: unsupported quantizer quantized_po2",
-    ),
+    # QConv2DBatchnorm (folded BN)
+    "quantized_cnn": ("quantized_cnn.h5", None, (0.0, 1.0)),
+    "rn06": ("RN06_resnet_v1_eembc_quantized_tiny_model_best.h5", None, (0.0, 1.0, 2**-8)),
+    # QBatchNormalization, binary/ternary alpha='auto_po2', quantized_po2 weights (lost)
+    "ad03": ("AD03_autoqkeras_qbestModel.h5", None, (-2.0, 2.0)),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(CONVERTIBLE))
 def converted(request):
+    import warnings
+
     import qkeras2qonnx
     from qkeras2qonnx.load import load_model
 
     source, weights, value_range = CONVERTIBLE[request.param]
     weights = CORPUS / weights if weights else None
     model = load_model(CORPUS / source, weights=weights)
-    return model, qkeras2qonnx.convert(CORPUS / source, weights=weights), value_range
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lost po2 annotations: asserted on below
+        onnx_model = qkeras2qonnx.convert(CORPUS / source, weights=weights)
+    return model, onnx_model, value_range
 
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_matches_qkeras(converted, batch):
-    model, onnx_model, (low, high) = converted
-    assert_matches_qkeras(model, onnx_model, batch=batch, low=low, high=high)
+    model, onnx_model, (low, high, *step) = converted
+    assert_matches_qkeras(
+        model, onnx_model, batch=batch, low=low, high=high, step=(step or [None])[0]
+    )
 
 
 def test_one_node_per_quantizer(converted):
+    """Every quantizer is a node, except non-uniform weight quantizers (quantized constants),
+    which the model's metadata lists as lost."""
     model, onnx_model, _ = converted
-    assert len(quant_nodes(onnx_model)) == count_quantizers(model) > 0
+    lost = count_non_uniform(model)
+    assert len(quant_nodes(onnx_model)) == count_quantizers(model) - lost > 0
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    assert len(json.loads(props.get("qkeras2qonnx.lost_quantizers", "{}"))) == lost
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_out_of_scope_models_are_refused_by_name(name):
+def test_ad03_warns_about_each_lost_po2_annotation():
     import qkeras2qonnx
+    from qkeras2qonnx.quantizers import QuantizerAnnotationLost
 
-    source, message = REFUSED[name]
-    with pytest.raises(ConversionError, match=message):
-        qkeras2qonnx.convert(CORPUS / source)
+    with pytest.warns(QuantizerAnnotationLost) as record:
+        qkeras2qonnx.convert(CORPUS / "AD03_autoqkeras_qbestModel.h5")
+    messages = [str(w.message) for w in record if w.category is QuantizerAnnotationLost]
+    assert len(messages) == 8
+    assert any(m.startswith("dense_2 kernel_quantizer quantized_po2(4,1)") for m in messages)
 
 
 def test_legacy_weights_named_like_keras3_weights(tmp_path):

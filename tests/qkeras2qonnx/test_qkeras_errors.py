@@ -32,22 +32,24 @@ def _qact(activation):
 
 def _cases():
     from qkeras import (
-        QBatchNormalization,
         binary,
         quantized_bits,
         quantized_po2,
         quantized_relu,
+        quantized_relu_po2,
+        quantized_ulaw,
         ternary,
     )
 
     return {
-        "po2_kernel": (_qdense(kernel_quantizer=quantized_po2(4)), "quantized_po2"),
-        "ternary_kernel": (_qdense(kernel_quantizer=ternary()), "ternary"),
+        "po2_activation": (_qact(quantized_po2(4)), "quantized_po2"),
+        "relu_po2_activation": (_qact(quantized_relu_po2(4)), "quantized_relu_po2"),
+        "ulaw_activation": (_qact(quantized_ulaw(6)), "quantized_ulaw"),
+        "ternary_activation": (_qact(ternary(alpha=1.0, threshold=0.5)), "ternary"),
         "noise": (
             _qdense(kernel_quantizer=quantized_bits(6, 0, alpha=1, qnoise_factor=0.5)),
             "qnoise_factor",
         ),
-        "binary_01_kernel": (_qdense(kernel_quantizer=binary(use_01=True)), "use_01"),
         "binary_01_activation": (_qact(binary(use_01=True)), "use_01"),
         "auto_activation": (_qact(quantized_bits(8, 0, alpha="auto")), "alpha='auto'"),
         "alpha_activation": (_qact(quantized_bits(8, 0, alpha=0.5)), "alpha"),
@@ -58,16 +60,19 @@ def _cases():
             "relu_upper_bound",
         ),
         "tanh_activation": (_qact("quantized_tanh(4)"), "quantized_tanh"),
+        "sigmoid_activation": (_qact("quantized_sigmoid(4)"), "quantized_sigmoid"),
+        "hswish_activation": (_qact("quantized_hswish(6,2)"), "quantized_hswish"),
+        "tanh_kernel": (_qdense(kernel_quantizer="quantized_tanh(4)"), "quantized_tanh"),
         "qkeras_function": (_qact("binary_tanh"), "binary_tanh"),
-        "qbatchnorm_layer": (lambda: QBatchNormalization(name="culprit"), "QBatchNormalization"),
     }
 
 
 CASES = [
-    "po2_kernel",
-    "ternary_kernel",
+    "po2_activation",
+    "relu_po2_activation",
+    "ulaw_activation",
+    "ternary_activation",
     "noise",
-    "binary_01_kernel",
     "binary_01_activation",
     "auto_activation",
     "alpha_activation",
@@ -75,8 +80,10 @@ CASES = [
     "sigmoid_relu",
     "relu_bound",
     "tanh_activation",
+    "sigmoid_activation",
+    "hswish_activation",
+    "tanh_kernel",
     "qkeras_function",
-    "qbatchnorm_layer",
 ]
 
 
@@ -98,12 +105,14 @@ def test_refused_naming_layer_and_quantizer(case):
 
 
 def test_unsupported_quantizer_message_lists_what_is_supported():
-    from qkeras import quantized_po2
+    from qkeras import bernoulli
 
     import qkeras2qonnx
 
-    with pytest.raises(ConversionError, match="supported: binary, quantized_bits, quantized_relu"):
-        qkeras2qonnx.convert(_model(_qdense(kernel_quantizer=quantized_po2(4))))
+    with pytest.raises(
+        ConversionError, match=r"culprit kernel_quantizer: .*bernoulli.*supported: "
+    ):
+        qkeras2qonnx.convert(_model(_qdense(kernel_quantizer=bernoulli())))
 
 
 def test_custom_layer_is_refused():
@@ -128,3 +137,61 @@ def test_shared_quantized_layer_is_refused():
     model = k.Model(inp, shared(shared(inp)))
     with pytest.raises(ConversionError, match="culprit: .*called more than once"):
         qkeras2qonnx.convert(model)
+
+
+@pytest.mark.parametrize("layer", ["QSimpleRNN", "QLSTM", "QGRU", "QBidirectional"])
+def test_recurrent_layers_are_refused_by_name(layer):
+    """(Only QLSTM still runs under TF 2.19: QKeras's other cells use the removed
+    ``nest.is_sequence``, so the rule is checked on the layer object.)"""
+    import qkeras
+    from qkeras import quantized_bits
+
+    from qkeras2qonnx.layers import rule_for_layer
+
+    q = quantized_bits(6, 0, alpha=1)
+    if layer == "QBidirectional":
+        rnn = qkeras.QBidirectional(qkeras.QLSTM(3, kernel_quantizer=q), name="culprit")
+    else:
+        rnn = getattr(qkeras, layer)(3, kernel_quantizer=q, name="culprit")
+    with pytest.raises(ConversionError, match=f"^culprit: recurrent QKeras layer {layer}"):
+        rule_for_layer(rnn, "culprit")
+
+
+def test_qlstm_model_is_refused_naming_the_layer():
+    from qkeras import QLSTM, quantized_bits
+
+    import qkeras2qonnx
+
+    k = keras()
+    inp = k.Input((4, 2), name="x")
+    out = QLSTM(3, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="culprit")(inp)
+    with pytest.raises(ConversionError, match="^culprit: recurrent QKeras layer QLSTM"):
+        qkeras2qonnx.convert(k.Model(inp, out))
+
+
+def test_average_quantizer_that_rescales_is_refused():
+    """Pool area 9: QKeras multiplies the average by 9 * q(1/9) != 1."""
+    from qkeras import QAveragePooling2D, quantized_bits
+
+    import qkeras2qonnx
+
+    k = keras()
+    inp = k.Input((6, 6, 2), name="x")
+    pool = QAveragePooling2D(3, average_quantizer=quantized_bits(8, 0, alpha=1), name="culprit")
+    with pytest.raises(ConversionError, match="^culprit average_quantizer: quantized_bits"):
+        qkeras2qonnx.convert(k.Model(inp, pool(inp)))
+
+
+def test_exact_average_quantizer_is_recorded_as_folded():
+    import json
+
+    from qkeras import QAveragePooling2D, quantized_bits
+
+    import qkeras2qonnx
+
+    k = keras()
+    inp = k.Input((4, 4, 2), name="x")
+    pool = QAveragePooling2D(2, average_quantizer=quantized_bits(8, 0, alpha=1), name="pool")
+    onnx_model = qkeras2qonnx.convert(k.Model(inp, pool(inp)))
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    assert list(json.loads(props["qkeras2qonnx.folded_quantizers"])) == ["pool average_quantizer"]

@@ -41,7 +41,14 @@ def _zero_unit(model):
 
 
 def _cases():
-    from qkeras import binary, quantized_bits, quantized_relu
+    from qkeras import (
+        binary,
+        quantized_bits,
+        quantized_relu,
+        stochastic_binary,
+        stochastic_ternary,
+        ternary,
+    )
 
     return {
         # QDense turns a kernel quantizer's alpha=None into alpha='auto_po2' (QKeras 0.9).
@@ -85,6 +92,18 @@ def _cases():
         "binary_kernel_auto": lambda: dense_model(binary(alpha="auto")),
         "binary_activation": lambda: dense_model(qact="binary"),
         "binary_activation_alpha": lambda: dense_model(qact=binary(alpha=2.0)),
+        "binary_kernel_auto_po2": lambda: dense_model(binary(alpha="auto_po2")),
+        "binary_kernel_01": lambda: dense_model(binary(use_01=True, alpha=0.5)),
+        "binary_kernel_01_auto": lambda: dense_model(binary(use_01=True, alpha="auto")),
+        "stochastic_binary_kernel": lambda: dense_model(stochastic_binary(alpha="auto_po2")),
+        "stochastic_binary_activation": lambda: dense_model(qact=stochastic_binary(alpha=1.0)),
+        "stochastic_ternary_kernel": lambda: dense_model(stochastic_ternary(alpha="auto_po2")),
+        # QDense turns ternary's alpha=None into 'auto_po2', like quantized_bits.
+        "ternary_kernel": lambda: dense_model(ternary()),
+        "ternary_kernel_auto": lambda: dense_model(ternary(alpha="auto")),
+        "ternary_kernel_alpha": lambda: dense_model(
+            ternary(alpha=0.5, threshold=0.2), quantized_bits(8, 3, alpha=1)
+        ),
     }
 
 
@@ -114,6 +133,15 @@ CASES = [
     "binary_kernel_auto",
     "binary_activation",
     "binary_activation_alpha",
+    "binary_kernel_auto_po2",
+    "binary_kernel_01",
+    "binary_kernel_01_auto",
+    "stochastic_binary_kernel",
+    "stochastic_binary_activation",
+    "stochastic_ternary_kernel",
+    "ternary_kernel",
+    "ternary_kernel_auto",
+    "ternary_kernel_alpha",
 ]
 
 
@@ -161,3 +189,50 @@ def test_alpha_none_kernel_really_is_auto_po2():
     layer = model.get_layer("qdense")
     assert layer.kernel_quantizer_internal.alpha == "auto_po2"
     assert layer.bias_quantizer_internal.alpha is None
+
+
+@pytest.mark.parametrize(
+    "kernel,bias",
+    [("quantized_po2(4,1)", "quantized_po2(4,8)"), ("quantized_ulaw(6,0)", None)],
+)
+def test_non_uniform_weights_become_constants_with_a_loud_warning(kernel, bias):
+    """No QONNX node can express a po2/ulaw grid: QKeras's quantized weights are written as
+    constants (still exact) and each lost annotation is warned about and listed in metadata."""
+    import json
+
+    import qkeras2qonnx
+    from qkeras2qonnx.quantizers import QuantizerAnnotationLost
+
+    model = dense_model(kernel, bias, qact="quantized_relu(6,2)", seed=5)
+    with pytest.warns(QuantizerAnnotationLost) as record:
+        onnx_model = qkeras2qonnx.convert(model)
+    lost = [str(w.message) for w in record if w.category is QuantizerAnnotationLost]
+    assert len(lost) == 1 + (bias is not None)
+    assert lost[0].startswith(f"qdense kernel_quantizer {kernel.split(',')[0]}")
+    assert len(quant_nodes(onnx_model)) == 1  # the relu
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    assert set(json.loads(props["qkeras2qonnx.lost_quantizers"])) >= {"qdense kernel_quantizer"}
+    for batch in (1, 8):
+        assert_matches_qkeras(model, onnx_model, batch=batch)
+
+
+def test_ternary_weight_is_a_2bit_narrow_quant():
+    """ternary(alpha=0.5) on a weight: Quant(2-bit signed narrow, scale 0.5) of {-.5, 0, .5}."""
+    from onnx import numpy_helper
+
+    import qkeras2qonnx
+
+    model = _cases()["ternary_kernel_alpha"]()
+    onnx_model = qkeras2qonnx.convert(model)
+    node = next(n for n in quant_nodes(onnx_model) if n.name == "qdense/kernel_quantizer")
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx_model.graph.initializer}
+    assert float(inits[node.input[1]]) == 0.5
+    assert float(inits[node.input[3]]) == 2.0
+    assert dict((a.name, a.i) for a in node.attribute if a.name != "rounding_mode") == {
+        "signed": 1,
+        "narrow": 1,
+    }
+    kernel = model.get_layer("qdense").get_weights()[0]
+    fed = inits[node.input[0]]  # MatMul weight [in, out]
+    expected = 0.5 * (np.abs(kernel) >= 0.2) * np.sign(kernel)
+    np.testing.assert_array_equal(fed, expected)

@@ -1,0 +1,56 @@
+"""--channels-last: qonnx's ConvertToChannelsLastAndClean on the output; the result runs in
+qonnx's executor and computes what the default output and QKeras compute."""
+
+import numpy as np
+import onnx
+import pytest
+from qkeras_helpers import quant_nodes
+
+pytestmark = pytest.mark.keras
+
+
+def _run(onnx_model, x):
+    # execute_onnx directly: qonnx_ingest.execute.with_static_shapes drops value_info, and
+    # qonnx's channels-last Conv cannot infer its shape from a Quant-produced weight without it.
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+
+    name = onnx_model.graph.input[0].name
+    out = execute_onnx(ModelWrapper(onnx_model), {name: x})
+    return out[onnx_model.graph.output[0].name]
+
+
+@pytest.mark.parametrize("family", ["qconv2d", "qdepthwise", "qconv2d_batchnorm"])
+def test_channels_last_matches_default_and_qkeras(family):
+    import test_qkeras_layers
+
+    import qkeras2qonnx
+
+    model = getattr(test_qkeras_layers, family)()
+    default = qkeras2qonnx.convert(model, batch_size=1)
+    last = qkeras2qonnx.convert(model, channels_last=True)
+    assert len(quant_nodes(last)) == len(quant_nodes(default))
+    domains = {n.domain for n in last.graph.node if n.op_type == "Conv"}
+    assert domains == {"qonnx.custom_op.channels_last"}
+    assert last.graph.node[0].op_type != "Transpose"  # the NHWC input feeds the model directly
+    dims = [d.dim_value for d in last.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [1, *model.input.shape[1:]]
+    rng = np.random.default_rng(7)
+    for _ in range(8):
+        x = rng.uniform(-2, 2, (1, *model.input.shape[1:])).astype(np.float32)
+        ref = np.asarray(model(x, training=False))
+        tol = 1e-6 * float(np.max(np.abs(ref)))
+        np.testing.assert_allclose(_run(last, x), _run(default, x), rtol=1e-6, atol=tol)
+        np.testing.assert_allclose(_run(last, x), ref, rtol=1e-6, atol=tol)
+
+
+def test_cli_channels_last(tmp_path):
+    import test_qkeras_layers
+
+    from qkeras2qonnx.cli import main
+
+    model = test_qkeras_layers.qconv2d()
+    model.save(tmp_path / "m.h5")
+    assert main([str(tmp_path / "m.h5"), "--channels-last"]) == 0
+    converted = onnx.load(tmp_path / "m.onnx")
+    assert "qonnx.custom_op.channels_last" in {n.domain for n in converted.graph.node}
