@@ -15,7 +15,7 @@ from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.ops import CONVERTERS
+from tflite2qonnx.ops import CONVERTERS, unsupported_message
 from tflite2qonnx.reader import Subgraph, read_model
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
@@ -79,7 +79,7 @@ def convert_subgraph(
     for op in subgraph.operators:
         converter = CONVERTERS.get(op.name)
         if converter is None:
-            raise ConversionError(f"unsupported operator {op.name} (operator {op.index})", where)
+            raise ConversionError(unsupported_message(op), where)
         converter(builder, op)
     model = builder.make_model(name)
     metadata = dict(metadata or {})

@@ -16,10 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.names import unique_name
 from qonnx_ingest.quant import make_quant
-from tflite2qonnx.quantization import INTEGER_TYPES, dequantize, quant_args
+from tflite2qonnx.quantization import dequantize, quant_args
 from tflite2qonnx.reader import Subgraph, Tensor
-
-_FLOAT_IO = {"float32", "float16"} | set(INTEGER_TYPES)
 
 
 class GraphBuilder:
@@ -255,10 +253,10 @@ def _io_record(tensor: Tensor) -> dict:
 
 
 def _value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
-    if tensor.dtype not in _FLOAT_IO:
-        elem = helper.np_dtype_to_tensor_dtype(np.dtype(tensor.dtype))
+    if tensor.dtype in ("float32", "float16") or quant_args(tensor) is not None:
+        elem = TensorProto.FLOAT  # quantized and float16 tensors are exposed as real values
     else:
-        elem = TensorProto.FLOAT  # quantized and float16 I/O are exposed as real values
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(tensor.dtype))
     dims = [
         ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
         for k, d in enumerate(tensor.shape_signature)

@@ -5,19 +5,23 @@ end."""
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 import tflite
+from hand_built import (
+    SAME,
+    VALID,
+    argmax_pool_model,
+    pool_options,
+    transpose_conv_bias_model,
+    unpool_model,
+)
 from litert_compare import compare, reference_interpreter, run_ours
 from tflite_writer import build_model
 
 import tflite2qonnx
 from qonnx_ingest.errors import ConversionError
 from support import CORPUS
-
-SAME, VALID = 1, 2
 
 
 def _out_size(size: int, k: int, s: int, padding: int) -> tuple[int, int]:
@@ -40,21 +44,6 @@ def transpose_conv_reference(x, w, bias, stride, padding):
     return (full[:, ph : ph + oh, pw : pw + ow] + bias).astype(np.float32)
 
 
-def _transpose_conv_model(x_shape, w, bias, stride, padding) -> bytes:
-    oh, _ = _out_size(x_shape[1], w.shape[1], stride[0], padding)
-    ow, _ = _out_size(x_shape[2], w.shape[2], stride[1], padding)
-    tensors = [
-        {"name": "x", "shape": x_shape},
-        {"name": "weights", "shape": w.shape, "data": w},
-        {"name": "bias", "shape": bias.shape, "data": bias},
-        {"name": "y", "shape": (x_shape[0], oh, ow, w.shape[0])},
-    ]
-    options = struct.pack("<3i", padding, stride[1], stride[0])
-    ops = [{"op": "Convolution2DTransposeBias", "inputs": [0, 1, 2], "outputs": [3],
-            "custom_options": options}]  # fmt: skip
-    return build_model(tensors, ops, [0], [3])
-
-
 @pytest.mark.parametrize(
     "x_shape, kernel, stride, padding",
     [
@@ -69,7 +58,7 @@ def test_convolution_2d_transpose_bias_matches_numpy_scatter(x_shape, kernel, st
     rng = np.random.default_rng(1)
     w = rng.uniform(-1, 1, (4, *kernel, x_shape[-1])).astype(np.float32)
     bias = rng.uniform(-1, 1, (4,)).astype(np.float32)
-    data = _transpose_conv_model(x_shape, w, bias, stride, padding)
+    data = transpose_conv_bias_model(x_shape, w, bias, stride, padding)
     model = tflite2qonnx.convert(data)
     assert "ConvTranspose" in {n.op_type for n in model.graph.node}
     x = rng.uniform(-1, 1, x_shape).astype(np.float32)
@@ -83,18 +72,12 @@ def test_convolution_2d_transpose_bias_matches_xnnpack_interpreter():
     rng = np.random.default_rng(2)
     w = rng.uniform(-1, 1, (3, 3, 3, 4)).astype(np.float32)
     bias = rng.uniform(-1, 1, (3,)).astype(np.float32)
-    data = _transpose_conv_model((1, 5, 6, 4), w, bias, (2, 2), SAME)
+    data = transpose_conv_bias_model((1, 5, 6, 4), w, bias, (2, 2), SAME)
     pairs = compare(tflite2qonnx.convert(data), reference_interpreter(data, xnnpack=True))
     assert all(p.float_error_ok() for p in pairs)
 
 
 # ---------------------------------------------------------------------- argmax pooling
-
-
-def _pool_options(padding, stride, kernel, activation=0) -> bytes:
-    # TfLitePoolParams: padding, stride_w, stride_h, filter_w, filter_h, activation, computed
-    return struct.pack("<10i", padding, stride[1], stride[0], kernel[1], kernel[0], activation,
-                       0, 0, 0, 0)  # fmt: skip
 
 
 def _pool_pad(size, out, k, s):
@@ -127,17 +110,6 @@ def argmax_pool_reference(x, kernel, stride, padding):
     return values, index
 
 
-def _argmax_model(x_shape, out_shape, kernel, stride, padding) -> bytes:
-    tensors = [
-        {"name": "x", "shape": x_shape},
-        {"name": "values", "shape": out_shape},
-        {"name": "indices", "shape": out_shape},
-    ]
-    ops = [{"op": "MaxPoolingWithArgmax2D", "inputs": [0], "outputs": [1, 2],
-            "custom_options": _pool_options(padding, stride, kernel)}]  # fmt: skip
-    return build_model(tensors, ops, [0], [1, 2])
-
-
 @pytest.mark.parametrize(
     "x_shape, kernel, stride, padding",
     [
@@ -155,7 +127,7 @@ def test_max_pooling_with_argmax_matches_numpy_first_maximum(
     rng = np.random.default_rng(3)
     x = (rng.integers(0, 3, x_shape) if ties else rng.uniform(-1, 1, x_shape)).astype(np.float32)
     values, index = argmax_pool_reference(x, kernel, stride, padding)
-    data = _argmax_model(x_shape, values.shape, kernel, stride, padding)
+    data = argmax_pool_model(x_shape, values.shape, kernel, stride, padding)
     ours = run_ours(tflite2qonnx.convert(data), {"x": x})
     np.testing.assert_array_equal(ours["values"], values)
     np.testing.assert_allclose(ours["indices"], index, atol=1e-6)
@@ -189,15 +161,7 @@ def test_max_unpooling_matches_numpy_scatter(x_shape, kernel, stride):
     rng = np.random.default_rng(4)
     x = rng.uniform(-1, 1, x_shape).astype(np.float32)
     index = (rng.integers(0, kernel[0] * kernel[1], x_shape) + 0.1).astype(np.float32)
-    out_shape = (x_shape[0], x_shape[1] * kernel[0], x_shape[2] * kernel[1], x_shape[3])
-    tensors = [
-        {"name": "x", "shape": x_shape},
-        {"name": "indices", "shape": x_shape},
-        {"name": "y", "shape": out_shape},
-    ]
-    ops = [{"op": "MaxUnpooling2D", "inputs": [0, 1], "outputs": [2],
-            "custom_options": _pool_options(SAME, stride, kernel)}]  # fmt: skip
-    data = build_model(tensors, ops, [0, 1], [2])
+    data = unpool_model(x_shape, kernel, stride)
     ours = run_ours(tflite2qonnx.convert(data), {"x": x, "indices": index})["y"]
     np.testing.assert_array_equal(ours, unpool_reference(x, index, kernel, stride))
 
@@ -212,7 +176,7 @@ def test_argmax_pool_then_unpool_round_trip_keeps_each_window_maximum():
         {"name": "indices", "shape": (1, 3, 4, 3)},
         {"name": "y", "shape": x.shape},
     ]
-    options = _pool_options(VALID, (2, 2), (2, 2))
+    options = pool_options(VALID, (2, 2), (2, 2))
     ops = [
         {"op": "MaxPoolingWithArgmax2D", "inputs": [0], "outputs": [1, 2],
          "custom_options": options},

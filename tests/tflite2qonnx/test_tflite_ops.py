@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import zlib
 
+import hand_built
 import numpy as np
 import pytest
+from hand_built import custom_op_examples
 from litert_compare import compare, random_input, reference_interpreter
 from tf_models import CASES, build_tflite
 
@@ -68,7 +70,8 @@ def test_single_op_model_matches_interpreter(name: str, quantized: bool) -> None
     data = generated(name, quantized)
     assert case.op in op_names(data), f"TF's converter did not emit {case.op}"
     model = tflite2qonnx.convert(data)
-    pairs = compare(model, reference_interpreter(data), n_inputs=8, low=case.low, high=case.high)
+    it = reference_interpreter(data, xnnpack=case.interpreter == "default")
+    pairs = compare(model, it, n_inputs=8, low=case.low, high=case.high)
     if quantized:
         steps = np.concatenate([p.steps() for p in pairs])
         assert steps.max() <= 1
@@ -84,6 +87,8 @@ def test_every_registered_op_is_exercised_by_a_generated_or_corpus_model() -> No
     corpus = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
     for path in corpus:
         seen |= op_names(path)
+    for data in [*(build() for build in hand_built.MODELS.values()), *custom_op_examples()]:
+        seen |= op_names(data)
     assert set(CONVERTERS) - seen == set()
 
 

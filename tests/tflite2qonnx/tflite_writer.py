@@ -77,7 +77,8 @@ def _sparsity(b: flatbuffers.Builder, sp: dict):
 
 def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> bytes:
     """A one-subgraph model. Operators: {"op": builtin name or custom code, "inputs",
-    "outputs", optional "custom_options" (bytes)}; names not in BuiltinOperator are custom."""
+    "outputs", optional "custom_options" (bytes) or "options" (builtin options table name and
+    scalar fields)}; names not in BuiltinOperator are custom."""
     b = flatbuffers.Builder(1024)
     buffers = [b""]
     for t in tensors:
@@ -106,16 +107,27 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
         tensor_offs.append(tflite.TensorEnd(b))
 
     codes: list[str] = list(dict.fromkeys(op["op"] for op in operators))
+    versions = {op["op"]: op.get("version", 1) for op in operators}
     op_offs = []
     for op in operators:
         ins, outs = _ints(b, op["inputs"]), _ints(b, op["outputs"])
         custom = _bytes(b, op["custom_options"], 1) if "custom_options" in op else None
+        options = None
+        if "options" in op:  # (table name, {field: scalar}), e.g. ("ShapeOptions", {...})
+            table, fields = op["options"]
+            getattr(tflite, f"{table}Start")(b)
+            for field, value in fields.items():
+                getattr(tflite, f"{table}Add{field}")(b, value)
+            options = (getattr(tflite.BuiltinOptions, table), getattr(tflite, f"{table}End")(b))
         tflite.OperatorStart(b)
         tflite.OperatorAddOpcodeIndex(b, codes.index(op["op"]))
         tflite.OperatorAddInputs(b, ins)
         tflite.OperatorAddOutputs(b, outs)
         if custom is not None:
             tflite.OperatorAddCustomOptions(b, custom)
+        if options is not None:
+            tflite.OperatorAddBuiltinOptionsType(b, options[0])
+            tflite.OperatorAddBuiltinOptions(b, options[1])
         op_offs.append(tflite.OperatorEnd(b))
 
     tensors_vec, ops_vec = _offsets(b, tensor_offs), _offsets(b, op_offs)
@@ -136,7 +148,7 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
         tflite.OperatorCodeStart(b)
         tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(builtin, 127))
         tflite.OperatorCodeAddBuiltinCode(b, builtin)
-        tflite.OperatorCodeAddVersion(b, 1)
+        tflite.OperatorCodeAddVersion(b, versions[code])
         if custom is not None:
             tflite.OperatorCodeAddCustomCode(b, custom)
         code_offs.append(tflite.OperatorCodeEnd(b))

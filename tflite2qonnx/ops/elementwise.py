@@ -8,15 +8,26 @@ Quant node reproduces to within one step of the output grid.
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto, helper
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.reader import Operator
 
+_EXACT_TYPES = ("int32", "int64", "int16", "bool")
+
+
+def operand(b: GraphBuilder, idx: int) -> str:
+    """``b.input``, except that unquantized integer and bool constants keep their type."""
+    t = b.tensor(idx)
+    if t.data is not None and t.dtype in _EXACT_TYPES and t.quantization is None:
+        return b.const(np.asarray(t.data), b.tensor_name(idx))
+    return b.input(idx)
+
 
 def _binary(onnx_op: str):
     def convert(b: GraphBuilder, op: Operator) -> None:
-        y = b.emit(onnx_op, [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
+        y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
         b.set_output(op.outputs[0], fused_activation(b, op, y))
 
     convert.__doc__ = f"TFLite's broadcasting rules are numpy's, as are ONNX {onnx_op}'s."
@@ -40,7 +51,7 @@ logistic = _unary("Sigmoid")
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
     """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does."""
-    y = b.emit("PRelu", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
+    y = b.emit("PRelu", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -53,3 +64,158 @@ def hard_swish(b: GraphBuilder, op: Operator) -> None:
         gate = b.emit("HardSigmoid", [x], alpha=float(np.float32(1 / 6)), beta=0.5)[0]
         y = b.emit("Mul", [x, gate])[0]
     b.set_output(op.outputs[0], y)
+
+
+# ---------------------------------------------------------------------- more binary ops
+div = _binary("Div")
+pow_ = _binary("Pow")
+maximum = _binary("Max")
+minimum = _binary("Min")
+
+
+def _is_int(b: GraphBuilder, idx: int) -> bool:
+    return b.tensor(idx).dtype in ("int32", "int64", "int16") and b.tensor(idx).quantization is None
+
+
+def squared_difference(b: GraphBuilder, op: Operator) -> None:
+    d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+    b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
+
+
+def floor_div(b: GraphBuilder, op: Operator) -> None:
+    """floor(x / y); integers go through float (exact below 2**24), as ONNX Div truncates."""
+    x, y = operand(b, op.inputs[0]), operand(b, op.inputs[1])
+    if _is_int(b, op.outputs[0]):
+        fx, fy = (b.emit("Cast", [v], to=TensorProto.FLOAT)[0] for v in (x, y))
+        q = b.emit("Floor", [b.emit("Div", [fx, fy])[0]])[0]
+        to = helper_dtype(b, op.outputs[0])
+        b.set_output(op.outputs[0], b.emit("Cast", [q], to=to)[0])
+        return
+    b.set_output(op.outputs[0], b.emit("Floor", [b.emit("Div", [x, y])[0]])[0])
+
+
+def floor_mod(b: GraphBuilder, op: Operator) -> None:
+    """The remainder with the divisor's sign: Mod(fmod=0) for integers, x - floor(x/y)*y for
+    floats (ONNX allows fmod=0 only on integers)."""
+    x, y = operand(b, op.inputs[0]), operand(b, op.inputs[1])
+    if _is_int(b, op.outputs[0]):
+        b.set_output(op.outputs[0], b.emit("Mod", [x, y], fmod=0)[0])
+        return
+    q = b.emit("Floor", [b.emit("Div", [x, y])[0]])[0]
+    b.set_output(op.outputs[0], b.emit("Sub", [x, b.emit("Mul", [q, y])[0]])[0])
+
+
+def _compare(onnx_op: str, negate: bool = False):
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+        b.set_output(op.outputs[0], b.emit("Not", [y])[0] if negate else y)
+
+    return convert
+
+
+less = _compare("Less")
+less_equal = _compare("LessOrEqual")
+greater = _compare("Greater")
+greater_equal = _compare("GreaterOrEqual")
+equal = _compare("Equal")
+not_equal = _compare("Equal", negate=True)
+logical_and = _compare("And")
+logical_or = _compare("Or")
+
+
+def helper_dtype(b: GraphBuilder, idx: int) -> int:
+    """The ONNX element type of a TFLite tensor (quantized ones are real-valued floats)."""
+    dtype = b.tensor(idx).dtype
+    if dtype in ("float32", "float16") or b.tensor(idx).quantization is not None:
+        return TensorProto.FLOAT
+    return helper.np_dtype_to_tensor_dtype(np.dtype("bool" if dtype == "bool" else dtype))
+
+
+# ---------------------------------------------------------------------- more unary ops
+logical_not = _unary("Not")
+abs_ = _unary("Abs")
+neg = _unary("Neg")
+exp = _unary("Exp")
+log = _unary("Log")
+sqrt = _unary("Sqrt")
+tanh = _unary("Tanh")
+cos = _unary("Cos")
+sin = _unary("Sin")
+floor = _unary("Floor")
+ceil = _unary("Ceil")
+round_ = _unary("Round")  # half to even, as TFLite's ROUND
+sign = _unary("Sign")
+elu = _unary("Elu")  # alpha 1
+
+
+def rsqrt(b: GraphBuilder, op: Operator) -> None:
+    y = b.emit("Reciprocal", [b.emit("Sqrt", [b.input(op.inputs[0])])[0]])[0]
+    b.set_output(op.outputs[0], y)
+
+
+def square(b: GraphBuilder, op: Operator) -> None:
+    x = b.input(op.inputs[0])
+    b.set_output(op.outputs[0], b.emit("Mul", [x, x])[0])
+
+
+def leaky_relu(b: GraphBuilder, op: Operator) -> None:
+    alpha = float(np.float32(op.options.get("alpha", 0.2)))
+    b.set_output(op.outputs[0], b.emit("LeakyRelu", [b.input(op.inputs[0])], alpha=alpha)[0])
+
+
+def _clip_op(lo: float, hi: float):
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        lo_name = b.const(np.array(lo, np.float32), "clip_min")
+        hi_name = b.const(np.array(hi, np.float32), "clip_max")
+        b.set_output(op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), lo_name, hi_name])[0])
+
+    return convert
+
+
+relu_n1_to_1 = _clip_op(-1.0, 1.0)
+relu_0_to_1 = _clip_op(0.0, 1.0)
+
+
+def gelu(b: GraphBuilder, op: Operator) -> None:
+    """ONNX Gelu from opset 20; before it 0.5 x (1 + erf(x / sqrt 2)), or with ``approximate``
+    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    x = b.input(op.inputs[0])
+    approximate = bool(op.options.get("approximate", False))
+    if b.opset >= 20:
+        y = b.emit("Gelu", [x], approximate="tanh" if approximate else "none")[0]
+        b.set_output(op.outputs[0], y)
+        return
+
+    def c(v: float, hint: str) -> str:
+        return b.const(np.array(v, np.float32), hint)
+
+    if approximate:
+        cube = b.emit("Mul", [b.emit("Mul", [x, x])[0], x])[0]
+        inner = b.emit("Add", [x, b.emit("Mul", [cube, c(0.044715, "gelu_k")])[0]])[0]
+        inner = b.emit("Mul", [inner, c(np.sqrt(2 / np.pi), "gelu_s")])[0]
+        t = b.emit("Tanh", [inner])[0]
+    else:
+        t = b.emit("Erf", [b.emit("Mul", [x, c(1 / np.sqrt(2), "gelu_s")])[0]])[0]
+    half_x = b.emit("Mul", [x, c(0.5, "half")])[0]
+    y = b.emit("Mul", [half_x, b.emit("Add", [t, c(1.0, "one")])[0]])[0]
+    b.set_output(op.outputs[0], y)
+
+
+def select(b: GraphBuilder, op: Operator) -> None:
+    """SELECT / SELECT_V2 as Where. SELECT's rank-1 condition picks rows of the first axis."""
+    cond = operand(b, op.inputs[0])
+    x_rank = len(b.tensor(op.inputs[1]).shape)
+    if op.name == "SELECT" and len(b.tensor(op.inputs[0]).shape) == 1 and x_rank > 1:
+        axes = b.const(np.arange(1, x_rank, dtype=np.int64), "select_axes")
+        cond = b.emit("Unsqueeze", [cond, axes])[0]
+    y = b.emit("Where", [cond, operand(b, op.inputs[1]), operand(b, op.inputs[2])])[0]
+    b.set_output(op.outputs[0], y)
+
+
+def add_n(b: GraphBuilder, op: Operator) -> None:
+    b.set_output(op.outputs[0], b.emit("Sum", [operand(b, i) for i in op.inputs])[0])
+
+
+def cast(b: GraphBuilder, op: Operator) -> None:
+    x = b.input(op.inputs[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [x], to=helper_dtype(b, op.outputs[0]))[0])

@@ -26,3 +26,14 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
     if bias_idx >= 0:
         y = b.emit("Add", [y, b.input(bias_idx)])[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def batch_matmul(b: GraphBuilder, op: Operator) -> None:
+    """x @ y over the last two axes, batch axes broadcast (as MatMul's); adj_x / adj_y
+    transpose those two axes first."""
+    operands = []
+    for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
+        rank = len(b.tensor(idx).shape)
+        perm = [*range(rank - 2), rank - 1, rank - 2]
+        operands.append(b.input(idx, perm=perm) if op.options.get(key, False) else b.input(idx))
+    b.set_output(op.outputs[0], b.emit("MatMul", operands)[0])

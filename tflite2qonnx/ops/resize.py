@@ -1,4 +1,5 @@
-"""RESIZE_BILINEAR as ONNX Resize (linear) with the matching coordinate transformation.
+"""RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR as ONNX Resize with the matching coordinate
+transformation (and, for nearest, rounding).
 
 Resize is a layout source like Conv, so ``sizes`` is written in ONNX's NCHW order.
 """
@@ -22,11 +23,31 @@ def _coordinate_mode(op: Operator) -> str:
     return "asymmetric"
 
 
+def _nearest_mode(op: Operator) -> dict:
+    # TFLite: align_corners -> in = round(out * (in - 1) / (out - 1)) (half away from zero);
+    # half_pixel_centers -> in = floor((out + 0.5) * in / out); neither -> floor(out * in / out)
+    if op.options.get("align_corners", False):
+        return {
+            "coordinate_transformation_mode": "align_corners",
+            "nearest_mode": "round_prefer_ceil",
+        }
+    if op.options.get("half_pixel_centers", False):
+        return {"coordinate_transformation_mode": "tf_half_pixel_for_nn", "nearest_mode": "floor"}
+    return {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+
+
 def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
+    _resize(b, op, {"mode": "linear", "coordinate_transformation_mode": _coordinate_mode(op)})
+
+
+def resize_nearest_neighbor(b: GraphBuilder, op: Operator) -> None:
+    _resize(b, op, {"mode": "nearest", **_nearest_mode(op)})
+
+
+def _resize(b: GraphBuilder, op: Operator, attrs: dict) -> None:
     x = b.input(op.inputs[0])
     in_shape = b.tensor(op.inputs[0]).shape_signature
     out_hw = [int(v) for v in b.int_constant(op.inputs[1], op.where)]
-    attrs = {"mode": "linear", "coordinate_transformation_mode": _coordinate_mode(op)}
     empty = ""
     if any(d < 0 for d in in_shape[1:3]):
         raise ConversionError("dynamic input height/width is not supported", op.where)

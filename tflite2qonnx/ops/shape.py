@@ -1,8 +1,13 @@
-"""RESHAPE: the target shape from the output tensor's signature (NHWC element order)."""
+"""Shape ops: RESHAPE (the target shape from the output tensor's signature, NHWC element
+order), SQUEEZE, EXPAND_DIMS, SHAPE, FILL, BROADCAST_TO, ZEROS_LIKE.
+
+Squeeze, Unsqueeze, Reshape, Shape and Expand with a computed shape are terminate ops for the
+layout pass: they see the source order."""
 
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.reader import Operator
@@ -14,3 +19,71 @@ def reshape(b: GraphBuilder, op: Operator) -> None:
         target = list(b.constant(op.inputs[1]).astype(np.int64)) if len(op.inputs) > 1 else target
     shape = b.const(np.array(target, np.int64), "reshape_shape")
     b.set_output(op.outputs[0], b.emit("Reshape", [b.input(op.inputs[0]), shape])[0])
+
+
+def _rank(b: GraphBuilder, idx: int) -> int:
+    return len(b.tensor(idx).shape)
+
+
+def _int64(b: GraphBuilder, values, hint: str) -> str:
+    return b.const(np.asarray(values, np.int64), hint)
+
+
+def squeeze(b: GraphBuilder, op: Operator) -> None:
+    """squeeze_dims, or every size-1 dim when empty (static shapes)."""
+    rank = _rank(b, op.inputs[0])
+    dims = [int(d) % rank for d in op.options.get("squeeze_dims", []) or []]
+    if not dims:
+        dims = [k for k, d in enumerate(b.tensor(op.inputs[0]).shape) if d == 1]
+    y = b.emit("Squeeze", [b.input(op.inputs[0]), _int64(b, sorted(dims), "squeeze_axes")])[0]
+    b.set_output(op.outputs[0], y)
+
+
+def expand_dims(b: GraphBuilder, op: Operator) -> None:
+    """A negative axis counts from the end of the output (rank + 1 dims)."""
+    (axis,) = b.int_constant(op.inputs[1], op.where).reshape(-1)
+    axis = int(axis) % (_rank(b, op.inputs[0]) + 1)
+    y = b.emit("Unsqueeze", [b.input(op.inputs[0]), _int64(b, [axis], "unsqueeze_axes")])[0]
+    b.set_output(op.outputs[0], y)
+
+
+def shape(b: GraphBuilder, op: Operator) -> None:
+    y = b.emit("Shape", [b.input(op.inputs[0])])[0]
+    if b.tensor(op.outputs[0]).dtype == "int32":
+        y = b.emit("Cast", [y], to=TensorProto.INT32)[0]
+    b.set_output(op.outputs[0], y)
+
+
+def _dims(b: GraphBuilder, idx: int) -> str:
+    """A shape operand as int64 (a constant folds; a computed one is cast)."""
+    if b.tensor(idx).data is not None:
+        return _int64(b, b.int_constant(idx, "shape operand"), "dims")
+    return b.emit("Cast", [b.input(idx)], to=TensorProto.INT64)[0]
+
+
+def fill(b: GraphBuilder, op: Operator) -> None:
+    """FILL(dims, value) = Expand(value, dims): dims may be computed (from SHAPE)."""
+    value = b.input(op.inputs[1])
+    if b.tensor(op.inputs[1]).data is not None and b.tensor(op.inputs[1]).dtype != "float32":
+        value = b.const(np.asarray(b.tensor(op.inputs[1]).data), "fill_value")
+    b.set_output(op.outputs[0], b.emit("Expand", [value, _dims(b, op.inputs[0])])[0])
+
+
+def broadcast_to(b: GraphBuilder, op: Operator) -> None:
+    b.set_output(
+        op.outputs[0], b.emit("Expand", [b.input(op.inputs[0]), _dims(b, op.inputs[1])])[0]
+    )
+
+
+def _like(value: float):
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        dtype = b.tensor(op.outputs[0]).dtype
+        np_type = np.float32 if dtype in ("float32", "float16") else np.dtype(dtype)
+        c = b.const(np.array(value, np_type), "like_value")
+        dims = b.emit("Shape", [b.input(op.inputs[0])])[0]
+        b.set_output(op.outputs[0], b.emit("Expand", [c, dims])[0])
+
+    return convert
+
+
+zeros_like = _like(0.0)

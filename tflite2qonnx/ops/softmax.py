@@ -14,3 +14,7 @@ def softmax(b: GraphBuilder, op: Operator) -> None:
     if beta != 1.0:
         x = b.emit("Mul", [x, b.const(np.array(beta, np.float32), "softmax_beta")])[0]
     b.set_output(op.outputs[0], b.emit("Softmax", [x], axis=-1)[0])
+
+
+def log_softmax(b: GraphBuilder, op: Operator) -> None:
+    b.set_output(op.outputs[0], b.emit("LogSoftmax", [b.input(op.inputs[0])], axis=-1)[0])
