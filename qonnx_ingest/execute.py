@@ -18,9 +18,10 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
 
-    if all(_static_shape(vi) == tuple(feeds[vi.name].shape) for vi in _fed(model, feeds)):
-        return model  # nothing to fix, and value_info some qonnx ops need stays intact
     model = copy.deepcopy(model)
+    if all(_static_shape(vi) == tuple(feeds[vi.name].shape) for vi in _fed(model, feeds)):
+        # nothing to fix: keep the value_info some qonnx ops (channels-last Conv) need
+        return ModelWrapper(model).transform(InferShapes()).model
     for vi in model.graph.input:
         if vi.name in feeds:
             dims = vi.type.tensor_type.shape.dim

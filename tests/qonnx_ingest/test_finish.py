@@ -2,10 +2,18 @@
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.execute import execute_qonnx
-from qonnx_ingest.finish import finish_model, name_nodes
+from qonnx_ingest.finish import (
+    finish_model,
+    name_nodes,
+    set_opset_imports,
+    sort_nodes,
+    unshare_initializers,
+)
 from qonnx_ingest.quant import QONNX_DOMAIN, make_quant
 
 
@@ -96,3 +104,67 @@ def test_duplicate_and_empty_node_names_are_made_unique():
     )
     name_nodes(graph)
     assert [n.name for n in graph.node] == ["act", "Relu_0", "Relu_1"]
+
+
+def _chain_graph(reverse: bool) -> onnx.GraphProto:
+    nodes = [
+        onnx.helper.make_node("Relu", ["x"], ["a"], name="first"),
+        onnx.helper.make_node("Neg", ["a"], ["b"], name="second"),
+        onnx.helper.make_node("Abs", ["x"], ["c"], name="independent"),
+        onnx.helper.make_node("Add", ["b", "c"], ["y"], name="last"),
+    ]
+    return onnx.helper.make_graph(nodes[::-1] if reverse else nodes, "g", [], [])
+
+
+def test_sort_nodes_orders_a_reversed_graph_topologically():
+    graph = _chain_graph(reverse=True)
+    sort_nodes(graph)
+    order = [n.name for n in graph.node]
+    assert order.index("first") < order.index("second") < order.index("last")
+    assert order.index("independent") < order.index("last")
+
+
+def test_sort_nodes_keeps_an_already_sorted_graph_unchanged():
+    graph = _chain_graph(reverse=False)
+    sort_nodes(graph)
+    assert [n.name for n in graph.node] == ["first", "second", "independent", "last"]
+
+
+def test_sort_nodes_names_a_cycle():
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("Relu", ["b"], ["a"], name="r"),
+            onnx.helper.make_node("Neg", ["a"], ["b"], name="n"),
+        ],
+        "g",
+        [],
+        [],
+    )
+    with pytest.raises(ConversionError, match="cycle"):
+        sort_nodes(graph)
+
+
+def test_unshare_initializers_gives_each_use_its_own_equal_copy():
+    w = onnx.numpy_helper.from_array(np.arange(3, dtype=np.float32), "w")
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("Mul", ["x", "w"], ["a"]),
+            onnx.helper.make_node("Add", ["a", "w"], ["y"]),
+        ],
+        "g",
+        [],
+        [],
+        [w],
+    )
+    unshare_initializers(graph)
+    first, second = graph.node[0].input[1], graph.node[1].input[1]
+    assert first == "w" and second != "w"
+    values = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    np.testing.assert_array_equal(values[first], values[second])
+
+
+@pytest.mark.parametrize("opset", [7, 12, 99])
+def test_opsets_outside_what_the_converters_emit_are_refused(opset):
+    model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    with pytest.raises(InputError, match=f"opset {opset}"):
+        set_opset_imports(model, opset)
