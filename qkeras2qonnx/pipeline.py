@@ -29,6 +29,15 @@ def convert(
     int_quant: bool = False,
     channels_last: bool = False,
 ) -> onnx.ModelProto:
+    """Convert a QKeras model (in memory, or a .h5/.keras/SavedModel/.json path) to QONNX.
+
+    ``batch_size=None`` keeps the batch dimension dynamic. ``weights`` loads a weights file on
+    top (required for a .json architecture). Lambda layers run code stored in the model, so
+    they are refused unless ``allow_lambda``. ``int_quant`` emits IntQuant instead of Quant.
+    ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
+    the batch is fixed to 1 unless ``batch_size`` says otherwise).
+    Every quantizer becomes exactly one QONNX node, or a ``ConversionError`` names it.
+    """
     if channels_last and batch_size is None:
         batch_size = 1  # qonnx's channels-last transformation needs static shapes
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
@@ -47,14 +56,22 @@ def convert(
 
 def from_keras(
     model: Any,
-    *,
     name: str = "qkeras_to_qonnx_converted",
     input_signature: Any = None,
     opset: int | None = None,
+    custom_ops: dict | None = None,
+    custom_op_handlers: dict | None = None,
+    custom_rewriter: list | None = None,
+    inputs_as_nchw: list | None = None,
+    extra_opset: list | None = None,
+    shape_override: dict | None = None,
+    target: list | None = None,
     large_model: bool = False,
     output_path: str | os.PathLike | None = None,
-    **tf2onnx_options: Any,
 ) -> tuple[onnx.ModelProto, None]:
+    """Drop-in for the removed ``qonnx.converters.from_keras``: same arguments, same
+    ``(model_proto, external_storage)`` result (external storage is always None: models that
+    need it are written as external data by ``save_model``)."""
     if large_model:
         raise ConversionError(
             "large_model=True is not supported; save_model writes models over 2 GiB with "
@@ -65,7 +82,13 @@ def from_keras(
         opset=opset or DEFAULT_OPSET,
         name=name,
         input_signature=input_signature,
-        **tf2onnx_options,
+        custom_ops=custom_ops,
+        custom_op_handlers=custom_op_handlers,
+        custom_rewriter=custom_rewriter,
+        inputs_as_nchw=inputs_as_nchw,
+        extra_opset=extra_opset,
+        shape_override=shape_override,
+        target=target,
     )
     if output_path is not None:
         save_model(proto, output_path)

@@ -13,17 +13,13 @@ from collections import Counter
 import pytest
 
 import tflite2qonnx
-from layout import OP_CLASSES, QONNX_CLASSES, Kind
+from layout import Kind
+from layout.classes import classify
 from support import CORPUS, requires_corpus
 
 pytestmark = requires_corpus
 
 MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
-
-
-def _kind(op_type: str) -> Kind:
-    row = OP_CLASSES.get(op_type) or QONNX_CLASSES.get(op_type)
-    return row.kind if row is not None else Kind.TERMINATE
 
 
 def transpose_reasons(model) -> dict[str, str | None]:
@@ -44,7 +40,7 @@ def transpose_reasons(model) -> dict[str, str | None]:
             reasons[node.name] = f"graph input {node.input[0]} kept NHWC"
         elif node.output[0] in outputs:
             reasons[node.name] = f"graph output {node.output[0]} kept NHWC"
-        elif users and all(_kind(u.op_type) is Kind.TERMINATE for u in users):
+        elif users and all(classify(u).kind is Kind.TERMINATE for u in users):
             reasons[node.name] = "feeds " + ", ".join(f"{u.op_type} {u.name}" for u in users)
         else:
             reasons[node.name] = None

@@ -14,6 +14,7 @@ import flatbuffers
 import numpy as np
 import pytest
 import tflite
+from tflite_writer import byte_vector, index_vector, int_vector, offset_vector
 
 import support
 from qonnx_ingest.errors import InputError
@@ -302,29 +303,8 @@ def test_random_corruption_only_raises_input_error() -> None:
 
 
 # ----------------------------------------------------------------------------- built models
-# A tiny TFLite writer on top of the flatbuffers Builder and tflite's generated *Start/*Add/*End
-# functions (the bindings have no object API).  The default model is ADD(input, const) + RELU.
-
-
-def _ints(b: flatbuffers.Builder, values, prepend="PrependInt32", size=4):
-    b.StartVector(size, len(values), size)
-    for v in reversed(list(values)):
-        getattr(b, prepend)(v)
-    return b.EndVector()
-
-
-def _offsets(b: flatbuffers.Builder, offs):
-    b.StartVector(4, len(offs), 4)
-    for o in reversed(offs):
-        b.PrependUOffsetTRelative(o)
-    return b.EndVector()
-
-
-def _bytes(b: flatbuffers.Builder, data: bytes, align: int = 16):
-    b.StartVector(1, len(data), align)
-    b.head = b.head - len(data)
-    b.Bytes[b.head : b.head + len(data)] = data
-    return b.EndVector()
+# Models built field by field (tflite_writer's vector helpers; the bindings have no object API),
+# so each test can break exactly one field.  The default model is ADD(input, const) + RELU.
 
 
 def _base_spec() -> dict:
@@ -367,7 +347,7 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
             tflite.BufferAddSize(b, len(data[1]))
             buffers.append(tflite.BufferEnd(b))
             continue
-        vec = _bytes(b, data) if data else None
+        vec = byte_vector(b, data) if data else None
         tflite.BufferStart(b)
         if vec is not None:
             tflite.BufferAddData(b, vec)
@@ -376,13 +356,13 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
     tensors = []
     for t in spec["tensors"]:
         name = b.CreateString(t["name"])
-        shape = _ints(b, t["shape"])
-        sig = _ints(b, t["shape_signature"]) if "shape_signature" in t else None
+        shape = int_vector(b, t["shape"])
+        sig = int_vector(b, t["shape_signature"]) if "shape_signature" in t else None
         quant = None
         if "quant" in t:
             scales, zps, qdim = t["quant"]
-            sv = _ints(b, scales, "PrependFloat32")
-            zv = _ints(b, zps, "PrependInt64", 8)
+            sv = int_vector(b, scales, "PrependFloat32")
+            zv = int_vector(b, zps, "PrependInt64", 8)
             tflite.QuantizationParametersStart(b)
             tflite.QuantizationParametersAddScale(b, sv)
             tflite.QuantizationParametersAddZeroPoint(b, zv)
@@ -404,9 +384,9 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
 
     operators = []
     for op in spec["operators"]:
-        inputs = _ints(b, op["inputs"])
-        outputs = _ints(b, op["outputs"])
-        custom = _bytes(b, op["custom_options"], 1) if "custom_options" in op else None
+        inputs = int_vector(b, op["inputs"])
+        outputs = int_vector(b, op["outputs"])
+        custom = byte_vector(b, op["custom_options"], 1) if "custom_options" in op else None
         options = None
         if op.get("options") == "add_relu":
             tflite.AddOptionsStart(b)
@@ -423,10 +403,10 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
             tflite.OperatorAddCustomOptions(b, custom)
         operators.append(tflite.OperatorEnd(b))
 
-    tensors_vec = _offsets(b, tensors)
-    ops_vec = _offsets(b, operators)
-    sg_inputs = _ints(b, spec["inputs"])
-    sg_outputs = _ints(b, spec["outputs"])
+    tensors_vec = offset_vector(b, tensors)
+    ops_vec = offset_vector(b, operators)
+    sg_inputs = int_vector(b, spec["inputs"])
+    sg_outputs = int_vector(b, spec["outputs"])
     sg_name = b.CreateString("main")
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, tensors_vec)
@@ -459,7 +439,7 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
                 tflite.TensorMapAddName(b, n)
                 tflite.TensorMapAddTensorIndex(b, index)
                 entries.append(tflite.TensorMapEnd(b))
-            maps.append(_offsets(b, entries))
+            maps.append(offset_vector(b, entries))
         k = b.CreateString(key)
         tflite.SignatureDefStart(b)
         tflite.SignatureDefAddInputs(b, maps[0])
@@ -476,11 +456,11 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
         tflite.MetadataAddBuffer(b, buffer_index)
         metadata.append(tflite.MetadataEnd(b))
 
-    opcodes_vec = _offsets(b, opcodes)
-    subgraphs_vec = _offsets(b, [subgraph])
-    buffers_vec = _offsets(b, buffers)
-    signatures_vec = _offsets(b, signatures)
-    metadata_vec = _offsets(b, metadata)
+    opcodes_vec = offset_vector(b, opcodes)
+    subgraphs_vec = offset_vector(b, [subgraph])
+    buffers_vec = offset_vector(b, buffers)
+    signatures_vec = offset_vector(b, signatures)
+    metadata_vec = offset_vector(b, metadata)
     description = b.CreateString("built by test_reader")
     tflite.ModelStart(b)
     tflite.ModelAddVersion(b, spec["version"])
@@ -516,14 +496,7 @@ def _build_sparsity(b: flatbuffers.Builder, sp: dict):
     for fmt, dense_size, segments, indices in sp["dim_metadata"]:
         seg = idx = None
         if segments is not None:
-            vec = _ints(b, segments)
-            tflite.Int32VectorStart(b)
-            tflite.Int32VectorAddValues(b, vec)
-            seg = tflite.Int32VectorEnd(b)
-            vec = _ints(b, indices)
-            tflite.Int32VectorStart(b)
-            tflite.Int32VectorAddValues(b, vec)
-            idx = tflite.Int32VectorEnd(b)
+            seg, idx = index_vector(b, segments), index_vector(b, indices)
         tflite.DimensionMetadataStart(b)
         tflite.DimensionMetadataAddFormat(b, fmt)
         tflite.DimensionMetadataAddDenseSize(b, dense_size)
@@ -533,9 +506,9 @@ def _build_sparsity(b: flatbuffers.Builder, sp: dict):
             tflite.DimensionMetadataAddArrayIndicesType(b, tflite.SparseIndexVector.Int32Vector)
             tflite.DimensionMetadataAddArrayIndices(b, idx)
         dims.append(tflite.DimensionMetadataEnd(b))
-    order = _ints(b, sp["traversal_order"])
-    block_map = _ints(b, sp["block_map"])
-    dims_vec = _offsets(b, dims)
+    order = int_vector(b, sp["traversal_order"])
+    block_map = int_vector(b, sp["block_map"])
+    dims_vec = offset_vector(b, dims)
     tflite.SparsityParametersStart(b)
     tflite.SparsityParametersAddTraversalOrder(b, order)
     tflite.SparsityParametersAddBlockMap(b, block_map)

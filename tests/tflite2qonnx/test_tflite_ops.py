@@ -13,6 +13,7 @@ from litert_compare import compare, random_input, reference_interpreter
 from tf_models import CASES, build_tflite
 
 import tflite2qonnx
+from qonnx_ingest.execute import execute_qonnx
 from support import CORPUS
 from tflite2qonnx.ops import CONVERTERS
 from tflite2qonnx.reader import read_model
@@ -125,8 +126,6 @@ def test_half_up_rounding_matches_tflite_quantize_on_ties() -> None:
         for attr in first.attribute:
             if attr.name == "rounding_mode":
                 attr.s = rounding.encode()
-        from qonnx_ingest.execute import execute_qonnx
-
         del model.graph.value_info[:]  # the quantized input becomes the output
         model.graph.output[0].name = first.output[0]
         del model.graph.output[1:]

@@ -19,29 +19,29 @@ _TYPES = {
 }
 
 
-def _ints(b: flatbuffers.Builder, values, prepend: str = "PrependInt32", size: int = 4):
+def int_vector(b: flatbuffers.Builder, values, prepend: str = "PrependInt32", size: int = 4):
     b.StartVector(size, len(values), size)
     for v in reversed(list(values)):
         getattr(b, prepend)(v)
     return b.EndVector()
 
 
-def _offsets(b: flatbuffers.Builder, offs):
+def offset_vector(b: flatbuffers.Builder, offs):
     b.StartVector(4, len(offs), 4)
     for o in reversed(offs):
         b.PrependUOffsetTRelative(o)
     return b.EndVector()
 
 
-def _bytes(b: flatbuffers.Builder, data: bytes, align: int = 16):
+def byte_vector(b: flatbuffers.Builder, data: bytes, align: int = 16):
     b.StartVector(1, len(data), align)
     b.head = b.head - len(data)
     b.Bytes[b.head : b.head + len(data)] = data
     return b.EndVector()
 
 
-def _index_vector(b: flatbuffers.Builder, values):
-    vec = _ints(b, values)
+def index_vector(b: flatbuffers.Builder, values):
+    vec = int_vector(b, values)
     tflite.Int32VectorStart(b)
     tflite.Int32VectorAddValues(b, vec)
     return tflite.Int32VectorEnd(b)
@@ -53,7 +53,7 @@ def _sparsity(b: flatbuffers.Builder, sp: dict):
     for dim in sp["dims"]:
         sparse = len(dim) == 2
         if sparse:
-            seg, idx = _index_vector(b, dim[0]), _index_vector(b, dim[1])
+            seg, idx = index_vector(b, dim[0]), index_vector(b, dim[1])
         tflite.DimensionMetadataStart(b)
         if sparse:
             tflite.DimensionMetadataAddFormat(b, tflite.DimensionType.SPARSE_CSR)
@@ -65,9 +65,9 @@ def _sparsity(b: flatbuffers.Builder, sp: dict):
             tflite.DimensionMetadataAddFormat(b, tflite.DimensionType.DENSE)
             tflite.DimensionMetadataAddDenseSize(b, dim[0])
         dims.append(tflite.DimensionMetadataEnd(b))
-    order = _ints(b, sp["traversal_order"])
-    block_map = _ints(b, sp.get("block_map", []))
-    dims_vec = _offsets(b, dims)
+    order = int_vector(b, sp["traversal_order"])
+    block_map = int_vector(b, sp.get("block_map", []))
+    dims_vec = offset_vector(b, dims)
     tflite.SparsityParametersStart(b)
     tflite.SparsityParametersAddTraversalOrder(b, order)
     tflite.SparsityParametersAddBlockMap(b, block_map)
@@ -86,7 +86,7 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
         buffers.append(b"" if data is None else np.ascontiguousarray(data).tobytes())
     buffer_offs = []
     for data in buffers:
-        vec = _bytes(b, data) if data else None
+        vec = byte_vector(b, data) if data else None
         tflite.BufferStart(b)
         if vec is not None:
             tflite.BufferAddData(b, vec)
@@ -95,7 +95,7 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
     tensor_offs = []
     for k, t in enumerate(tensors):
         name = b.CreateString(t["name"])
-        shape = _ints(b, t["shape"])
+        shape = int_vector(b, t["shape"])
         sparsity = _sparsity(b, t["sparsity"]) if "sparsity" in t else None
         tflite.TensorStart(b)
         tflite.TensorAddShape(b, shape)
@@ -110,8 +110,8 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
     versions = {op["op"]: op.get("version", 1) for op in operators}
     op_offs = []
     for op in operators:
-        ins, outs = _ints(b, op["inputs"]), _ints(b, op["outputs"])
-        custom = _bytes(b, op["custom_options"], 1) if "custom_options" in op else None
+        ins, outs = int_vector(b, op["inputs"]), int_vector(b, op["outputs"])
+        custom = byte_vector(b, op["custom_options"], 1) if "custom_options" in op else None
         options = None
         if "options" in op:  # (table name, {field: scalar}), e.g. ("ShapeOptions", {...})
             table, fields = op["options"]
@@ -130,8 +130,8 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
             tflite.OperatorAddBuiltinOptions(b, options[1])
         op_offs.append(tflite.OperatorEnd(b))
 
-    tensors_vec, ops_vec = _offsets(b, tensor_offs), _offsets(b, op_offs)
-    sg_in, sg_out, sg_name = _ints(b, inputs), _ints(b, outputs), b.CreateString("main")
+    tensors_vec, ops_vec = offset_vector(b, tensor_offs), offset_vector(b, op_offs)
+    sg_in, sg_out, sg_name = int_vector(b, inputs), int_vector(b, outputs), b.CreateString("main")
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, tensors_vec)
     tflite.SubGraphAddOperators(b, ops_vec)
@@ -153,8 +153,8 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
             tflite.OperatorCodeAddCustomCode(b, custom)
         code_offs.append(tflite.OperatorCodeEnd(b))
 
-    codes_vec, sgs_vec, bufs_vec = _offsets(b, code_offs), _offsets(b, [subgraph]), None
-    bufs_vec = _offsets(b, buffer_offs)
+    codes_vec, sgs_vec, bufs_vec = offset_vector(b, code_offs), offset_vector(b, [subgraph]), None
+    bufs_vec = offset_vector(b, buffer_offs)
     description = b.CreateString("built by tflite_writer")
     tflite.ModelStart(b)
     tflite.ModelAddVersion(b, 3)
