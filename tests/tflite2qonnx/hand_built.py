@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+from flatbuffers import flexbuffers
 from tflite_writer import build_model
 
 INT32 = 2  # tflite.TensorType.INT32
@@ -158,13 +159,85 @@ def unpool_model(x_shape, kernel, stride) -> bytes:
     return build_model(tensors, ops, [0, 1], [2])
 
 
+def flex_options(**options) -> bytes:
+    """A flexbuffer map, as MediaPipe's v2 transform ops store their options: lists become
+    typed int vectors, floats and ints scalars."""
+    fbb = flexbuffers.Builder()
+    with fbb.Map():
+        for key, value in options.items():
+            if isinstance(value, list | tuple):
+                fbb.Key(key)
+                fbb.TypedVectorFromElements([int(v) for v in value])
+            elif isinstance(value, float):
+                fbb.Float(key, value)
+            elif isinstance(value, str):
+                fbb.String(key, value)
+            else:
+                fbb.Int(key, int(value))
+    return bytes(fbb.Finish())
+
+
+def landmarks_to_matrix_model(landmarks_shape, options: bytes | None, version: int = 2) -> bytes:
+    tensors = [
+        {"name": "landmarks", "shape": landmarks_shape},
+        {"name": "matrix", "shape": (1, 4, 4)},
+    ]
+    op = {"op": "Landmarks2TransformMatrix", "inputs": [0], "outputs": [1], "version": version}
+    if options is not None:
+        op["custom_options"] = options
+    return build_model(tensors, [op], [0], [1])
+
+
+def transform_landmarks_model(landmarks_shape, matrix_shape=(1, 4, 4), version: int = 2) -> bytes:
+    tensors = [
+        {"name": "landmarks", "shape": landmarks_shape},
+        {"name": "matrix", "shape": matrix_shape},
+        {"name": "y", "shape": landmarks_shape},
+    ]
+    ops = [{"op": "TransformLandmarks", "inputs": [0, 1], "outputs": [2], "version": version,
+            "custom_options": flex_options()}]  # fmt: skip
+    return build_model(tensors, ops, [0, 1], [2])
+
+
+def transform_tensor_model(
+    x_shape, out_hw, matrix_shape=(1, 4, 4), options: bytes | None = None, version: int = 2
+) -> bytes:
+    """TransformTensorBilinear; options default to MediaPipe's output_height / output_width."""
+    out_shape = (x_shape[0], *out_hw, x_shape[3])
+    tensors = [
+        {"name": "x", "shape": x_shape},
+        {"name": "matrix", "shape": matrix_shape},
+        {"name": "y", "shape": out_shape},
+    ]
+    if options is None:
+        options = flex_options(output_height=out_hw[0], output_width=out_hw[1])
+    ops = [{"op": "TransformTensorBilinear", "inputs": [0, 1], "outputs": [2], "version": version,
+            "custom_options": options}]  # fmt: skip
+    return build_model(tensors, ops, [0, 1], [2])
+
+
 def custom_op_examples() -> list[bytes]:
-    """One model per MediaPipe op (run only by XNNPACK, so tested against numpy)."""
+    """One model per MediaPipe op (run only by XNNPACK or not at all, so tested against numpy)."""
     w = np.ones((2, 2, 2, 3), np.float32)
     return [
         transpose_conv_bias_model((1, 3, 3, 3), w, np.zeros(2, np.float32), (2, 2), SAME),
         argmax_pool_model((1, 4, 4, 2), (1, 2, 2, 2), (2, 2), (2, 2), VALID),
         unpool_model((1, 2, 2, 2), (2, 2), (2, 2)),
+        landmarks_to_matrix_model(
+            (1, 4, 3),
+            flex_options(
+                subset_idxs=[0, 1, 2, 3],
+                left_rotation_idx=0,
+                right_rotation_idx=1,
+                target_rotation_radians=0.0,
+                output_height=8,
+                output_width=8,
+                scale_x=1.0,
+                scale_y=1.0,
+            ),
+        ),
+        transform_landmarks_model((1, 4, 3)),
+        transform_tensor_model((1, 4, 4, 2), (3, 3)),
     ]
 
 

@@ -27,6 +27,11 @@ from tflite2qonnx.ops.mediapipe import (
     max_pooling_with_argmax_2d,
     max_unpooling_2d,
 )
+from tflite2qonnx.ops.mediapipe_transform import (
+    landmarks_to_transform_matrix,
+    transform_landmarks,
+    transform_tensor_bilinear,
+)
 from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
 from tflite2qonnx.ops.quantize import dequantize, quantize
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
@@ -138,8 +143,11 @@ CONVERTERS: dict[str, Converter] = {
 # MediaPipe's custom ops, by custom code
 CUSTOM_CONVERTERS: dict[str, Converter] = {
     "Convolution2DTransposeBias": convolution_2d_transpose_bias,
+    "Landmarks2TransformMatrix": landmarks_to_transform_matrix,
     "MaxPoolingWithArgmax2D": max_pooling_with_argmax_2d,
     "MaxUnpooling2D": max_unpooling_2d,
+    "TransformLandmarks": transform_landmarks,
+    "TransformTensorBilinear": transform_tensor_bilinear,
 }
 CONVERTERS.update(CUSTOM_CONVERTERS)
 
