@@ -23,7 +23,20 @@ def keras() -> Any:
             "tf.keras is Keras 3, but QKeras needs Keras 2: set TF_USE_LEGACY_KERAS=1 before "
             "TensorFlow is imported (or import qkeras2qonnx first)"
         )
+    _restore_array_ops_stack()
     return tf_keras
+
+
+def _restore_array_ops_stack() -> None:
+    """QKeras 0.9's QConv2DTranspose calls ``array_ops.stack``, which newer TensorFlow (2.19
+    here) keeps in ``array_ops_stack`` only: without the alias no model with that layer can be
+    built or loaded. Only the missing name is added; nothing TensorFlow defines is replaced."""
+    from tensorflow.python.ops import array_ops
+
+    if not hasattr(array_ops, "stack"):
+        from tensorflow.python.ops import array_ops_stack
+
+        array_ops.stack = array_ops_stack.stack
 
 
 @functools.cache

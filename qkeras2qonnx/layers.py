@@ -27,6 +27,7 @@ _QKERAS_KEYS = frozenset(
         "kernel_quantizer",
         "bias_quantizer",
         "depthwise_quantizer",
+        "pointwise_quantizer",
         "kernel_range",
         "bias_range",
         "depthwise_range",
@@ -42,6 +43,9 @@ class Slot:
     role: str
     quantizer: Any
     weight_index: int | None = None
+    # The shape QKeras quantizes the weight in, when it reshapes it first: an explicit
+    # ``scale_axis`` or the rank of an 'auto' scale depends on it.
+    shape: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -85,17 +89,26 @@ def rule_for_layer(layer: Any, where: str) -> LayerRule:
     )
 
 
-def _weighted(plain: str, weights: tuple[str, ...]) -> LayerRule:
-    """A QKeras layer whose quantizer attributes ``weights[i]`` apply to ``get_weights()[i]``."""
+def _weighted(
+    plain: str, weights: tuple[str, ...], expanded: frozenset[str] = frozenset()
+) -> LayerRule:
+    """A QKeras layer whose quantizer attributes ``weights[i]`` apply to ``get_weights()[i]``;
+    the roles in ``expanded`` quantize the weight with a leading axis of 1 added (QKeras's
+    QSeparableConv1D runs its kernels through a 2-D separable convolution)."""
 
     def strip(layer: Any, where: str) -> Stripped:
         config = {k: v for k, v in config_of(layer).items() if not _training_only(k)}
-        count = len(layer.get_weights())
+        values = layer.get_weights()
         # QKeras quantizes a weight only when the constructor argument is truthy.
         slots = [
-            Slot(role, getattr(layer, f"{role}_internal"), index)
+            Slot(
+                role,
+                getattr(layer, f"{role}_internal"),
+                index,
+                (1, *values[index].shape) if role in expanded else None,
+            )
             for index, role in enumerate(weights)
-            if index < count and getattr(layer, role, None)
+            if index < len(values) and getattr(layer, role, None)
         ]
         slots += activation_slot(layer.activation, config, where)
         return Stripped(getattr(keras().layers, plain), config, slots)
@@ -181,11 +194,17 @@ def _qbatchnorm(layer: Any, where: str) -> Stripped:
     return strip_qbatchnorm(layer, where)
 
 
+_SEPARABLE = ("depthwise_quantizer", "pointwise_quantizer", "bias_quantizer")
+_SEPARABLE_KERNELS = frozenset(_SEPARABLE[:2])
+
 LAYERS: dict[str, LayerRule] = {
     "QDense": _weighted("Dense", ("kernel_quantizer", "bias_quantizer")),
     "QConv1D": _weighted("Conv1D", ("kernel_quantizer", "bias_quantizer")),
     "QConv2D": _weighted("Conv2D", ("kernel_quantizer", "bias_quantizer")),
+    "QConv2DTranspose": _weighted("Conv2DTranspose", ("kernel_quantizer", "bias_quantizer")),
     "QDepthwiseConv2D": _weighted("DepthwiseConv2D", ("depthwise_quantizer", "bias_quantizer")),
+    "QSeparableConv1D": _weighted("SeparableConv1D", _SEPARABLE, _SEPARABLE_KERNELS),
+    "QSeparableConv2D": _weighted("SeparableConv2D", _SEPARABLE),
     "QConv2DBatchnorm": _folded("Conv2D", "kernel_quantizer"),
     "QDepthwiseConv2DBatchnorm": _folded("DepthwiseConv2D", "depthwise_quantizer"),
     "QActivation": _qactivation,

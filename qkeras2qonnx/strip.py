@@ -26,7 +26,9 @@ from qonnx_ingest.errors import ConversionError
 class MapEntry:
     """One quantizer: where it sits and the QONNX node it becomes.
 
-    ``values`` (Keras layout) feed a weight's Quant node; None marks an activation quantizer.
+    ``values`` (Keras layout, in the shape QKeras quantizes the weight in; the markers number
+    the same elements in the same order) feed a weight's Quant node; None marks an activation
+    quantizer.
     ``marker`` is the weight's first marker number, or the id of the layer's output marker.
     """
 
@@ -108,9 +110,12 @@ def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerM
         layer_map.entries.append(MapEntry(path, slot.role, describe(q), spec, None, marker))
         return
     weight = np.asarray(weights[slot.weight_index], dtype=np.float32)
+    shape = weight.shape
+    if slot.shape is not None:  # quantize in QKeras's shape; reshaping keeps element order
+        weight = weight.reshape(slot.shape)
     spec = rule.resolve(q, weight, where)
     if spec.kind == LOST:
-        weights[slot.weight_index], _ = qkeras_call(q, weight)
+        weights[slot.weight_index] = qkeras_call(q, weight)[0].reshape(shape)
         layer_map.lost[where] = describe(q)
         warnings.warn(
             f"{where} {describe(q)}: non-uniform quantizer has no QONNX form; the weight is "
@@ -124,5 +129,5 @@ def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerM
     if offset + weight.size > WEIGHT_CAPACITY:
         raise ConversionError("too many quantized weights to mark in one model", where)
     layer_map.weight_count += weight.size
-    weights[slot.weight_index] = weight_markers(offset, weight.shape)
+    weights[slot.weight_index] = weight_markers(offset, shape)
     layer_map.entries.append(MapEntry(path, slot.role, describe(q), spec, values, offset))

@@ -55,7 +55,12 @@ def count_quantizers(model) -> int:
     for layer in _all_layers(model):
         # A batchnorm-folded conv always adds (and quantizes) its folded bias.
         folded = type(layer).__name__.endswith("Batchnorm")
-        for attr in ("kernel_quantizer", "depthwise_quantizer", "bias_quantizer"):
+        for attr in (
+            "kernel_quantizer",
+            "depthwise_quantizer",
+            "pointwise_quantizer",
+            "bias_quantizer",
+        ):
             if attr == "bias_quantizer" and not (folded or getattr(layer, "use_bias", False)):
                 continue
             if getattr(layer, attr, None):

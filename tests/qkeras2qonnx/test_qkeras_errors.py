@@ -195,3 +195,33 @@ def test_exact_average_quantizer_is_recorded_as_folded():
     onnx_model = qkeras2qonnx.convert(k.Model(inp, pool(inp)))
     props = {p.key: p.value for p in onnx_model.metadata_props}
     assert list(json.loads(props["qkeras2qonnx.folded_quantizers"])) == ["pool average_quantizer"]
+
+
+@pytest.mark.parametrize("role", ["depthwise_quantizer", "pointwise_quantizer"])
+def test_separable_kernel_refusal_names_layer_and_quantizer(role):
+    from qkeras import QSeparableConv2D, quantized_bits
+
+    import qkeras2qonnx
+
+    k = keras()
+    inp = k.Input((6, 6, 2), name="x")
+    quantizers = {
+        "depthwise_quantizer": quantized_bits(6, 0, alpha=1),
+        "pointwise_quantizer": quantized_bits(6, 0, alpha=1),
+        role: "quantized_tanh(4)",
+    }
+    out = QSeparableConv2D(3, 3, name="culprit", **quantizers)(inp)
+    with pytest.raises(ConversionError, match=f"^culprit {role}: quantized_tanh"):
+        qkeras2qonnx.convert(k.Model(inp, out))
+
+
+def test_unsupported_qkeras_layer_is_refused_by_name():
+    from qkeras import QAdaptiveActivation
+
+    import qkeras2qonnx
+
+    layer = lambda: QAdaptiveActivation("quantized_bits", 8, name="culprit")  # noqa: E731
+    with pytest.raises(
+        ConversionError, match="^culprit: unsupported QKeras layer QAdaptiveActivation"
+    ):
+        qkeras2qonnx.convert(_model(layer))

@@ -92,6 +92,188 @@ def qdepthwise():
     return _finish(inp, k.layers.Dense(3)(h), 14)
 
 
+def qseparable_conv2d():
+    from qkeras import QSeparableConv2D, quantized_bits, quantized_relu
+
+    k = keras()
+    inp = k.Input((9, 9, 3), name="x")
+    h = QSeparableConv2D(
+        5,
+        3,
+        padding="same",
+        depthwise_quantizer=quantized_bits(6, 0, alpha=1),
+        pointwise_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+        name="sep",
+    )(inp)
+    h = QSeparableConv2D(
+        4,
+        2,
+        strides=2,
+        depth_multiplier=2,
+        depthwise_quantizer=quantized_bits(5, 1, alpha=1),
+        pointwise_quantizer=quantized_bits(6, 0, alpha=1),
+        use_bias=False,
+        activation=quantized_relu(6, 2),
+    )(h)
+    return _finish(inp, k.layers.Flatten()(h), 25)
+
+
+def qseparable_conv2d_auto_alpha():
+    """Per-channel scales: on the depthwise kernel [kh, kw, C, M] QKeras's 'auto' scale is per
+    depth multiplier (its last axis), on the pointwise kernel per output filter."""
+    from qkeras import QActivation, QSeparableConv2D, quantized_bits, quantized_relu
+
+    k = keras()
+    inp = k.Input((9, 9, 3), name="x")
+    h = QSeparableConv2D(
+        6,
+        3,
+        strides=2,
+        depth_multiplier=2,
+        depthwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        pointwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+        name="sep",
+    )(inp)
+    h = QSeparableConv2D(
+        4,
+        2,
+        padding="same",
+        depthwise_quantizer=quantized_bits(5, 1, alpha="auto_po2"),
+        pointwise_quantizer=quantized_bits(6, 0, alpha="auto_po2"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+    )(h)
+    return _finish(inp, QActivation(quantized_bits(8, 3))(h), 26)
+
+
+def qseparable_conv1d():
+    from qkeras import QSeparableConv1D, quantized_bits, quantized_relu
+
+    k = keras()
+    inp = k.Input((16, 3), name="x")
+    h = QSeparableConv1D(
+        5,
+        3,
+        padding="same",
+        depthwise_quantizer=quantized_bits(6, 0, alpha=1),
+        pointwise_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+        name="sep",
+    )(inp)
+    h = QSeparableConv1D(
+        4,
+        3,
+        padding="valid",
+        depth_multiplier=2,
+        depthwise_quantizer=quantized_bits(5, 1, alpha=1),
+        pointwise_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+    )(h)
+    return _finish(inp, k.layers.Flatten()(h), 27)
+
+
+def qseparable_conv1d_auto_alpha():
+    """QKeras quantizes QSeparableConv1D's kernels expanded to 2-D ([1, k, C, M] and
+    [1, 1, C*M, F]): with ``scale_axis=2`` the depthwise scale is per *input* channel there,
+    where the stored [k, C, M] kernel's axis 2 would be the depth multiplier."""
+    from qkeras import QActivation, QSeparableConv1D, quantized_bits, quantized_relu
+
+    k = keras()
+    inp = k.Input((16, 3), name="x")
+    h = QSeparableConv1D(
+        6,
+        3,
+        strides=2,
+        depth_multiplier=2,
+        depthwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        pointwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+    )(inp)
+    h = QSeparableConv1D(
+        4,
+        2,
+        depth_multiplier=2,
+        depthwise_quantizer=quantized_bits(6, 0, alpha="auto", scale_axis=2),
+        pointwise_quantizer=quantized_bits(5, 1, alpha="auto_po2"),
+        use_bias=False,
+        name="sep_axis",
+    )(h)
+    out = QActivation(quantized_bits(8, 3))(k.layers.Flatten()(h))
+    return _finish(inp, out, 28)
+
+
+def qseparable_conv1d_po2():
+    """A non-uniform kernel quantizer of QSeparableConv1D is applied in QKeras's expanded shape
+    and written back in the stored one (a quantized constant, no node)."""
+    from qkeras import QSeparableConv1D, quantized_bits, quantized_po2, quantized_relu
+
+    k = keras()
+    inp = k.Input((12, 3), name="x")
+    h = QSeparableConv1D(
+        4,
+        3,
+        depthwise_quantizer=quantized_po2(4),
+        pointwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+    )(inp)
+    return _finish(inp, k.layers.Flatten()(h), 32)
+
+
+def _transpose(padding, seed, **kwargs):
+    from qkeras import QConv2DTranspose, quantized_bits, quantized_relu
+
+    _restore_qkeras_conv2d_transpose()
+    k = keras()
+    inp = k.Input((5, 5, 3), name="x")
+    h = QConv2DTranspose(
+        4,
+        3,
+        strides=2,
+        padding=padding,
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+        name="deconv",
+        **kwargs,
+    )(inp)
+    return _finish(inp, h, seed)
+
+
+def qconv2d_transpose_same_stride2():
+    from qkeras import quantized_bits
+
+    return _transpose("same", 29, kernel_quantizer=quantized_bits(6, 0, alpha=1))
+
+
+def qconv2d_transpose_valid_stride2():
+    """QKeras drops ``output_padding`` (it passes None to Keras), so the conversion must too."""
+    from qkeras import quantized_bits
+
+    kernel = quantized_bits(5, 1, alpha=1)
+    return _transpose("valid", 30, kernel_quantizer=kernel, output_padding=(1, 1))
+
+
+def qconv2d_transpose_auto_alpha():
+    """The Keras kernel is [kh, kw, out, in]: QKeras's 'auto' scale is per *input* channel."""
+    from qkeras import quantized_bits
+
+    return _transpose("same", 31, kernel_quantizer=quantized_bits(6, 0, alpha="auto"))
+
+
+def _restore_qkeras_conv2d_transpose():
+    """QKeras's QConv2DTranspose needs an alias TensorFlow 2.19 lacks; the converter's backend
+    restores it (see ``backend``), and QKeras must have it before the model is built."""
+    from qkeras2qonnx.backend import keras as converter_keras
+
+    converter_keras()
+
+
 def qconv2d_batchnorm():
     """QKeras folds the BN moving statistics into kernel and bias, then quantizes both."""
     from qkeras import QActivation, QConv2DBatchnorm, quantized_bits, quantized_relu
@@ -300,6 +482,14 @@ FAMILIES = {
     "qconv1d": qconv1d,
     "qconv2d": qconv2d,
     "qdepthwise": qdepthwise,
+    "qseparable_conv2d": qseparable_conv2d,
+    "qseparable_conv2d_auto_alpha": qseparable_conv2d_auto_alpha,
+    "qseparable_conv1d": qseparable_conv1d,
+    "qseparable_conv1d_auto_alpha": qseparable_conv1d_auto_alpha,
+    "qseparable_conv1d_po2": qseparable_conv1d_po2,
+    "qconv2d_transpose_same_stride2": qconv2d_transpose_same_stride2,
+    "qconv2d_transpose_valid_stride2": qconv2d_transpose_valid_stride2,
+    "qconv2d_transpose_auto_alpha": qconv2d_transpose_auto_alpha,
     "qconv2d_batchnorm": qconv2d_batchnorm,
     "qdepthwise_batchnorm": qdepthwise_batchnorm,
     "qbatchnorm": qbatchnorm,
@@ -366,3 +556,48 @@ def test_conv_weight_scales_are_per_output_channel():
         scale = inits[kernel.input[1]]
         assert scale.shape == (channels, 1, 1, 1)
         assert len(np.unique(scale)) > 1
+
+
+def _qkeras_scale(layer, role, expand=False):
+    """QKeras's own per-channel scale for ``role`` (in the Keras kernel's axes), as a Quant
+    scale: quantized_bits(6, 0, alpha='auto') returns ``scale * z / 2**5``."""
+    kernel = getattr(
+        layer, "kernel" if role == "kernel_quantizer" else role.replace("quantizer", "kernel")
+    )
+    quantizer = getattr(layer, f"{role}_internal")
+    quantizer(kernel[None] if expand else kernel)
+    return np.asarray(quantizer.scale) / 2**5
+
+
+def test_separable_and_transpose_weight_scales_follow_the_qkeras_axis():
+    """Each per-channel scale lands where QKeras computed it: ConvTranspose weights are
+    [in, out, kh, kw] and the Keras kernel [kh, kw, out, in] is scaled per *input* channel (axis
+    0); a depthwise kernel [kh, kw, C, M] is scaled per depth multiplier, i.e. channel c*M + m
+    of the grouped Conv weight [C*M, 1, kh, kw] repeats M scales; the pointwise kernel is
+    scaled per output filter; QSeparableConv1D's scale_axis=2 counts axes of [1, k, C, M]."""
+    from onnx import numpy_helper
+
+    import qkeras2qonnx
+
+    cases = {
+        qconv2d_transpose_auto_alpha: [("deconv", "kernel_quantizer", lambda s: s, 3)],
+        qseparable_conv2d_auto_alpha: [
+            ("sep", "depthwise_quantizer", lambda s: np.tile(s, 3), 6),  # C=3, M=2
+            ("sep", "pointwise_quantizer", lambda s: s, 6),
+        ],
+        qseparable_conv1d_auto_alpha: [
+            ("sep_axis", "depthwise_quantizer", lambda s: np.repeat(s, 2), 12),  # C=6, M=2
+        ],
+    }
+    for build, checks in cases.items():
+        model = build()
+        onnx_model = qkeras2qonnx.convert(model)
+        inits = {t.name: numpy_helper.to_array(t) for t in onnx_model.graph.initializer}
+        nodes = {n.name: n for n in quant_nodes(onnx_model)}
+        for layer, role, to_onnx, channels in checks:
+            scale = inits[nodes[f"{layer}/{role}"].input[1]]
+            assert scale.shape == (channels, 1, 1, 1), (layer, role, scale.shape)
+            expand = build is qseparable_conv1d_auto_alpha
+            expected = to_onnx(_qkeras_scale(model.get_layer(layer), role, expand).ravel())
+            assert len(np.unique(expected)) > 1
+            np.testing.assert_allclose(scale.ravel(), expected, rtol=1e-6)

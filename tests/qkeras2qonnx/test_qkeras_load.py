@@ -117,3 +117,55 @@ def test_lambda_converts_when_allowed(lambda_files):
     model, root = lambda_files
     onnx_model = qkeras2qonnx.convert(root / "lambda.h5", allow_lambda=True)
     assert_matches_qkeras(model, onnx_model, batch=8)
+
+
+def test_separable_and_transpose_layers_convert_from_h5(tmp_path):
+    """Loading rebuilds QConv2DTranspose, whose QKeras code needs the alias that the converter's
+    backend restores (``array_ops.stack``), and the separable layers' three quantizers."""
+    from qkeras import (
+        QConv2DTranspose,
+        QSeparableConv1D,
+        QSeparableConv2D,
+        quantized_bits,
+        quantized_relu,
+    )
+
+    import qkeras2qonnx
+    from qkeras2qonnx.backend import keras as converter_keras
+
+    converter_keras()  # QKeras's QConv2DTranspose cannot even be built without the alias
+    k = keras()
+    inp = k.Input((6, 6, 2), name="x")
+    h = QSeparableConv2D(
+        4,
+        3,
+        padding="same",
+        depthwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        pointwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+    )(inp)
+    h = QConv2DTranspose(
+        3,
+        2,
+        strides=2,
+        kernel_quantizer=quantized_bits(6, 0, alpha="auto"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+    )(h)
+    h = k.layers.Reshape((144, 3))(h)
+    h = QSeparableConv1D(
+        2,
+        3,
+        strides=2,
+        depthwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        pointwise_quantizer=quantized_bits(6, 0, alpha="auto"),
+        bias_quantizer=quantized_bits(8, 3, alpha=1),
+        activation=quantized_relu(6, 2),
+    )(h)
+    model = k.Model(inp, h)
+    set_seeded_weights(model, 33)
+    model.save(tmp_path / "model.h5")
+    onnx_model = qkeras2qonnx.convert(tmp_path / "model.h5")
+    assert_matches_qkeras(model, onnx_model, batch=8)
+    assert sum(n.op_type == "Quant" for n in onnx_model.graph.node) == count_quantizers(model)
