@@ -23,6 +23,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing pinned dependencies (first run: a few minutes, TensorFlow is ~2.5 GB)"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=23"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    -c constraints.txt -e ".[keras,test]"
+    -c constraints.txt -e ".[keras,test,hls4ml]"
   echo "$want" > "$stamp"
 fi

@@ -1,0 +1,257 @@
+"""Downstream acceptance with hls4ml (issue 7): the public dense jet tagger and the MNIST CNN,
+converted by qkeras2qonnx, go through hls4ml 1.3.0's QONNX frontend and its g++ emulation, and
+hls4ml's ``predict`` equals qonnx's execution of our graph, on the logits, bit for bit.
+
+The flow is hls4ml's documented one: ``qkeras2qonnx.convert(..., channels_last=True)``, then
+qonnx's ``cleanup_model``, ``ConvertToChannelsLastAndClean``, ``GemmToMatMul`` (hls4ml has no
+Gemm) and ``cleanup_model`` again; ``config_from_onnx_model(granularity="name")``,
+``convert_from_onnx_model``, ``compile()`` (a C++ emulation built with g++; no FPGA tools).
+
+Precisions come from the Quant nodes: hls4ml turns each power-of-two-scale Quant into a
+fixed-point type (a weight or bias Quant becomes the constant's type, an activation Quant a
+linear activation with the Quant's type; ROUND becomes AP_RND_CONV, half to even, as in
+QONNX). Dense/Conv accumulators and results are left 'auto', and hls4ml's precision inference
+sizes them to hold every sum exactly. What no Quant node fixes takes the default, chosen wide
+(fixed<32,16>): only the plain ReLU of QConv2D(activation='relu') ahead of the QActivation's
+quantizer, whose values have at most 13 fractional bits here.
+
+Neither model quantizes its input (their first QDense/QConv2D takes floats), so there is no
+input Quant to take a grid from: each model gets an input grid (``InputGrid``), hls4ml's input
+type is set to exactly that grid, and the inputs are drawn from it. Every value in the
+emulation is then exact, and so is qonnx's float32 execution (no value needs more than 24
+significant bits), so the assertion is equality. Off-grid inputs would be truncated by
+hls4ml's input type, which is a choice of the hls4ml config, not a property of our graph.
+
+Logits, not probabilities: hls4ml's softmax is a lookup table, so the final Softmax is cut off
+before either side runs. Each case is built once per session (module-scoped fixture): hls4ml's
+conversion and g++ compile take about 5-15 s for the jet tagger and 35-75 s for the MNIST CNN
+on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from qkeras_helpers import CORPUS, SAMPLES, quant_nodes
+
+from qonnx_ingest.execute import execute_qonnx
+from support import requires_corpus
+
+hls4ml = pytest.importorskip(
+    "hls4ml", reason="hls4ml is not installed: pip install -c constraints.txt -e '.[hls4ml]'"
+)
+
+pytestmark = [
+    pytest.mark.hls4ml,
+    pytest.mark.keras,
+    requires_corpus,
+    pytest.mark.filterwarnings("ignore:The GemmToMatMul transformation only offers:UserWarning"),
+]
+
+DEFAULT_PRECISION = "fixed<32,16>"
+SEED = 7
+
+
+@dataclass(frozen=True)
+class InputGrid:
+    """The input quantizer the models lack: ``bits`` bits, ``integer`` of them (with the sign)
+    left of the binary point, i.e. what a Quant(scale=2**(integer-bits), bits, signed) emits."""
+
+    bits: int
+    integer: int
+    signed: bool
+
+    @property
+    def hls_type(self) -> str:
+        return f"{'' if self.signed else 'u'}fixed<{self.bits},{self.integer}>"
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        low = -(2 ** (self.bits - 1)) if self.signed else 0
+        q = rng.integers(low, low + 2**self.bits, shape)
+        return (q * 2.0 ** (self.integer - self.bits)).astype(np.float32)
+
+
+# name: (architecture, weights, input grid)
+MODELS = {
+    # the corpus README's "model hls4ml's own tests load": 16-64-32-32-5, features in [-2, 2)
+    "qkeras_3layer": ("qkeras_3layer.json", "qkeras_3layer_weights.h5", InputGrid(10, 2, True)),
+    # 28x28x1 pixels in [0, 1)
+    "qkeras_mnist_cnn": (
+        "qkeras_mnist_cnn.json",
+        "qkeras_mnist_cnn_weights.h5",
+        InputGrid(8, 0, False),
+    ),
+}
+
+CASES = [
+    pytest.param(case, id="-".join(case), marks=marks)
+    for case, marks in [
+        (("qkeras_3layer", "io_parallel"), ()),
+        (("qkeras_3layer", "io_stream"), ()),
+        (("qkeras_mnist_cnn", "io_parallel"), ()),
+        (("qkeras_mnist_cnn", "io_stream"), ()),
+    ]
+]
+
+
+@dataclass
+class Emulated:
+    qonnx_model: onnx.ModelProto  # our output, Softmax cut off
+    hls_model: Any
+    grid: InputGrid
+    seconds: float  # hls4ml conversion + g++ compile
+
+
+@pytest.fixture(scope="module", params=CASES)
+def emulated(request, tmp_path_factory) -> Emulated:
+    import qkeras2qonnx
+
+    name, io_type = request.param
+    source, weights, grid = MODELS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        converted = qkeras2qonnx.convert(
+            CORPUS / source, weights=CORPUS / weights, channels_last=True
+        )
+    model = _logits(converted)
+    prepared = _prepare_for_hls4ml(model)
+    config = hls4ml.utils.config.config_from_onnx_model(
+        prepared, granularity="name", backend="Vivado", default_precision=DEFAULT_PRECISION
+    )
+    config["LayerName"][prepared.graph.input[0].name]["Precision"]["result"] = grid.hls_type
+    start = time.perf_counter()
+    hls_model = hls4ml.converters.convert_from_onnx_model(
+        prepared,
+        output_dir=str(tmp_path_factory.mktemp(f"{name}-{io_type}")),
+        io_type=io_type,
+        backend="Vivado",
+        hls_config=config,
+    )
+    hls_model.compile()
+    return Emulated(model, hls_model, grid, time.perf_counter() - start)
+
+
+def test_logits_equal_qonnx(emulated):
+    model = emulated.qonnx_model
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = emulated.grid.sample(np.random.default_rng(SEED), (SAMPLES, *dims[1:]))
+    expected, ties = _qonnx_logits(model, x)
+    actual = np.asarray(emulated.hls_model.predict(np.ascontiguousarray(x)))
+    actual = actual.reshape(expected.shape)
+    diff = np.abs(actual.astype(np.float64) - expected)
+    summary = (
+        f"{SAMPLES} inputs: max |hls4ml - qonnx| {diff.max():g}, {np.mean(diff == 0):.1%} "
+        f"equal, {ties} rounding ties at activation Quants, hls4ml build "
+        f"{emulated.seconds:.0f} s"
+    )
+    print(summary)
+    # the equality covers round-half-to-even (QONNX ROUND vs AP_RND_CONV) only if ties occurred
+    assert ties > 0, summary
+    np.testing.assert_array_equal(actual, expected, err_msg=summary)
+
+
+def test_precisions_come_from_quant_nodes(emulated):
+    """Every Quant node is one hls4ml type: each weight and bias, and each activation that
+    carries a quantizer, has exactly the fixed-point type its Quant node describes."""
+    model = emulated.qonnx_model
+    expected = sorted(_fixed_type(model, node) for node in quant_nodes(model))
+    actual = []
+    for layer in emulated.hls_model.get_layers():
+        actual += [_precision(w.type.precision) for w in layer.get_weights()]
+        if layer.class_name == "Activation" and layer.get_attr("quantizer") is not None:
+            actual.append(_precision(layer.get_output_variable().type.precision))
+    assert sorted(actual) == expected
+
+
+def _logits(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose final Softmax is cut off: its input becomes the output."""
+    model = copy.deepcopy(model)
+    graph = model.graph
+    (output,) = graph.output
+    softmax = next(n for n in graph.node if output.name in n.output)
+    assert softmax.op_type == "Softmax", softmax.op_type
+    graph.node.remove(softmax)
+    graph.output.remove(output)
+    _expose(graph, softmax.input[0])
+    return model
+
+
+def _expose(graph: onnx.GraphProto, name: str) -> None:
+    """Make tensor ``name`` a graph output (qonnx refuses a value_info that is also an output)."""
+    infos = [vi for vi in graph.value_info if vi.name == name]
+    for vi in infos:
+        graph.value_info.remove(vi)
+    graph.output.append(
+        infos[0]
+        if infos
+        else onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+    )
+
+
+def _prepare_for_hls4ml(model: onnx.ModelProto):
+    """hls4ml's documented QONNX preparation (docs: frontend/qonnx)."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+    from qonnx.util.cleanup import cleanup_model
+
+    wrapper = cleanup_model(ModelWrapper(copy.deepcopy(model)))
+    wrapper = wrapper.transform(ConvertToChannelsLastAndClean())
+    wrapper = wrapper.transform(GemmToMatMul())
+    return cleanup_model(wrapper)
+
+
+def _qonnx_logits(model: onnx.ModelProto, x: np.ndarray) -> tuple[np.ndarray, int]:
+    """qonnx's logits for each sample (the graph has batch 1), and how many inputs of the
+    activation Quant nodes lay exactly halfway between two steps of their grid."""
+    probe = copy.deepcopy(model)
+    scales = {}
+    for node in quant_nodes(probe):
+        if _initializer(probe, node.input[0]) is None:  # an activation, not a weight
+            scales[node.input[0]] = float(_initializer(probe, node.input[1]))
+            _expose(probe.graph, node.input[0])
+    logits_name, input_name = model.graph.output[0].name, model.graph.input[0].name
+    logits, ties = [], 0
+    for sample in x:
+        out = execute_qonnx(probe, {input_name: sample[None]})
+        logits.append(out[logits_name])
+        for name, scale in scales.items():
+            steps = out[name].astype(np.float64) / scale
+            ties += int(np.sum(steps - np.floor(steps) == 0.5))
+    return np.concatenate(logits).astype(np.float64), ties
+
+
+def _fixed_type(model: onnx.ModelProto, node: onnx.NodeProto) -> tuple:
+    """The fixed-point type a Quant node describes, as hls4ml spells it."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    scale = np.asarray(_initializer(model, node.input[1]), dtype=np.float64)
+    bits = int(_initializer(model, node.input[3]))
+    exponent = np.log2(scale.flat[0])
+    assert np.all(scale == scale.flat[0]) and exponent == int(exponent), "not a po2 scale"
+    rounding = {b"ROUND": "RND_CONV", b"FLOOR": "TRN"}[attrs.get("rounding_mode", b"ROUND")]
+    saturation = "SAT_SYM" if attrs.get("narrow", 0) else "SAT"
+    return (bits, bits + int(exponent), bool(attrs.get("signed", 1)), rounding, saturation)
+
+
+def _precision(precision) -> tuple:
+    return (
+        precision.width,
+        precision.integer,
+        precision.signed,
+        precision.rounding_mode.name,
+        precision.saturation_mode.name,
+    )
+
+
+def _initializer(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    for init in model.graph.initializer:
+        if init.name == name:
+            return onnx.numpy_helper.to_array(init)
+    return None
