@@ -41,7 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run qonnx's channels-last transformation on the output (fixes the batch to 1 "
         "unless --batch-size is given)",
     )
-    return run(parser, _convert, argv, extra_inputs=lambda a: [a.weights] if a.weights else [])
+    return run(
+        parser,
+        _convert,
+        argv,
+        extra_inputs=lambda a: [a.weights] if a.weights else [],
+        verify=_verify,
+    )
 
 
 def _convert(args: argparse.Namespace):
@@ -58,6 +64,14 @@ def _convert(args: argparse.Namespace):
         int_quant=args.int_quant,
         channels_last=args.channels_last,
     )
+
+
+def _verify(args: argparse.Namespace, model):
+    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.reference import verify
+
+    source = load_model(args.input, weights=args.weights, allow_lambda=args.allow_lambda)
+    return verify(source, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
 
 
 def _positive_int(text: str) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import onnx
 
-from qkeras2qonnx.channels_last import to_channels_last
+from qkeras2qonnx.channels_last import explicit_pads, to_channels_last
 from qkeras2qonnx.load import load_model
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
@@ -28,6 +28,7 @@ def convert(
     allow_lambda: bool = False,
     int_quant: bool = False,
     channels_last: bool = False,
+    verify: bool = False,
 ) -> onnx.ModelProto:
     """Convert a QKeras model (in memory, or a .h5/.keras/SavedModel/.json path) to QONNX.
 
@@ -37,6 +38,8 @@ def convert(
     ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
     the batch is fixed to 1 unless ``batch_size`` says otherwise).
     Every quantizer becomes exactly one QONNX node, or a ``ConversionError`` names it.
+    ``verify`` compares the result with ``model.predict`` on seeded inputs and raises
+    ``VerificationError`` (nothing saved) when they differ beyond 1e-6 relative.
     """
     if channels_last and batch_size is None:
         batch_size = 1  # qonnx's channels-last transformation needs static shapes
@@ -49,6 +52,13 @@ def convert(
     proto = convert_keras(
         model, opset=opset, batch_size=batch_size, int_quant=int_quant, channels_last=channels_last
     )
+    if verify:
+        from qkeras2qonnx.reference import verify as run_verification
+        from qonnx_ingest.verification import VerificationError
+
+        checked = run_verification(model, proto)
+        if not checked.passed:
+            raise VerificationError(checked)
     if output_path is not None:
         save_model(proto, output_path, inputs=inputs)
     return proto
@@ -109,6 +119,7 @@ def convert_keras(
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
     reinsert(proto, layer_map, int_quant=int_quant)
+    explicit_pads(proto.graph)
     if name:
         proto.graph.name = name
     finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))

@@ -22,7 +22,9 @@ from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 if TYPE_CHECKING:
     import onnx
 
-EXIT_OK, EXIT_CONVERSION, EXIT_USAGE = 0, 1, 2
+    from qonnx_ingest.verification import Verification
+
+EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY = 0, 1, 2, 3
 
 
 def make_parser(prog: str, description: str, input_help: str) -> argparse.ArgumentParser:
@@ -43,6 +45,46 @@ def make_parser(prog: str, description: str, input_help: str) -> argparse.Argume
         action="store_true",
         help="emit qonnx's IntQuant op type instead of Quant (qonnx 1.0 reads both)",
     )
+    parser.add_argument(
+        "--format",
+        choices=("qonnx", "qcdq"),
+        default="qonnx",
+        help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
+        "onnxruntime and other QDQ consumers (default: qonnx)",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the source model and the converted one on seeded random inputs and compare "
+        "them (exit code 3 when they disagree beyond the converter's tolerance)",
+    )
+    parser.add_argument(
+        "--verify-inputs",
+        metavar="INPUTS.npz",
+        help="verify on your own inputs (implies --verify): one array per model input, samples "
+        "first",
+    )
+    parser.add_argument(
+        "--verify-count",
+        type=int,
+        default=16,
+        metavar="N",
+        help="with --verify: number of seeded random inputs (default: 16)",
+    )
+    parser.add_argument(
+        "--report", action="store_true", help="print every quantized tensor and the model's cost"
+    )
+    parser.add_argument(
+        "--report-json", metavar="REPORT.json", help="write that report as JSON ('-': stdout)"
+    )
+    parser.add_argument(
+        "--encodings", metavar="ENCODINGS.json", help="write AIMET 2.0.0 quantization encodings"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what --encodings or --format qcdq can only approximate, instead of warning",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -59,10 +101,13 @@ def run(
     convert: Callable[[argparse.Namespace], onnx.ModelProto],
     argv: Sequence[str] | None = None,
     extra_inputs: Callable[[argparse.Namespace], Sequence[str]] = lambda args: (),
+    verify: Callable[[argparse.Namespace, onnx.ModelProto], Verification] | None = None,
 ) -> int:
-    """Parse, convert, save atomically, report; map errors to one line and an exit code.
+    """Parse, convert, [verify], save atomically, report; map errors to one line and an exit
+    code.
 
-    Exit codes: 0 done, 1 the model cannot be converted, 2 usage or unusable input.
+    Exit codes: 0 done, 1 the model cannot be converted, 2 usage or unusable input, 3 the
+    converted model (written for inspection) disagrees with its source under --verify.
     """
     args = parser.parse_args(argv)
     prog = parser.prog
@@ -75,13 +120,26 @@ def run(
         inputs = [args.input, *extra_inputs(args)]
         output = Path(args.output) if args.output else default_output(args.input)
         check_output_path(output, inputs)
+        for side in (args.encodings, args.report_json):
+            if side and side != "-":
+                check_output_path(side, [*inputs, output])
+        if args.encodings == "-" and args.report_json == "-":
+            raise InputError("--encodings and --report-json cannot both write to stdout")
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConversionWarning)
             model = convert(args)
-        seconds = time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            written = _exported(model, args)
+            # what is verified is what is written (the QCDQ form under --format qcdq)
+            wants_verify = args.verify or args.verify_inputs is not None
+            checked = verify(args, written) if wants_verify and verify else None
+            quant_report = _report(model) if args.report or args.report_json else None
+            side_files = _side_files(model, quant_report, args)
         _report_warnings(prog, caught)
-        save_model(model, output, inputs=inputs)
+        save_model(written, output, inputs=inputs)
+        for path, text in side_files:
+            _write(path, text, [*inputs, output])
     except ConversionError as exc:
         return _fail(prog, str(exc), exc.exit_code, args.verbose)
     except KeyboardInterrupt:
@@ -89,8 +147,58 @@ def run(
     except Exception as exc:  # a bug of ours: still one line, and the traceback on request
         message = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
         return _fail(prog, message, EXIT_CONVERSION, args.verbose)
-    print(f"{prog}: wrote {output} ({summarize(model)}) in {seconds:.2f} s")
+    # a JSON document on stdout ('-') stays alone there: the human-readable text moves to stderr
+    text = sys.stderr if "-" in (args.encodings, args.report_json) else sys.stdout
+    print(f"{prog}: wrote {output} ({summarize(written)}) in {seconds:.2f} s", file=text)
+    if args.report:
+        print(quant_report.as_text(), file=text)
+    if checked is not None:
+        print(checked.as_text(), file=text)
+        if not checked.passed:
+            from qonnx_ingest.verification import VerificationError
+
+            return _fail(prog, str(VerificationError(checked)), EXIT_VERIFY, False)
     return EXIT_OK
+
+
+def _exported(model: onnx.ModelProto, args: argparse.Namespace) -> onnx.ModelProto:
+    if args.format == "qcdq":
+        from qonnx_ingest.qcdq import to_qcdq
+
+        return to_qcdq(model, strict=args.strict)
+    return model
+
+
+def _report(model: onnx.ModelProto):
+    from qonnx_ingest.report import report
+
+    return report(model)
+
+
+def _side_files(
+    model: onnx.ModelProto, quant_report, args: argparse.Namespace
+) -> list[tuple[str, str]]:
+    """(path, text) of the encodings and JSON report, built in full before anything is written."""
+    import json
+
+    files = []
+    if args.encodings:
+        from qonnx_ingest.encodings import aimet_encodings
+
+        document = aimet_encodings(model, strict=args.strict)
+        files.append((args.encodings, json.dumps(document, indent=2) + "\n"))
+    if args.report_json:
+        files.append((args.report_json, json.dumps(quant_report.as_dict(), indent=2) + "\n"))
+    return files
+
+
+def _write(path: str, text: str, protected: Sequence[str | Path]) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    from qonnx_ingest.save import write_text_atomically
+
+    write_text_atomically(Path(path), text, protected)
 
 
 def summarize(model: onnx.ModelProto) -> str:

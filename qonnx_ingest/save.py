@@ -78,6 +78,24 @@ def save_model(
     return out
 
 
+def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """A side file (report, encodings) under the same rules as the model: checked path,
+    temporary file beside it, rename; never the input."""
+    out = check_output_path(path, inputs)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".qonnx-ingest-", dir=out.parent or ".")
+    except OSError as exc:
+        raise InputError(f"cannot write there: {exc.strerror}", str(out.parent)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         if a.exists() and b.exists():

@@ -29,8 +29,12 @@ def convert(
     int_quant: bool = False,
     keep_io_layout: bool = False,
     layouts: Mapping[str, str] | None = None,
+    verify: bool = False,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
+
+    ``verify`` runs the TFLite interpreter and the result on seeded inputs first and raises
+    ``VerificationError`` (nothing saved) when they disagree beyond the converter's tolerance.
 
     Graph inputs and outputs carry real (dequantized) values; for integer I/O tensors the
     scale and zero point are recorded in the metadata under ``tflite2qonnx.io_quantization``
@@ -54,6 +58,13 @@ def convert(
         metadata={"source": tfl.source_name},
         where=tfl.source_name,
     )
+    if verify:
+        from qonnx_ingest.verification import VerificationError
+        from tflite2qonnx.verify import verify as run_verification
+
+        checked = run_verification(source, model)
+        if not checked.passed:
+            raise VerificationError(checked)
     if output_path is not None:
         from qonnx_ingest.save import save_model
 

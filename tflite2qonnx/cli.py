@@ -53,5 +53,11 @@ def _convert(args: argparse.Namespace):
     )
 
 
+def _verify(args: argparse.Namespace, model):
+    from tflite2qonnx.verify import verify
+
+    return verify(args.input, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run(build_parser(), _convert, argv)
+    return cli.run(build_parser(), _convert, argv, verify=_verify)

@@ -163,3 +163,16 @@ def _copy(proto):
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy
+
+
+def test_conv_and_pooling_nodes_carry_explicit_pads(model):
+    """qonnx's channels-last ops and hls4ml's QONNX frontend read ``pads``; tf2onnx omits the
+    attribute when the padding is zero (ONNX's default)."""
+    import qkeras2qonnx
+
+    onnx_model = qkeras2qonnx.convert(model)
+    convs = [n for n in onnx_model.graph.node if n.op_type == "Conv"]
+    assert convs
+    for node in convs:
+        pads = next(list(a.ints) for a in node.attribute if a.name == "pads")
+        assert pads == [0, 0, 0, 0]  # the "valid" 3x3 QConv2D above

@@ -1,0 +1,121 @@
+"""--verify for QKeras: ``model.predict`` against the converted model.
+
+The QKeras issue's rule: the QONNX output equals QKeras's within 1e-6 relative (float32
+rounding of the last op only). Inputs are seeded uniform over the range of the model's input
+quantizer (a QActivation on the input), else [-1, 1]; samples are fed one at a time, or in
+batches of the converted model's fixed batch size (``--batch-size``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import onnx
+
+from qonnx_ingest.errors import InputError
+from qonnx_ingest.verification import (
+    DEFAULT_INPUTS,
+    Verification,
+    check_count,
+    input_range,
+    load_inputs,
+    measure,
+    output_grids,
+    run_converted,
+    within_relative,
+)
+
+RTOL = 1e-6
+
+
+def verify(
+    keras_model: Any,
+    model: onnx.ModelProto,
+    *,
+    inputs: int = DEFAULT_INPUTS,
+    seed: int = 0,
+    inputs_path: str | os.PathLike | None = None,
+) -> Verification:
+    """Run ``keras_model`` (already loaded) and ``model`` on the same inputs and measure."""
+    graph_inputs = _graph_inputs(model)
+    names = [vi.name for vi in graph_inputs]
+    if len(names) != len(keras_model.inputs):
+        raise ValueError(f"{len(keras_model.inputs)} Keras inputs but {len(names)} ONNX inputs")
+    order = _keras_order(keras_model, names)  # ONNX input names in Keras's input order
+    shapes = {
+        name: tuple(int(d) if d else 1 for d in t.shape[1:])
+        for name, t in zip(order, keras_model.inputs, strict=True)
+    }
+    if inputs_path is not None:
+        samples = _shaped(load_inputs(inputs_path, names), shapes, inputs_path)
+    else:
+        check_count(inputs)
+        rng = np.random.default_rng(seed)
+        samples = []
+        for _ in range(inputs):
+            sample = {}
+            for name in names:
+                lo, hi = input_range(model, name)
+                sample[name] = rng.uniform(lo, hi, shapes[name]).astype(np.float32)
+            samples.append(sample)
+    batch = _fixed_batch(graph_inputs)
+    padded = [samples[i % len(samples)] for i in range(-(-len(samples) // batch) * batch)]
+    feeds = [
+        {n: np.stack([np.asarray(s[n], np.float32) for s in padded[i : i + batch]]) for n in names}
+        for i in range(0, len(padded), batch)
+    ]
+    ours, runner = run_converted(model, feeds)
+    reference = [_predict(keras_model, [f[n] for n in order]) for f in feeds]
+    grids = output_grids(model)
+    results = []
+    for index, out in enumerate(model.graph.output):
+        refs = [r[index] for r in reference]
+        agreement = measure(out.name, refs, [o[out.name] for o in ours], grids.get(out.name))
+        agreement.passed = within_relative(agreement, refs, RTOL)
+        agreement.tolerance = f"max abs error <= {RTOL:g} * max(1, |QKeras|)"
+        results.append(agreement)
+    return Verification(results, len(samples), f"{runner}; source: QKeras predict")
+
+
+def _keras_order(keras_model: Any, names: list[str]) -> list[str]:
+    """The ONNX input names in the order Keras takes its inputs (by name where they match)."""
+    keras_names = [str(n).split(":")[0] for n in getattr(keras_model, "input_names", None) or ()]
+    return keras_names if sorted(keras_names) == sorted(names) else names
+
+
+def _shaped(samples: list[dict], shapes: dict, path) -> list[dict]:
+    """The user's samples reshaped to the Keras input shapes (an InputError if they differ)."""
+    out = []
+    for s in samples:
+        feed = {}
+        for name, shape in shapes.items():
+            x = np.asarray(s[name], np.float32)
+            if x.size != np.prod(shape, dtype=np.int64):
+                raise InputError(
+                    f"a sample of {name} has shape {x.shape}, the model takes {shape}", str(path)
+                )
+            feed[name] = x.reshape(shape)
+        out.append(feed)
+    return out
+
+
+def _fixed_batch(graph_inputs: list[onnx.ValueInfoProto]) -> int:
+    """The converted model's static batch size (``--batch-size``), or 1 for a dynamic one."""
+    for vi in graph_inputs:
+        dims = vi.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 1:
+            return dims[0].dim_value
+    return 1
+
+
+def _predict(keras_model: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    out = keras_model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    outs = out if isinstance(out, list | tuple) else [out]
+    return [np.asarray(o, np.float32) for o in outs]
+
+
+def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]

@@ -1,0 +1,237 @@
+"""Lowering QONNX to QCDQ (QuantizeLinear -> Clip -> DequantizeLinear) for runtimes without
+the Quant op, onnxruntime above all.
+
+Activation quantizers go through qonnx's ``QuantToQCDQ``. It takes only zero-point-free,
+2-8 bit, round-half-even Quants; two cases it leaves are lowered here because QCDQ computes
+them exactly as well, up to ties:
+
+- a non-zero zero point: ``s * (sat(round(x / s) + z) - z)`` equals Quant's
+  ``s * (round(clip(x / s + z)) - z)`` except where ``x / s`` is exactly half-way;
+- HALF_UP rounding (TFLite's): QuantizeLinear rounds ties to even, the one place they differ.
+
+Such tie differences are listed in one warning (``strict`` refuses them). Quantizers of
+constants (weights, biases) are stored as integers behind a DequantizeLinear, which is exact
+at any width up to 32 bits. Anything else (an activation wider than 8 bits, a bipolar
+activation) cannot be lowered and is an error naming the node.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.finish import check_model, sort_nodes
+from qonnx_ingest.quant_info import ACTIVATION, INPUT, QuantizedTensor, quantized_tensors
+
+_QUANT_TYPES = ("Quant", "IntQuant", "BipolarQuant")
+# QuantizeLinear rounds half to even: exact for these, different at ties only for these.
+_EXACT_ROUNDING = ("ROUND", "HALF_EVEN")
+_TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
+
+
+def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
+    """A QCDQ copy of ``model``; ``model`` is not changed."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.qonnx_to_qcdq import QuantToQCDQ
+
+    model = copy.deepcopy(model)
+    graph = model.graph
+    nodes = {n.output[0]: n for n in graph.node if n.output}  # outputs are unique, names may not be
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    tied = []
+    for q in quantized_tensors(model):
+        node = nodes[q.output]
+        if q.role not in (ACTIVATION, INPUT):
+            _replace_node(graph, node, _dequantized_constant(model, node, q, constants))
+            continue
+        _check_lowerable(q)
+        if q.rounding_mode not in _EXACT_ROUNDING or np.any(q.zero_point != 0):
+            tied.append(q.node or q.output)
+        if np.any(q.zero_point != 0):
+            _replace_node(graph, node, _qdq_nodes(q))
+        else:
+            _set_attribute(node, "rounding_mode", "ROUND")
+            node.op_type = "Quant"
+    if tied:
+        message = (
+            f"{len(tied)} activation quantizers round ties differently in QCDQ (QuantizeLinear "
+            f"rounds x/scale half to even before adding the zero point): {', '.join(tied[:5])}"
+            + (", ..." if len(tied) > 5 else "")
+        )
+        if strict:
+            raise ConversionError(message + " (--strict refuses them)", "qcdq")
+        warnings.warn(message, ConversionWarning, 2)
+    sort_nodes(graph)
+    try:
+        wrapper = ModelWrapper(model).transform(QuantToQCDQ())
+    except Exception as exc:  # qonnx's rewriter raises bare exceptions
+        raise ConversionError(f"qonnx QuantToQCDQ failed: {type(exc).__name__}: {exc}") from exc
+    model = wrapper.model
+    left = [n for n in model.graph.node if n.op_type in (*_QUANT_TYPES, "Trunc")]
+    if left:  # Trunc, or a node qonnx declined that the checks above accepted: never ship it
+        node = left[0]
+        raise ConversionError(
+            "Trunc has no QCDQ form" if node.op_type == "Trunc"
+            else "qonnx QuantToQCDQ did not lower it",
+            f"{node.op_type} {node.name or node.output[0]}",
+        )  # fmt: skip
+    _drop_qonnx_domain(model)
+    check_model(model)
+    return model
+
+
+def _check_lowerable(q: QuantizedTensor) -> None:
+    where = f"{q.op_type} {q.node or q.output}"
+    if q.bipolar:
+        raise ConversionError("a bipolar activation has no QCDQ form", where)
+    if q.rounding_mode not in (*_EXACT_ROUNDING, *_TIE_ROUNDING):
+        # FLOOR, CEIL, UP, DOWN differ from QuantizeLinear's rounding on every non-integer
+        # x / scale, not only at ties
+        raise ConversionError(
+            f"rounding_mode {q.rounding_mode} cannot be lowered: QuantizeLinear rounds to "
+            "nearest (half to even)",
+            where,
+        )
+    bits = q.integer_bits
+    if bits is None or not 2 <= bits <= 8:
+        raise ConversionError(
+            f"{q.bit_width:g}-bit activation cannot be lowered: QCDQ stores activations in "
+            "8-bit QuantizeLinear outputs",
+            where,
+        )
+
+
+def _storage(q: QuantizedTensor) -> tuple[int, type]:
+    """QuantizeLinear's storage type for ``q``: 8-bit, signed as the quantizer is."""
+    return (TensorProto.INT8, np.int8) if q.signed else (TensorProto.UINT8, np.uint8)
+
+
+def _qdq_nodes(q: QuantizedTensor) -> list:
+    """QuantizeLinear -> [Clip] -> DequantizeLinear for an activation with a zero point."""
+    proto_type, np_type = _storage(q)
+    base = q.node or q.output
+    scale = _param(f"{base}_qdq_scale", q.scale.astype(np.float32), q.per_axis)
+    zero = _param(f"{base}_qdq_zero_point", q.zero_point.astype(np_type), q.per_axis)
+    axis = {"axis": q.axis} if q.per_axis else {}
+    quantized = f"{base}_qdq_q"
+    nodes = [
+        helper.make_node("Constant", [], [scale.name], name=f"{base}_qdq_scale", value=scale),
+        helper.make_node("Constant", [], [zero.name], name=f"{base}_qdq_zp", value=zero),
+        helper.make_node(
+            "QuantizeLinear",
+            [q.tensor, scale.name, zero.name],
+            [quantized],
+            name=f"{base}_quantize",
+            **axis,
+        ),  # fmt: skip
+    ]
+    lo, hi = q.storage_range
+    info = np.iinfo(np_type)
+    if (lo, hi) != (info.min, info.max):
+        bounds = [numpy_helper.from_array(np.array(v, np_type), f"{base}_qdq_{k}")
+                  for k, v in (("min", lo), ("max", hi))]  # fmt: skip
+        nodes += [helper.make_node("Constant", [], [t.name], name=t.name, value=t) for t in bounds]
+        clipped = f"{base}_qdq_clipped"
+        nodes.append(
+            helper.make_node(
+                "Clip", [quantized, *(t.name for t in bounds)], [clipped], name=f"{base}_clip"
+            )  # fmt: skip
+        )
+        quantized = clipped
+    nodes.append(
+        helper.make_node(
+            "DequantizeLinear",
+            [quantized, scale.name, zero.name],
+            [q.output],
+            name=f"{base}_dequantize",
+            **axis,
+        )  # fmt: skip
+    )
+    return nodes
+
+
+def _dequantized_constant(
+    model: onnx.ModelProto, node, q: QuantizedTensor, constants: dict[str, np.ndarray]
+) -> list:
+    """The quantizer's output on its constant, stored as integers behind a DequantizeLinear.
+
+    Up to 8 bits the stored values and zero point are QuantizeLinear's (u)int8; wider ones
+    are stored as int32 ``q - z`` with no zero point, which DequantizeLinear requires of int32.
+    """
+    from qonnx.core.onnx_exec import execute_node
+
+    base = q.node or q.output
+    if any(name not in constants for name in node.input):
+        raise ConversionError("quantizer of a constant with non-constant inputs", base)
+    context = {name: constants[name] for name in node.input}
+    execute_node(node, context, model.graph, opset_version=1)
+    values = context[node.output[0]].astype(np.float64)
+    shape = [1] * values.ndim
+    if q.per_axis:
+        shape[q.axis] = -1
+    scale = q.scale.reshape(shape)
+    zero = q.zero_point.reshape(shape)
+    stored = np.round(values / scale + zero)
+    bits = q.integer_bits or 32
+    if q.bipolar or bits <= 8:
+        proto_type, np_type = _storage(q) if not q.bipolar else (TensorProto.INT8, np.int8)
+        stored_t = stored.astype(np_type)
+        zero_t = q.zero_point.astype(np_type)
+    else:
+        centred = stored - zero
+        info = np.iinfo(np.int32)
+        if centred.size and (centred.min() < info.min or centred.max() > info.max):
+            raise ConversionError(
+                f"{q.bit_width:g}-bit constant does not fit DequantizeLinear's int32",
+                f"{q.op_type} {base}",
+            )
+        stored_t = centred.astype(np.int32)
+        zero_t = np.zeros_like(q.zero_point, dtype=np.int32)
+    tensors = [
+        numpy_helper.from_array(stored_t, f"{base}_int"),
+        _param(f"{base}_dq_scale", q.scale.astype(np.float32), q.per_axis),
+        _param(f"{base}_dq_zero_point", zero_t, q.per_axis),
+    ]
+    model.graph.initializer.extend(tensors)
+    axis = {"axis": q.axis} if q.per_axis else {}
+    return [
+        helper.make_node(
+            "DequantizeLinear",
+            [t.name for t in tensors],
+            [q.output],
+            name=f"{base}_dequantize",
+            **axis,
+        )  # fmt: skip
+    ]
+
+
+def _param(name: str, values: np.ndarray, per_axis: bool) -> onnx.TensorProto:
+    return numpy_helper.from_array(values if per_axis else values.reshape(()), name)
+
+
+def _replace_node(graph: onnx.GraphProto, node, replacement: list) -> None:
+    index = list(graph.node).index(node)
+    graph.node.remove(node)
+    for offset, new in enumerate(replacement):
+        graph.node.insert(index + offset, new)
+
+
+def _set_attribute(node, name: str, value: str) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            attr.s = value.encode()
+            return
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+def _drop_qonnx_domain(model: onnx.ModelProto) -> None:
+    """No QONNX op is left, so the model no longer imports the QONNX domain."""
+    used = {n.domain for n in model.graph.node}
+    keep = [o for o in model.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)

@@ -1,0 +1,221 @@
+"""--verify: run the source model and the converted one on the same inputs and measure them.
+
+The converters supply the source side (QKeras ``predict``, the TFLite interpreter) and their
+tolerance; this module runs the converted model, measures each output the same way for both
+and prints the figures. A quantized converted model runs in onnxruntime after QCDQ lowering
+when that lowering is exact (every activation quantizer 8 bits or less, rounding half to even,
+no zero point), which is much faster than qonnx's executor; otherwise qonnx's executor runs it,
+so that a tie rounded differently by QuantizeLinear is never blamed on the conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from qonnx_ingest.errors import ConversionError, InputError
+
+Feeds = dict[str, np.ndarray]
+DEFAULT_INPUTS = 16
+
+
+class VerificationError(ConversionError):
+    """The converted model does not agree with its source within the converter's tolerance."""
+
+    exit_code = 3
+
+    def __init__(self, verification: Verification):
+        self.verification = verification
+        failed = ", ".join(a.name for a in verification.outputs if not a.passed)
+        super().__init__(f"verification failed on output {failed}", "--verify")
+
+
+@dataclass
+class Agreement:
+    """One output over all verification inputs."""
+
+    name: str
+    max_abs_error: float
+    equal_fraction: float | None = None  # on the output's quantization grid, if it has one
+    max_steps: int | None = None
+    argmax_agreement: float | None = None  # for [batch, classes] outputs
+    passed: bool = True
+    tolerance: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Verification:
+    outputs: list[Agreement]
+    inputs: int
+    runner: str
+
+    @property
+    def passed(self) -> bool:
+        return all(a.passed for a in self.outputs)
+
+    def as_text(self) -> str:
+        lines = [f"verify: {self.inputs} inputs, converted model run by {self.runner}"]
+        for a in self.outputs:
+            parts = [f"max abs error {a.max_abs_error:.3g}"]
+            if a.equal_fraction is not None:
+                parts.append(f"{100 * a.equal_fraction:.2f}% equal on the grid")
+                parts.append(f"max {a.max_steps} steps apart")
+            if a.argmax_agreement is not None:
+                parts.append(f"argmax agrees on {100 * a.argmax_agreement:.1f}%")
+            parts.extend(f"{k} {v}" for k, v in a.extra.items())
+            verdict = "ok" if a.passed else "FAILED"
+            lines.append(f"  {a.name}: {', '.join(parts)} -> {verdict} ({a.tolerance})")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        return {
+            "inputs": self.inputs,
+            "runner": self.runner,
+            "passed": self.passed,
+            "outputs": [vars(a) for a in self.outputs],
+        }
+
+
+def check_count(count: int) -> None:
+    """The number of seeded inputs must be positive (a usage error otherwise)."""
+    if count < 1:
+        raise InputError(f"--verify-count must be at least 1, got {count}")
+
+
+def measure(
+    name: str,
+    reference: Sequence[np.ndarray],
+    ours: Sequence[np.ndarray],
+    grid: tuple[float, int] | None = None,
+) -> Agreement:
+    """Compare per-input arrays (real values) of one output; ``grid`` = (scale, zero point)."""
+    ref = np.stack([np.asarray(r, np.float64) for r in reference])
+    got = np.stack([np.asarray(o, np.float64) for o in ours])
+    if ref.shape != got.shape:
+        raise ConversionError(
+            f"shapes differ: source {ref.shape[1:]}, converted {got.shape[1:]}", name
+        )
+    agreement = Agreement(name, float(np.max(np.abs(ref - got), initial=0.0)))
+    if grid is not None:
+        steps = steps_apart(ref, got, grid)
+        agreement.equal_fraction = float(np.mean(steps == 0)) if steps.size else 1.0
+        agreement.max_steps = int(np.max(steps, initial=0))
+    if ref.ndim == 3 and ref.shape[-1] > 1:  # [input, batch, classes]
+        agreement.argmax_agreement = float(np.mean(ref.argmax(-1) == got.argmax(-1)))
+    return agreement
+
+
+def steps_apart(a: np.ndarray, b: np.ndarray, grid: tuple[float, int]) -> np.ndarray:
+    """|a - b| in steps of the grid, both read as the nearest grid value."""
+    scale = float(grid[0])
+    return np.abs(
+        np.round(np.asarray(a, np.float64) / scale) - np.round(np.asarray(b, np.float64) / scale)
+    )
+
+
+def within_relative(agreement: Agreement, reference: Sequence[np.ndarray], rtol: float) -> bool:
+    """max |ours - source| <= rtol * max(1, max |source|), the converters' float tolerance."""
+    peak = max((float(np.max(np.abs(r), initial=0.0)) for r in reference), default=0.0)
+    return agreement.max_abs_error <= rtol * max(1.0, peak)
+
+
+def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[Feeds], str]:
+    """Outputs of the converted model on each feed, and which runner produced them."""
+    session, lowered = _onnxruntime_session(model)
+    if session is not None:
+        names = [o.name for o in model.graph.output]
+        runner = "onnxruntime after QCDQ lowering" if lowered else "onnxruntime"
+        return [dict(zip(names, session.run(names, f), strict=True)) for f in feeds], runner
+    from qonnx_ingest.execute import execute_qonnx
+
+    return [execute_qonnx(model, f) for f in feeds], "qonnx's executor"
+
+
+def _onnxruntime_session(model: onnx.ModelProto):
+    """An onnxruntime session on the QCDQ form and whether lowering was needed, or None when
+    the model has quantizers QCDQ cannot hold (then qonnx's executor, which reads every QONNX
+    op, runs it).
+
+    Graph optimizations are off: onnxruntime would otherwise fuse the QCDQ pattern into
+    integer kernels with their own requantization rounding, which is not what the file says.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, False
+    from qonnx_ingest.finish import QUANT_OP_TYPES
+    from qonnx_ingest.qcdq import to_qcdq
+
+    lowered = model
+    if any(n.op_type in QUANT_OP_TYPES for n in model.graph.node):
+        try:
+            lowered = to_qcdq(model, strict=True)
+        except ConversionError:
+            return None, False
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(
+            lowered.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # an op onnxruntime lacks: qonnx's executor is the fallback
+        return None, False
+    return session, lowered is not model
+
+
+def load_inputs(path: str | Path, names: Sequence[str]) -> list[Feeds]:
+    """Feeds from an .npz holding one array per source input (by name, or arr_0.. in order),
+    each with a leading axis over the samples."""
+    try:
+        loaded = np.load(path)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a lone .npy array
+            raise ValueError("not an .npz archive (write one with numpy.savez)")
+        with loaded as data:
+            arrays = {k: data[k] for k in data.files}
+    except Exception as exc:  # OSError, ValueError, zipfile.BadZipFile, EOFError ...
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(f"cannot read inputs: {text}", str(path)) from None
+    if set(names) <= set(arrays):
+        ordered = [arrays[n] for n in names]
+    elif len(arrays) == len(names) and all(f"arr_{i}" in arrays for i in range(len(names))):
+        ordered = [arrays[f"arr_{i}"] for i in range(len(names))]
+    else:
+        raise InputError(
+            f"expected arrays named {', '.join(names)} (or arr_0..), found {', '.join(arrays)}",
+            str(path),
+        )
+    counts = {a.shape[0] if a.ndim else 0 for a in ordered}
+    if len(counts) != 1 or 0 in counts:
+        raise InputError("every input array needs the same number of samples", str(path))
+    return [dict(zip(names, (a[i] for a in ordered), strict=True)) for i in range(counts.pop())]
+
+
+def input_range(model: onnx.ModelProto, name: str, default=(-1.0, 1.0)) -> tuple[float, float]:
+    """The real range of graph input ``name`` as the model sees it: the representable range of
+    the quantizer that reads it (one grid step beyond, so clipping is exercised), else
+    ``default``."""
+    from qonnx_ingest.quant_info import INPUT, quantized_tensors
+
+    for q in quantized_tensors(model):
+        if q.role == INPUT and q.tensor == name and not q.per_axis:
+            lo, hi = q.storage_range
+            scale, zero = float(q.scale[0]), float(q.zero_point[0])
+            return scale * (lo - zero - 1), scale * (hi - zero + 1)
+    return default
+
+
+def output_grids(model: onnx.ModelProto) -> dict[str, tuple[float, int]]:
+    """Graph outputs produced by a per-tensor quantizer -> its (scale, zero point)."""
+    from qonnx_ingest.quant_info import quantized_tensors
+
+    outputs = {o.name for o in model.graph.output}
+    return {
+        q.output: (float(q.scale[0]), int(q.zero_point[0]))
+        for q in quantized_tensors(model)
+        if q.output in outputs and not q.per_axis and not q.bipolar
+    }

@@ -1,0 +1,225 @@
+"""tflite2qonnx --verify: the TFLite interpreter against the converted model.
+
+A correct conversion of the corpus's small quantized models agrees with the builtin kernels
+on every output code; a model with one weight's sign flipped, or an output scale doubled,
+must fail, through ``verify``, ``convert(verify=True)`` and the command (exit code 3, the
+model still written for inspection).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import tflite2qonnx.api
+from qonnx_ingest.quant_info import WEIGHT, quantized_tensors
+from qonnx_ingest.verification import VerificationError
+from support import CORPUS, requires_corpus
+from tflite2qonnx.cli import main
+from tflite2qonnx.verify import verify
+
+CONV = CORPUS / "tflite" / "t2o__conv.uint8.tflite"  # input [1,4,4,3] uint8, zero point 100
+HELLO = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"  # input [1,1] int8
+
+pytestmark = [
+    requires_corpus,
+    pytest.mark.skipif(not (CONV.exists() and HELLO.exists()), reason="corpus models missing"),
+]
+
+
+@pytest.fixture(scope="module")
+def conv_model():
+    return tflite2qonnx.api.convert(CONV)
+
+
+@pytest.fixture(scope="module")
+def hello_model():
+    return tflite2qonnx.api.convert(HELLO)
+
+
+def initializer(model: onnx.ModelProto, name: str) -> onnx.TensorProto:
+    return next(t for t in model.graph.initializer if t.name == name)
+
+
+def with_flipped_weight(model: onnx.ModelProto) -> onnx.ModelProto:
+    """One weight of the first weight quantizer negated (a sign lost in conversion)."""
+    bad = copy.deepcopy(model)
+    (weight, *_) = [q for q in quantized_tensors(bad) if q.role == WEIGHT]
+    tensor = initializer(bad, weight.tensor)
+    values = numpy_helper.to_array(tensor).copy()
+    index = np.unravel_index(np.argmax(np.abs(values)), values.shape)
+    values[index] = -values[index]
+    tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
+    return bad
+
+
+def with_doubled_output_scale(model: onnx.ModelProto) -> onnx.ModelProto:
+    bad = copy.deepcopy(model)
+    (out,) = bad.graph.output
+    (q,) = [q for q in quantized_tensors(bad) if q.output == out.name]
+    node = next(n for n in bad.graph.node if n.name == q.node)
+    tensor = initializer(bad, node.input[1])
+    tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * 2, tensor.name))
+    return bad
+
+
+# ----------------------------------------------------------------------------- verify()
+
+
+def test_a_correct_conversion_agrees_code_for_code(conv_model):
+    checked = verify(CONV, conv_model)
+    assert checked.passed and checked.inputs == 16
+    (a,) = checked.outputs
+    assert a.name == "output"
+    assert (a.equal_fraction, a.max_steps, a.max_abs_error) == (1.0, 0, 0.0)
+    # HALF_UP and zero points: qonnx's executor runs it, the builtin kernels are the reference
+    assert checked.runner == "qonnx's executor; TFLite reference: builtin kernels"
+
+
+@pytest.mark.parametrize(
+    "corrupt, steps",
+    [
+        (with_flipped_weight, lambda n: n >= 2),
+        # on a grid of twice the step every code is read as its nearest even one: odd codes
+        # move by exactly one step, even ones not at all
+        (with_doubled_output_scale, lambda n: n == 1),
+    ],
+    ids=["flipped_weight", "doubled_output_scale"],
+)
+def test_a_corrupted_model_fails(conv_model, corrupt, steps):
+    checked = verify(CONV, corrupt(conv_model), inputs=4)
+    assert not checked.passed
+    (a,) = checked.outputs
+    assert a.equal_fraction < 0.99 and steps(a.max_steps)
+    assert "-> FAILED" in checked.as_text()
+    assert str(VerificationError(checked)) == "--verify: verification failed on output output"
+
+
+def test_convert_verify_true(monkeypatch, tmp_path):
+    out = tmp_path / "hello.onnx"
+    model = tflite2qonnx.api.convert(HELLO, out, verify=True)
+    assert out.exists() and any(n.op_type == "Quant" for n in model.graph.node)
+
+    original = tflite2qonnx.api.convert_subgraph
+    monkeypatch.setattr(
+        tflite2qonnx.api, "convert_subgraph", lambda *a, **k: with_flipped_weight(original(*a, **k))
+    )
+    bad_out = tmp_path / "bad.onnx"
+    with pytest.raises(VerificationError, match="verification failed on output") as info:
+        tflite2qonnx.api.convert(HELLO, bad_out, verify=True)
+    assert info.value.exit_code == 3 and not info.value.verification.passed
+    assert not bad_out.exists()  # the API saves nothing it could not verify
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_cli_verify_prints_per_output_figures(tmp_path, capsys):
+    out = tmp_path / "hello.onnx"
+    assert main([str(HELLO), "-o", str(out), "--verify"]) == 0
+    stdout = capsys.readouterr().out
+    assert "verify: 16 inputs, converted model run by qonnx's executor" in stdout
+    assert (
+        "  StatefulPartitionedCall:0: max abs error 0, 100.00% equal on the grid, "
+        "max 0 steps apart, XNNPACK 100.00% / 0 steps -> ok" in stdout
+    )
+    assert out.exists()
+
+
+def test_cli_disagreement_exits_3_and_writes_the_model(monkeypatch, tmp_path, capsys, hello_model):
+    bad = with_flipped_weight(hello_model)
+    monkeypatch.setattr(tflite2qonnx.api, "convert", lambda *a, **k: bad)
+    out = tmp_path / "bad.onnx"
+    assert main([str(HELLO), "-o", str(out), "--verify", "--verify-count", "4"]) == 3
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "tflite2qonnx: error: --verify: verification failed on output StatefulPartitionedCall:0\n"
+    )
+    assert "verify: 4 inputs" in captured.out and "-> FAILED" in captured.out
+    assert onnx.load(out).SerializeToString() == bad.SerializeToString()  # kept for inspection
+
+
+def test_cli_verifies_the_written_qcdq_model(tmp_path, capsys):
+    out = tmp_path / "hello_qcdq.onnx"
+    assert main([str(HELLO), "-o", str(out), "--format", "qcdq", "--verify"]) == 0
+    stdout = capsys.readouterr().out
+    # the QCDQ file itself runs in onnxruntime; its tie changes do not show on these inputs
+    assert "converted model run by onnxruntime; TFLite reference: builtin kernels" in stdout
+    assert "100.00% equal on the grid" in stdout
+    assert "Quant" not in {n.op_type for n in onnx.load(out).graph.node}
+
+
+# ----------------------------------------------------------------------------- --verify-inputs
+
+
+def conv_samples(count: int) -> np.ndarray:
+    """Real NHWC inputs over the uint8 input's range 0.00813 * ([0, 255] - 100)."""
+    rng = np.random.default_rng(5)
+    return rng.uniform(-0.81, 1.26, (count, 1, 4, 4, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("form", ["named", "positional"])
+def test_cli_verify_inputs(tmp_path, capsys, form):
+    path = tmp_path / "inputs.npz"
+    samples = conv_samples(3)
+    np.savez(path, input=samples) if form == "named" else np.savez(path, samples)
+    out = tmp_path / "conv.onnx"
+    assert main([str(CONV), "-o", str(out), "--verify", "--verify-inputs", str(path)]) == 0
+    stdout = capsys.readouterr().out
+    assert "verify: 3 inputs" in stdout and "output: max abs error 0, 100.00% equal" in stdout
+
+
+def test_verify_inputs_raw_codes_and_reals_agree(conv_model, tmp_path):
+    """Integer samples are the interpreter's codes; float ones are real values quantized on
+    the input grid: both forms of the same data measure the same."""
+    codes = np.random.default_rng(2).integers(0, 256, (3, 1, 4, 4, 3)).astype(np.uint8)
+    reals = (0.008130080997943878 * (codes.astype(np.float64) - 100)).astype(np.float32)
+    np.savez(tmp_path / "codes.npz", input=codes)
+    np.savez(tmp_path / "reals.npz", input=reals)
+    a = verify(CONV, conv_model, inputs_path=tmp_path / "codes.npz")
+    b = verify(CONV, conv_model, inputs_path=tmp_path / "reals.npz")
+    assert a.passed and b.passed and a.inputs == b.inputs == 3
+    assert a.outputs[0] == b.outputs[0]
+
+
+def npz_wrong_name(path):
+    np.savez(path, image=conv_samples(2))
+
+
+def npz_wrong_shape(path):
+    np.savez(path, input=np.zeros((2, 5, 5, 3), np.float32))
+
+
+def not_npz(path):
+    path.write_bytes(b"\x93NUMPY garbage")
+
+
+@pytest.mark.parametrize(
+    "write, fragment",
+    [
+        (npz_wrong_name, "expected arrays named input (or arr_0..), found image"),
+        (npz_wrong_shape, "a sample of input has shape (5, 5, 3), the model takes (1, 4, 4, 3)"),
+        (not_npz, "cannot read inputs"),
+    ],
+    ids=["wrong_name", "wrong_shape", "not_npz"],
+)
+def test_cli_bad_verify_inputs_exit_2_and_write_nothing(tmp_path, capsys, write, fragment):
+    path = tmp_path / "inputs.npz"
+    write(path)
+    out = tmp_path / "conv.onnx"
+    assert main([str(CONV), "-o", str(out), "--verify", "--verify-inputs", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tflite2qonnx: error: {path}: ") and fragment in err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_cli_verify_count_must_be_positive(tmp_path, capsys):
+    out = tmp_path / "conv.onnx"
+    assert main([str(CONV), "-o", str(out), "--verify", "--verify-count", "0"]) == 2
+    assert "--verify-count must be at least 1, got 0" in capsys.readouterr().err
+    assert not out.exists()
