@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import flatbuffers
 import numpy as np
 from flatbuffers import flexbuffers
 from tflite_writer import build_model
@@ -251,3 +252,61 @@ MODELS = {
     "densify_csr_float16": lambda: densify_csr("float16"),
     "densify_blocked_2x2": densify_blocked_2x2,
 }
+
+
+# ---------------------------------------------------------------------- edited generated models
+def edit_operator(
+    data: bytes,
+    op: str,
+    *,
+    new_op: str | None = None,
+    version: int | None = None,
+    options: dict | None = None,
+    constants: dict | None = None,
+    output_shape: tuple[int, ...] | None = None,
+) -> bytes:
+    """A TF-generated model whose one ``op`` is changed: its code (``new_op``, ``version``),
+    its builtin options' fields, constant inputs by position, its output's shape.
+
+    For ops TF's converter never emits (it folds or rewrites them) in an int8 model: the
+    generated model brings real quantization parameters, which tflite_writer does not write.
+    """
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    sg = model.subgraphs[0]
+    codes = model.operatorCodes
+    (target,) = (o for o in sg.operators if _op_name(schema, codes[o.opcodeIndex]) == op)
+    if new_op is not None or version is not None:
+        code = schema.OperatorCodeT()
+        code.builtinCode = getattr(schema.BuiltinOperator, new_op or op)
+        code.deprecatedBuiltinCode = min(code.builtinCode, 127)
+        code.version = version or codes[target.opcodeIndex].version
+        if sum(o.opcodeIndex == target.opcodeIndex for o in sg.operators) == 1:
+            codes[target.opcodeIndex] = code  # an unused code would still need a kernel
+        else:
+            codes.append(code)
+            target.opcodeIndex = len(codes) - 1
+        if new_op is not None:  # the old op's options table means nothing to the new op
+            target.builtinOptionsType, target.builtinOptions = 0, None
+    for field, value in (options or {}).items():
+        setattr(target.builtinOptions, field, value)
+    for position, value in (constants or {}).items():
+        value = np.asarray(value, np.int32)
+        buffer = schema.BufferT()  # a new buffer: TF shares equal constants' buffers
+        buffer.data = np.frombuffer(value.tobytes(), np.uint8)
+        model.buffers.append(buffer)
+        tensor = sg.tensors[target.inputs[position]]
+        tensor.shape = tensor.shapeSignature = list(value.shape)
+        tensor.buffer = len(model.buffers) - 1
+    if output_shape is not None:
+        out = sg.tensors[target.outputs[0]]
+        out.shape = out.shapeSignature = list(output_shape)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _op_name(schema, code) -> str:
+    builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+    return next(k for k, v in vars(schema.BuiltinOperator).items() if v == builtin)

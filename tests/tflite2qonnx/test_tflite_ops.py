@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from hand_built import custom_op_examples
 from litert_compare import compare, random_input, reference_interpreter
-from tf_models import CASES, build_tflite
+from tf_models import CASES, DYNAMIC_SIZE, OpCase, build_tflite
 
 import tflite2qonnx
 from qonnx_ingest.execute import execute_qonnx
+from qonnx_ingest.finish import MIN_OPSET
 from support import CORPUS
 from tflite2qonnx.ops import CONVERTERS
 from tflite2qonnx.reader import read_model
@@ -38,9 +39,21 @@ def op_names(data) -> set[str]:
     return {op.name for sg in read_model(data).subgraphs for op in sg.operators}
 
 
-def xnnpack_agreement(data: bytes, case, n_inputs: int = 8, seed: int = 0) -> float:
+def interpreter(data: bytes, xnnpack: bool = False):
+    """The interpreter with dynamic input dims resized to DYNAMIC_SIZE."""
+    it = reference_interpreter(data, xnnpack=xnnpack)
+    details = it.get_input_details()
+    if any(-1 in d["shape_signature"] for d in details):
+        for detail in details:
+            shape = [DYNAMIC_SIZE if d < 0 else d for d in detail["shape_signature"]]
+            it.resize_tensor_input(detail["index"], shape)
+        it.allocate_tensors()
+    return it
+
+
+def xnnpack_agreement(data: bytes, case: OpCase, n_inputs: int = 8, seed: int = 0) -> float:
     """Fraction of output elements on which TFLite's two CPU paths (builtin, XNNPACK) agree."""
-    ref, xnn = reference_interpreter(data), reference_interpreter(data, xnnpack=True)
+    ref, xnn = interpreter(data), interpreter(data, xnnpack=True)
     rng = np.random.default_rng(seed)
     equal = []
     for _ in range(n_inputs):
@@ -70,8 +83,12 @@ def test_single_op_model_matches_interpreter(name: str, quantized: bool) -> None
     case = CASES[name]
     data = generated(name, quantized)
     assert case.op in op_names(data), f"TF's converter did not emit {case.op}"
-    model = tflite2qonnx.convert(data)
-    it = reference_interpreter(data, xnnpack=case.interpreter == "default")
+    assert_matches_interpreter(tflite2qonnx.convert(data), data, case, quantized)
+
+
+def assert_matches_interpreter(model, data: bytes, case: OpCase, quantized: bool) -> None:
+    """The criteria of test_single_op_model_matches_interpreter."""
+    it = interpreter(data, xnnpack=case.interpreter == "default")
     pairs = compare(model, it, n_inputs=8, low=case.low, high=case.high)
     if quantized:
         steps = np.concatenate([p.steps() for p in pairs])
@@ -81,6 +98,53 @@ def test_single_op_model_matches_interpreter(name: str, quantized: bool) -> None
             assert equal >= xnnpack_agreement(data, case)
     else:
         assert all(p.float_error_ok() for p in pairs)
+
+
+# Converters that switch ONNX forms with the opset: TFLite op -> (first opset of the form, its
+# ONNX op type, that node's input count). Reductions take axes as an input from opset 18
+# (ReduceSum from 13: its form never changes, but it shares reduce_axes); Gelu exists from
+# opset 20, HardSwish from 14.
+OPSET_FORMS: dict[str, tuple[int, str, int]] = {
+    "MEAN": (18, "ReduceMean", 2),
+    "REDUCE_MAX": (18, "ReduceMax", 2),
+    "REDUCE_MIN": (18, "ReduceMin", 2),
+    "REDUCE_PROD": (18, "ReduceProd", 2),
+    "SUM": (13, "ReduceSum", 2),
+    "L2_NORMALIZATION": (13, "ReduceSum", 2),
+    "GELU": (20, "Gelu", 1),
+    "HARD_SWISH": (14, "HardSwish", 1),
+}
+OPSET_PARAMS = [p for p in PARAMS if CASES[p.values[0]].op in OPSET_FORMS]
+
+
+def uses_new_form(model, op: str) -> bool:
+    _, op_type, n_inputs = OPSET_FORMS[op]
+    return any(n.op_type == op_type and len(n.input) == n_inputs for n in model.graph.node)
+
+
+@pytest.mark.parametrize("opset", [18, 21], ids=lambda o: f"opset{o}")
+@pytest.mark.parametrize("name, quantized", OPSET_PARAMS)
+def test_opset_dependent_ops_match_interpreter_at_high_opsets(
+    name: str, quantized: bool, opset: int
+) -> None:
+    """Opset 18 (axes inputs) and 21 (Gelu), run by onnxruntime node by node: the same
+    criteria as at the default opset, and the graph uses the form the opset allows."""
+    case = CASES[name]
+    data = generated(name, quantized)
+    model = tflite2qonnx.convert(data, opset=opset)
+    assert uses_new_form(model, case.op) == (opset >= OPSET_FORMS[case.op][0])
+    assert_matches_interpreter(model, data, case, quantized)
+
+
+@pytest.mark.parametrize("op", sorted(OPSET_FORMS))
+def test_opset_dependent_forms_switch_at_their_first_opset(op: str) -> None:
+    """One opset before the form's first, the older form; from it on, the new one."""
+    name = next(name for name, case in CASES.items() if case.op == op)
+    data = generated(name, False)
+    since = OPSET_FORMS[op][0]
+    if since > MIN_OPSET:
+        assert not uses_new_form(tflite2qonnx.convert(data, opset=since - 1), op)
+    assert uses_new_form(tflite2qonnx.convert(data, opset=since), op)
 
 
 def test_every_registered_op_is_exercised_by_a_generated_or_corpus_model() -> None:

@@ -2,6 +2,9 @@
 
 Each case is a small Keras model around one TFLite operator, converted twice: float, and full
 integer (int8 activations and I/O, per-channel int8 weights) with a seeded representative set.
+Input dims given as None stay dynamic, which keeps the shape ops TF folds on static shapes
+(SHAPE, FILL, ZEROS_LIKE, EXPAND_DIMS, SQUEEZE); they run with size DYNAMIC_SIZE. Ops TF never
+emits are made by editing one operator of a generated model (``edit``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from hand_built import edit_operator
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,16 @@ class OpCase:
     # "reference": the builtin reference kernels; "default": the optimized kernels and XNNPACK,
     # where the reference kernels lack the op or disagree with TF (each such case says why)
     interpreter: str = "reference"
+    # applied to the converted model (both variants), see hand_built.edit_operator
+    edit: Callable[[bytes], bytes] | None = None
+
+
+DYNAMIC_SIZE = 3  # a None input dim's size in the representative data and at run time
+
+
+def run_shapes(case: OpCase) -> list[tuple[int, ...]]:
+    """The input shapes with dynamic dims at DYNAMIC_SIZE."""
+    return [tuple(DYNAMIC_SIZE if d is None else d for d in s) for s in case.shapes]
 
 
 def _tf():
@@ -95,6 +109,28 @@ def _f(tf, x):
 TWO = ((1, 8, 8, 4), (1, 8, 8, 4))
 
 
+def _vs_reversed(compare):
+    """x compared with itself reversed along W, cast to float. Both operands share one int8
+    grid, on which TFLite's rescaled comparison is exact (two inputs' grids differ, see LESS)."""
+    return _fn(lambda tf, x: _f(tf, compare(tf)(x, tf.reverse(x, [2]))))
+
+
+def _strided_slice_masks(options: dict, begin, end, strides, out_shape) -> OpCase:
+    """The conv-then-STRIDED_SLICE model with other masks and spec: TF's converter rewrites
+    ellipsis and new-axis masks into begin / end masks and a RESHAPE, and never sets offset."""
+    return OpCase(
+        "STRIDED_SLICE",
+        _conv_then(lambda tf, x: x[:, 1:7:2, ::-1, 1:3]),
+        edit=lambda data: edit_operator(
+            data,
+            "STRIDED_SLICE",
+            options={"beginMask": 0, "endMask": 0, **options},
+            constants={1: begin, 2: end, 3: strides},
+            output_shape=out_shape,
+        ),
+    )
+
+
 CASES: dict[str, OpCase] = {
     "add": OpCase("ADD", _fn(lambda tf, t: t[0] + t[1]), ((1, 8, 8, 4), (1, 8, 8, 4))),
     "add_relu_broadcast_constant": OpCase(
@@ -134,7 +170,6 @@ CASES: dict[str, OpCase] = {
     "padv2": OpCase(
         "PADV2",
         _fn(lambda tf, x: tf.pad(x, [[0, 0], [2, 1], [0, 1], [0, 0]], constant_values=0.5)),
-        quantized=False,
     ),
     "transpose": OpCase("TRANSPOSE", _fn(lambda tf, x: tf.transpose(x, [0, 2, 3, 1]))),
     "mean_spatial_keepdims": OpCase(
@@ -189,7 +224,8 @@ CASES: dict[str, OpCase] = {
     "relu": OpCase("RELU", _fn(lambda tf, x: tf.nn.relu(x))),
     "relu6": OpCase("RELU6", _fn(lambda tf, x: tf.nn.relu6(x)), low=-3, high=8),
     # ---- issue 6 breadth: binary arithmetic
-    "div": OpCase("DIV", _fn(lambda tf, t: t[0] / (t[1] + 2.0)), TWO, quantized=False),
+    # int8: TF's converter keeps DIV in float, between DEQUANTIZE and QUANTIZE
+    "div": OpCase("DIV", _fn(lambda tf, t: t[0] / (t[1] + 2.0)), TWO),
     "floor_div": OpCase(
         "FLOOR_DIV", _fn(lambda tf, x: tf.math.floordiv(x, _const((4,), 2) + 2.0)), low=-5, high=5
     ),
@@ -232,6 +268,14 @@ CASES: dict[str, OpCase] = {
     "relu_n1_to_1": OpCase(
         "RELU_N1_TO_1", _fn(lambda tf, x: tf.maximum(tf.minimum(x, 1.0), -1.0)), low=-2, high=2
     ),
+    # TF's converter never emits RELU_0_TO_1: the RELU_N1_TO_1 model with the other op code
+    "relu_0_to_1": OpCase(
+        "RELU_0_TO_1",
+        _fn(lambda tf, x: tf.maximum(tf.minimum(x, 1.0), -1.0)),
+        low=-2,
+        high=2,
+        edit=lambda data: edit_operator(data, "RELU_N1_TO_1", new_op="RELU_0_TO_1"),
+    ),
     "gelu": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x)), low=-3, high=3),
     "gelu_tanh": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x, approximate=True)), low=-3, high=3),
     "log_softmax": OpCase("LOG_SOFTMAX", _fn(lambda tf, x: tf.nn.log_softmax(x * 3.0)), ((1, 10),)),
@@ -242,7 +286,7 @@ CASES: dict[str, OpCase] = {
         interpreter="default",
     ),
     # The reference kernel sums channels [c - r, c + r) (one short); TF and the optimized
-    # kernel sum [c - r, c + r], as ONNX LRN does
+    # kernel sum [c - r, c + r], as ONNX LRN does. Float only: TFLite's kernel is float-only
     "local_response_normalization": OpCase(
         "LOCAL_RESPONSE_NORMALIZATION",
         _conv_then(
@@ -280,7 +324,15 @@ CASES: dict[str, OpCase] = {
         TWO,
         quantized=False,
     ),
-    # float only, as the comparisons above: their int8 inputs are compared after rescaling
+    # the int8 comparison kernels, on operands that share a grid
+    "less_reversed": OpCase("LESS", _vs_reversed(lambda tf: tf.less)),
+    "less_equal_reversed": OpCase("LESS_EQUAL", _vs_reversed(lambda tf: tf.less_equal)),
+    "greater_reversed": OpCase("GREATER", _vs_reversed(lambda tf: tf.greater)),
+    "greater_equal_reversed": OpCase("GREATER_EQUAL", _vs_reversed(lambda tf: tf.greater_equal)),
+    "equal_reversed": OpCase("EQUAL", _vs_reversed(lambda tf: tf.equal)),
+    # (TF's converter keeps this one in float, between DEQUANTIZE and QUANTIZE)
+    "not_equal_reversed": OpCase("NOT_EQUAL", _vs_reversed(lambda tf: tf.not_equal)),
+    # float only, as the two-input comparisons: their int8 inputs are compared after rescaling
     "logical_and": OpCase(
         "LOGICAL_AND",
         _fn(
@@ -303,9 +355,8 @@ CASES: dict[str, OpCase] = {
         _fn(lambda tf, t: _f(tf, tf.logical_not(tf.logical_and(t[0] > 0, t[1] > 0)))),
         TWO,
     ),
-    "select": OpCase(
-        "SELECT", _fn(lambda tf, t: tf.where(t[0] > t[1], t[0], t[1] * 2.0)), TWO, quantized=False
-    ),
+    # compared with 0, which every int8 grid holds exactly (two inputs' grids differ, see LESS)
+    "select": OpCase("SELECT", _fn(lambda tf, t: tf.where(t[0] > 0.0, t[0], t[1])), TWO),
     "select_v2_broadcast": OpCase(
         "SELECT_V2", _fn(lambda tf, x: tf.where(x > 0.2, x, tf.zeros_like(x[:, :1]) + 0.5))
     ),
@@ -320,6 +371,8 @@ CASES: dict[str, OpCase] = {
     ),
     "reduce_max_channels": OpCase("REDUCE_MAX", _conv_then(lambda tf, x: tf.reduce_max(x, [3]))),
     "reduce_min_height": OpCase("REDUCE_MIN", _conv_then(lambda tf, x: tf.reduce_min(x, [1]))),
+    # float only: TFLite's int8 kernel rounds every partial product to the input grid, ours
+    # rounds the product once (one step apart on 2-4% of elements)
     "reduce_prod_width": OpCase(
         "REDUCE_PROD",
         _fn(lambda tf, x: tf.reduce_prod(x, [2], keepdims=True)),
@@ -327,14 +380,11 @@ CASES: dict[str, OpCase] = {
         high=1.5,
         quantized=False,
     ),
-    "arg_max_channels": OpCase(
-        "ARG_MAX", _conv_then(lambda tf, x: _f(tf, tf.argmax(x, axis=3))), quantized=False
-    ),
+    "arg_max_channels": OpCase("ARG_MAX", _conv_then(lambda tf, x: _f(tf, tf.argmax(x, axis=3)))),
     "arg_min_height": OpCase(
-        "ARG_MIN",
-        _conv_then(lambda tf, x: _f(tf, tf.argmin(x, axis=1, output_type=tf.int32))),
-        quantized=False,
+        "ARG_MIN", _conv_then(lambda tf, x: _f(tf, tf.argmin(x, axis=1, output_type=tf.int32)))
     ),
+    # float only: TFLite has no int8 CUMSUM (TF's int8 model dequantizes around it)
     "cumsum_exclusive_reverse": OpCase(
         "CUMSUM",
         _conv_then(lambda tf, x: tf.cumsum(x, axis=2, exclusive=True, reverse=True)),
@@ -352,11 +402,52 @@ CASES: dict[str, OpCase] = {
     "strided_slice_shrink_negative": OpCase(
         "STRIDED_SLICE", _conv_then(lambda tf, x: x[:, -1, :, 1])
     ),
+    # TF rewrites the ellipsis and the new axis into begin / end masks and a RESHAPE
     "strided_slice_ellipsis_new_axis": OpCase(
         "STRIDED_SLICE", _conv_then(lambda tf, x: x[..., None, 1:3])
     ),
+    # x[:, 2:6, ..., None, 1:3] as the masks themselves
+    "strided_slice_ellipsis_new_axis_masks": _strided_slice_masks(
+        {"beginMask": 1, "endMask": 1, "ellipsisMask": 4, "newAxisMask": 8},
+        [0, 2, 0, 0, 1],
+        [0, 6, 0, 0, 3],
+        [1, 1, 1, 1, 1],
+        (1, 4, 8, 1, 2),
+    ),
+    # x[0:1, 1:5, 2, 0:2] with offset (ends relative to begins) and W shrunk
+    "strided_slice_offset_shrink": _strided_slice_masks(
+        {"offset": True, "shrinkAxisMask": 4},
+        [0, 1, 2, 0],
+        [1, 4, 3, 2],
+        [1, 1, 1, 1],
+        (1, 4, 2),
+    ),
     "gather_channels": OpCase(
         "GATHER", _conv_then(lambda tf, x: tf.gather(x, [2, 0, 1, 1], axis=3))
+    ),
+    # batch_dims: one gather per batch index; the dims between the batch dims and axis stay
+    # in front of the gathered ones
+    "gather_batch_dims_channels": OpCase(
+        "GATHER",
+        _conv_then(lambda tf, x: tf.gather(x, [[2, 0, 1], [3, 3, 0]], axis=3, batch_dims=1)),
+        ((2, 6, 5, 4),),
+    ),
+    "gather_batch_dims_width": OpCase(
+        "GATHER",
+        _conv_then(
+            lambda tf, x: tf.gather(x, [[[1, 0], [4, 4]], [[0, 2], [3, 1]]], axis=2, batch_dims=1)
+        ),
+        ((2, 6, 5, 4),),
+    ),
+    "gather_batch_dims_computed_indices": OpCase(
+        "GATHER",
+        _fn(lambda tf, x: tf.gather(x, tf.argmax(x[:, 0], axis=2), axis=3, batch_dims=1)),
+        ((2, 6, 5, 4),),
+    ),
+    "gather_batch_dims_2": OpCase(
+        "GATHER",
+        _fn(lambda tf, x: tf.gather(x, [[[1, 0], [4, 4]], [[0, 2], [3, 1]]], axis=2, batch_dims=2)),
+        ((2, 2, 5, 4),),
     ),
     "gather_nd": OpCase("GATHER_ND", _conv_then(lambda tf, x: tf.gather_nd(x, [[0, 1], [0, 5]]))),
     # int8 TILE (version 3) and DEPTH_TO_SPACE (version 2) have no reference kernel
@@ -364,6 +455,16 @@ CASES: dict[str, OpCase] = {
         "TILE", _conv_then(lambda tf, x: tf.tile(x, [1, 2, 1, 3])), interpreter="default"
     ),
     "reverse": OpCase("REVERSE_V2", _conv_then(lambda tf, x: tf.reverse(x, [2]))),
+    # TF's converter rewrites BROADCAST_TO (into MUL, or FILL on dynamic shapes): the TILE
+    # model of the same result with BROADCAST_TO's op code and the target shape
+    "broadcast_to": OpCase(
+        "BROADCAST_TO",
+        _fn(lambda tf, x: tf.tile(x, [1, 3, 1, 1])),
+        ((1, 1, 8, 4),),
+        edit=lambda data: edit_operator(
+            data, "TILE", new_op="BROADCAST_TO", version=2, constants={1: [1, 3, 8, 4]}
+        ),
+    ),
     "mirror_pad_reflect": OpCase(
         "MIRROR_PAD",
         _conv_then(lambda tf, x: tf.pad(x, [[0, 0], [2, 1], [1, 3], [0, 0]], "REFLECT")),
@@ -404,6 +505,22 @@ CASES: dict[str, OpCase] = {
         _layer(lambda tf: tf.keras.layers.Conv2DTranspose(3, (3, 2), (2, 1), padding="valid")),
         ((1, 5, 6, 4),),
     ),
+    # ---- shape ops on dynamic dims (TF folds them on static shapes)
+    "shape": OpCase("SHAPE", _fn(lambda tf, x: _f(tf, tf.shape(x))), ((None, 8, 8, 4),)),
+    # TFLite has no ONES_LIKE: TF lowers tf.ones_like to SHAPE + FILL (a constant when static)
+    "ones_like_as_fill": OpCase(
+        "FILL", _fn(lambda tf, x: x + tf.ones_like(x)), ((None, 8, 8, 4),), low=-2, high=2
+    ),
+    # int8: TF's converter keeps ZEROS_LIKE in float (TFLite has no int8 kernel)
+    "zeros_like": OpCase(
+        "ZEROS_LIKE", _fn(lambda tf, x: x * 2.0 + tf.zeros_like(x)), ((None, 8, 8, 4),)
+    ),
+    "expand_dims": OpCase(
+        "EXPAND_DIMS", _fn(lambda tf, x: tf.expand_dims(x, 2)), ((None, 8, 8, 4),)
+    ),
+    # two dynamic dims: with one, TF turns the SQUEEZE into a RESHAPE
+    "squeeze": OpCase("SQUEEZE", _fn(lambda tf, x: tf.squeeze(x, 2)), ((None, None, 1, 4),)),
+    # float only: TFLite's CONV_3D is float-only
     "conv_3d_same": OpCase(
         "CONV_3D",
         _layer(lambda tf: tf.keras.layers.Conv3D(4, 3, (1, 2, 1), padding="same")),
@@ -419,7 +536,12 @@ def build_tflite(case: OpCase, quantized: bool, seed: int = 0, float_input: bool
     ``float_input`` keeps a float input, so the model starts with a QUANTIZE op.
     """
     tf = _tf()
-    inputs = [tf.keras.Input(batch_size=s[0], shape=s[1:]) for s in case.shapes]
+    # named, so that calibration feeds by name: the converted model's input order is not
+    # the Keras model's
+    inputs = [
+        tf.keras.Input(batch_size=s[0], shape=s[1:], name=f"x{k}")
+        for k, s in enumerate(case.shapes)
+    ]
     model = tf.keras.Model(inputs, case.build(tf, inputs))
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if quantized:
@@ -427,11 +549,15 @@ def build_tflite(case: OpCase, quantized: bool, seed: int = 0, float_input: bool
 
         def representative():
             for _ in range(32):
-                yield [rng.uniform(case.low, case.high, s).astype(np.float32) for s in case.shapes]
+                yield {
+                    f"x{k}": rng.uniform(case.low, case.high, s).astype(np.float32)
+                    for k, s in enumerate(run_shapes(case))
+                }
 
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         converter.inference_input_type = tf.float32 if float_input else tf.int8
         converter.inference_output_type = tf.int8
-    return converter.convert()
+    data = converter.convert()
+    return case.edit(data) if case.edit is not None else data

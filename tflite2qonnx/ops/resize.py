@@ -25,14 +25,16 @@ def _coordinate_mode(op: Operator) -> str:
 
 def _nearest_mode(op: Operator) -> dict:
     # TFLite: align_corners -> in = round(out * (in - 1) / (out - 1)) (half away from zero);
-    # half_pixel_centers -> in = floor((out + 0.5) * in / out); neither -> floor(out * in / out)
+    # half_pixel_centers -> in = floor((out + 0.5) * in / out), which is half_pixel's
+    # (out + 0.5) * in / out - 0.5 rounded half up (Resize-11's tf_half_pixel_for_nn is gone
+    # from the spec since opset 13); neither -> floor(out * in / out)
     if op.options.get("align_corners", False):
         return {
             "coordinate_transformation_mode": "align_corners",
             "nearest_mode": "round_prefer_ceil",
         }
     if op.options.get("half_pixel_centers", False):
-        return {"coordinate_transformation_mode": "tf_half_pixel_for_nn", "nearest_mode": "floor"}
+        return {"coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}
     return {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
 
 

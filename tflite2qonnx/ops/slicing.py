@@ -158,11 +158,45 @@ def _indices(b: GraphBuilder, idx: int) -> str:
 
 
 def gather(b: GraphBuilder, op: Operator) -> None:
-    if int(op.options.get("batch_dims", 0)) != 0:
-        raise ConversionError("batch_dims != 0 is not supported", op.where)
-    axis = int(op.options.get("axis", 0)) % _rank(b, op.inputs[0])
-    y = b.emit("Gather", [b.input(op.inputs[0]), _indices(b, op.inputs[1])], axis=axis)[0]
+    """Gather; with ``batch_dims`` (which ONNX Gather lacks) see ``_batched_gather``."""
+    rank = _rank(b, op.inputs[0])
+    axis = int(op.options.get("axis", 0)) % rank
+    batch_dims = int(op.options.get("batch_dims", 0))
+    if batch_dims < 0:
+        batch_dims += _rank(b, op.inputs[1])
+    if batch_dims == 0:
+        y = b.emit("Gather", [b.input(op.inputs[0]), _indices(b, op.inputs[1])], axis=axis)[0]
+    elif not 0 < batch_dims <= axis:
+        raise ConversionError(f"batch_dims {batch_dims} must be in 1..axis ({axis})", op.where)
+    else:
+        y = _batched_gather(b, op, axis, batch_dims)
     b.set_output(op.outputs[0], y)
+
+
+def _batched_gather(b: GraphBuilder, op: Operator, axis: int, batch_dims: int) -> str:
+    """GatherND with ``batch_dims`` on params whose ``axis`` is moved right after the batch
+    dims, with the indices as 1-tuples; a second Transpose puts the dims between the batch
+    dims and ``axis`` back in front of the gathered ones: B + A + I + rest, as TFLite's."""
+    rank = _rank(b, op.inputs[0])
+    before = list(range(batch_dims, axis))  # A: the dims between the batch dims and axis
+    x = b.input(op.inputs[0])
+    if before:
+        perm = [*range(batch_dims), axis, *before, *range(axis + 1, rank)]
+        x = b.emit("Transpose", [x], perm=perm)[0]
+    t = b.tensor(op.inputs[1])
+    if t.data is not None:
+        indices = _int64(b, np.asarray(t.data)[..., None], "indices")
+    else:
+        indices = b.emit("Unsqueeze", [_indices(b, op.inputs[1]), _int64(b, [-1], "axes")])[0]
+    y = b.emit("GatherND", [x, indices], batch_dims=batch_dims)[0]
+    if before:
+        n_gathered = len(t.shape) - batch_dims
+        gathered = list(range(batch_dims, batch_dims + n_gathered))
+        moved = list(range(batch_dims + n_gathered, batch_dims + n_gathered + len(before)))
+        out_rank = rank - 1 + n_gathered
+        rest = list(range(batch_dims + n_gathered + len(before), out_rank))
+        y = b.emit("Transpose", [y], perm=[*range(batch_dims), *moved, *gathered, *rest])[0]
+    return y
 
 
 def gather_nd(b: GraphBuilder, op: Operator) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.reduce import reduce_axes
 from tflite2qonnx.reader import Operator
 
 
@@ -50,9 +51,5 @@ def mean(b: GraphBuilder, op: Operator) -> None:
     rank = _rank(b, op.inputs[0])
     axes = sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
     keepdims = int(bool(op.options.get("keep_dims", False)))
-    x = b.input(op.inputs[0])
-    if b.opset >= 18:
-        y = b.emit("ReduceMean", [x, b.const(np.array(axes, np.int64), "axes")], keepdims=keepdims)
-    else:
-        y = b.emit("ReduceMean", [x], axes=axes, keepdims=keepdims)
-    b.set_output(op.outputs[0], y[0])
+    y = reduce_axes(b, "ReduceMean", b.input(op.inputs[0]), axes, keepdims)
+    b.set_output(op.outputs[0], y)
