@@ -222,6 +222,8 @@ def _fail(prog: str, message: str, code: int, verbose: bool) -> int:
     if verbose:
         traceback.print_exc()
     message = " ".join(message.split())
+    # names from a damaged file may hold control characters (NUL, ESC): escape, never emit
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     hint = "" if verbose else " (--verbose for details)" if code == EXIT_CONVERSION else ""
     print(f"{prog}: error: {message}{hint}", file=sys.stderr)
     return code

@@ -16,7 +16,7 @@ from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops import CONVERTERS, unsupported_message
-from tflite2qonnx.reader import Subgraph, read_model
+from tflite2qonnx.reader import MissingOperandError, Subgraph, read_model
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
 
@@ -91,7 +91,14 @@ def convert_subgraph(
         converter = CONVERTERS.get(op.name)
         if converter is None:
             raise ConversionError(unsupported_message(op), where)
-        converter(builder, op)
+        builder.current = op
+        try:
+            converter(builder, op)
+        except MissingOperandError as exc:  # a tensor lacks an axis: say which operator asked
+            if exc.where is None or exc.where.startswith(op.where):
+                raise
+            raise MissingOperandError(exc.message, f"{op.where}: {exc.where}") from None
+    builder.current = None
     model = builder.make_model(name)
     metadata = dict(metadata or {})
     if builder.io_quantization:

@@ -13,11 +13,28 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.quantization import dequantize, quant_args
-from tflite2qonnx.reader import Subgraph, Tensor
+from tflite2qonnx.reader import Operator, Subgraph, Tensor
+
+# Tensor dtypes that are not exposed as float at the graph boundary -> ONNX element type.
+_ONNX_TYPES = {
+    "int8": TensorProto.INT8,
+    "uint8": TensorProto.UINT8,
+    "int16": TensorProto.INT16,
+    "uint16": TensorProto.UINT16,
+    "int32": TensorProto.INT32,
+    "uint32": TensorProto.UINT32,
+    "int64": TensorProto.INT64,
+    "uint64": TensorProto.UINT64,
+    "bool": TensorProto.BOOL,
+    "float64": TensorProto.DOUBLE,
+    "bfloat16": TensorProto.BFLOAT16,
+    "complex64": TensorProto.COMPLEX64,
+    "complex128": TensorProto.COMPLEX128,
+}
 
 
 class GraphBuilder:
@@ -36,12 +53,32 @@ class GraphBuilder:
         self._producer: dict[str, onnx.NodeProto] = {}
         self._taken: set[str] = set()
         self._tensor_names = self._unique_tensor_names()
+        # the operator being converted (set by convert_subgraph), named by operand errors
+        self.current: Operator | None = None
         for idx in subgraph.inputs:
             self._add_graph_input(idx)
 
     # ------------------------------------------------------------------ tensors and names
     def tensor(self, idx: int) -> Tensor:
+        """Tensor ``idx``; -1 (an omitted optional operand) where a tensor is needed is an
+        InputError, not Python's "last tensor"."""
+        if not 0 <= idx < len(self.subgraph.tensors):
+            what = "an omitted operand (-1)" if idx == -1 else f"tensor index {idx}"
+            raise InputError(f"{what} is used where a tensor is required", self._where())
         return self.subgraph.tensors[idx]
+
+    def _check_numeric(self, tensor: Tensor) -> None:
+        """String, resource and variant buffers hold no numbers (the reader keeps their raw
+        bytes), so an operator cannot take one as a constant operand."""
+        if tensor.dtype in ("string", "resource", "variant"):
+            raise InputError(
+                f"{tensor.dtype} tensor {tensor.index} '{tensor.name}' is used as a numeric "
+                "constant",
+                self._where(),
+            )
+
+    def _where(self) -> str:
+        return self.current.where if self.current is not None else "subgraph"
 
     def tensor_name(self, idx: int) -> str:
         """The ONNX name a TFLite tensor keeps at the graph boundary."""
@@ -58,6 +95,7 @@ class GraphBuilder:
         tensor = self.tensor(idx)
         if tensor.data is None:
             return None
+        self._check_numeric(tensor)
         if tensor.sparsity is not None:
             raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
         value = dequantize(tensor)
@@ -75,6 +113,13 @@ class GraphBuilder:
         if (idx, perm_key) in self._materialized:
             return self._materialized[(idx, perm_key)]
         value = self.constant(idx)
+        shape = value.shape if value is not None else self.tensor(idx).shape
+        if perm is not None and len(perm) != len(shape):
+            raise InputError(
+                f"operand tensor {idx} '{self.tensor(idx).name}' has shape {list(shape)}, "
+                f"the operator needs rank {len(perm)}",
+                self._where(),
+            )
         if value is None:
             name = self._values.get(idx)
             if name is None:
@@ -108,6 +153,7 @@ class GraphBuilder:
     def int_constant(self, idx: int, where: str) -> np.ndarray:
         """The integer value of a constant operand (a shape, axes, paddings, perm)."""
         if idx >= 0 and self.tensor(idx).data is not None:
+            self._check_numeric(self.tensor(idx))
             return np.asarray(self.tensor(idx).data).astype(np.int64)
         value = self.constant(idx) if idx >= 0 else None
         if value is None:
@@ -255,8 +301,13 @@ def _io_record(tensor: Tensor) -> dict:
 def _value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
     if tensor.dtype in ("float32", "float16") or quant_args(tensor) is not None:
         elem = TensorProto.FLOAT  # quantized and float16 tensors are exposed as real values
-    else:
-        elem = helper.np_dtype_to_tensor_dtype(np.dtype(tensor.dtype))
+    elif tensor.dtype in _ONNX_TYPES:
+        elem = _ONNX_TYPES[tensor.dtype]
+    else:  # string, resource, variant; int4 without a scale
+        raise ConversionError(
+            f"{tensor.dtype} tensors have no ONNX equivalent here",
+            f"tensor {tensor.index} '{tensor.name}'",
+        )
     dims = [
         ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
         for k, d in enumerate(tensor.shape_signature)

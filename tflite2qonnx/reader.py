@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from qonnx_ingest.errors import ConversionWarning, InputError
 
 __all__ = [
     "DimensionMetadata",
+    "MissingOperandError",
+    "MissingOptionError",
     "OpCode",
     "Operator",
     "Quantization",
@@ -119,6 +122,185 @@ _ENUM_FIELDS: dict[str, dict[int, str]] = {
 
 _SKIP_SUFFIXES = ("AsNumpy", "Length", "IsNone", "Init", "BufferHasIdentifier")
 
+# Options that are a size or a step: the runtime divides by them or loops over them, so zero or
+# a negative value (e.g. a stride the writer left out: flatbuffers then reads the default 0) is
+# a malformed operator, not a model to convert.
+_POSITIVE_OPTIONS = (
+    "stride_w",
+    "stride_h",
+    "stride_d",
+    "dilation_w_factor",
+    "dilation_h_factor",
+    "dilation_d_factor",
+    "filter_width",
+    "filter_height",
+    "block_size",
+)
+
+# Operand ranks that TFLite's own kernels require of these operators (their Prepare() refuses
+# anything else), as (inputs, outputs); None: any rank. An operand that is absent or omitted
+# (-1) is not checked here.
+_OPERAND_RANKS: dict[str, tuple[tuple[int | None, ...], tuple[int | None, ...]]] = {
+    "CONV_2D": ((4, 4), (4,)),
+    "DEPTHWISE_CONV_2D": ((4, 4), (4,)),
+    "TRANSPOSE_CONV": ((None, 4, 4), (4,)),
+    "CONV_3D": ((5, 5), (5,)),
+    "AVERAGE_POOL_2D": ((4,), (4,)),
+    "MAX_POOL_2D": ((4,), (4,)),
+    "L2_POOL_2D": ((4,), (4,)),
+    "SPACE_TO_DEPTH": ((4,), (4,)),
+    "DEPTH_TO_SPACE": ((4,), (4,)),
+    "LOCAL_RESPONSE_NORMALIZATION": ((4,), (4,)),
+    "RESIZE_BILINEAR": ((4,), (4,)),
+    "RESIZE_NEAREST_NEIGHBOR": ((4,), (4,)),
+}
+
+
+def _conv_filter(op: Operator, shape: Any, out: Any) -> str | None:
+    w = shape(1)
+    if w is not None and 0 in w:
+        return f"filter (input 1) has shape {list(w)}, with a zero-size dimension"
+    return None
+
+
+def _pad(op: Operator, shape: Any, out: Any) -> str | None:
+    x, paddings = shape(0), shape(1)
+    if paddings is not None:
+        if len(paddings) != 2 or paddings[1] != 2:
+            return f"paddings (input 1) have shape {list(paddings)}, expected [rank, 2]"
+        if x and paddings[0] != len(x):
+            return f"paddings (input 1) have {paddings[0]} rows for an input of rank {len(x)}"
+    value = shape(2)
+    if value is not None and math.prod(value) != 1:
+        return f"constant_values (input 2) has shape {list(value)}, expected one value"
+    return None
+
+
+def _split(op: Operator, shape: Any, out: Any) -> str | None:
+    n = op.options.get("num_splits")
+    if n is not None and n != len(op.outputs):
+        return f"num_splits is {n} but the operator has {len(op.outputs)} outputs"
+    return None
+
+
+def _split_v(op: Operator, shape: Any, out: Any) -> str | None:
+    sizes = shape(1)
+    if sizes is not None and (len(sizes) != 1 or sizes[0] != len(op.outputs)):
+        return (
+            f"size_splits (input 1) has shape {list(sizes)} for {len(op.outputs)} outputs, "
+            f"expected [{len(op.outputs)}]"
+        )
+    return None
+
+
+def _resize(op: Operator, shape: Any, out: Any) -> str | None:
+    size = shape(1)
+    if size is not None and size != (2,):
+        return f"size (input 1) has shape {list(size)}, expected [2] (new height and width)"
+    return None
+
+
+def _concatenation(op: Operator, shape: Any, out: Any) -> str | None:
+    y = out(0)
+    if y is None:
+        return None
+    rank, axis = len(y), op.options.get("axis", 0)
+    if not -rank <= axis < rank:
+        return f"axis {axis} is not an axis of the rank-{rank} output"
+    for pos in range(len(op.inputs)):
+        x = shape(pos)
+        if x is not None and len(x) != rank:
+            return f"input {pos} has shape {list(x)}, the output has rank {rank}"
+    return None
+
+
+# Shape facts beyond the rank that those kernels check. A rule gets the operator, ``shape(pos)``
+# and ``out(pos)`` (the shape of input / output ``pos``, None when absent) and returns the
+# problem or None.
+_OPERAND_RULES: dict[str, Any] = {
+    "CONCATENATION": _concatenation,
+    "RESIZE_BILINEAR": _resize,
+    "RESIZE_NEAREST_NEIGHBOR": _resize,
+    "CONV_2D": _conv_filter,
+    "DEPTHWISE_CONV_2D": _conv_filter,
+    "CONV_3D": _conv_filter,
+    "PAD": _pad,
+    "PADV2": _pad,
+    "SPLIT": _split,
+    "SPLIT_V": _split_v,
+}
+
+
+# ----------------------------------------------------------------------------- checked access
+
+
+class MissingOperandError(InputError, IndexError):
+    """An operator lacks an operand that its kind needs, or a tensor lacks an axis.
+
+    Raised by the operand and shape tuples below when a converter asks for an index the file
+    does not provide; it is an ``IndexError`` too, so ``except IndexError`` still works.
+    """
+
+    __str__ = Exception.__str__  # not KeyError/IndexError's repr-style message
+
+
+class MissingOptionError(InputError, KeyError):
+    """An operator's builtin options lack a field that its kind needs (also a ``KeyError``)."""
+
+    __str__ = Exception.__str__
+
+
+class _Operands(tuple):
+    """Tensor indices of an operator (``inputs``, ``outputs``, ``intermediates``).
+
+    An index past the end raises :class:`MissingOperandError` naming the operator: a CONV_2D
+    with one input is a malformed file, and says so instead of ``tuple index out of range``.
+    """
+
+    def __new__(cls, values=(), where: str = "", what: str = "input"):
+        self = super().__new__(cls, values)
+        self.where, self.what = where, what
+        return self
+
+    def __getitem__(self, key):
+        if isinstance(key, int) and not -len(self) <= key < len(self):
+            n = len(self)
+            raise MissingOperandError(
+                f"has {n} {self.what}{'' if n == 1 else 's'}, no {self.what} {key}", self.where
+            )
+        return super().__getitem__(key)
+
+
+class _Shape(tuple):
+    """A tensor's dimensions; an axis it does not have raises :class:`MissingOperandError`."""
+
+    def __new__(cls, values=(), where: str = ""):
+        self = super().__new__(cls, values)
+        self.where = where
+        return self
+
+    def __getitem__(self, key):
+        if isinstance(key, int) and not -len(self) <= key < len(self):
+            raise MissingOperandError(
+                f"has shape {list(self)} (rank {len(self)}), no axis {key}", self.where
+            )
+        return super().__getitem__(key)
+
+
+class _Options(dict):
+    """An operator's builtin options; a field the table lacks raises MissingOptionError."""
+
+    def __init__(self, values=(), where: str = "", options_type: str = ""):
+        super().__init__(values)
+        self.where, self.options_type = where, options_type
+
+    def __missing__(self, key):
+        if self.options_type:
+            problem = f"needs option {key!r}, which its {self.options_type} lack"
+        else:
+            problem = f"needs option {key!r} but has no builtin_options"
+        raise MissingOptionError(problem, self.where)
+
 
 # ----------------------------------------------------------------------------- data model
 
@@ -171,7 +353,7 @@ class Tensor:
 
     index: int
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # an axis past the rank raises MissingOperandError naming the tensor
     shape_signature: tuple[int, ...]  # -1 marks a dynamic dimension
     dtype: str  # lower-cased TensorType name: "float32", "int8", "string", ...
     buffer: int
@@ -196,10 +378,10 @@ class Operator:
 
     index: int
     opcode: OpCode
-    inputs: tuple[int, ...]
+    inputs: tuple[int, ...]  # the reader's tuples name the operator when indexed past the end
     outputs: tuple[int, ...]
     intermediates: tuple[int, ...]
-    options: dict[str, Any]
+    options: dict[str, Any]  # a missing field raises MissingOptionError (dict.get still works)
     options_type: str  # BuiltinOptions / BuiltinOptions2 member name, "" when none
     custom_options: bytes | None
 
@@ -289,12 +471,18 @@ def read_model(source: str | os.PathLike | bytes | bytearray | memoryview) -> TF
     reader = _Reader(data, name)
     try:
         return reader.read()
-    except InputError:
-        raise
-    except Exception as exc:  # any low-level failure of the flatbuffer accessors
+    except (struct.error, ValueError, TypeError) as exc:
+        # What the flatbuffers accessors raise when an offset or a length points outside the
+        # file: struct.error (a scalar read past the end), ValueError (a numpy view past the
+        # end) and TypeError from flatbuffers' own range check of a computed offset. Anything
+        # else (and any other TypeError) is a bug of ours and is not disguised as bad input.
+        if isinstance(exc, TypeError) and not str(exc).startswith("bad number"):
+            raise
         where = f"{name}: {reader.loc}" if reader.loc else name
         raise InputError(
-            f"malformed flatbuffer: {_exc_name(exc)}: {_one_line(exc)}", where=where
+            f"malformed flatbuffer: an offset or length points outside the file "
+            f"({_exc_name(exc)}: {_one_line(exc)})",
+            where=where,
         ) from exc
 
 
@@ -331,10 +519,6 @@ def _exc_name(exc: BaseException) -> str:
 
 def _snake(camel: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
-
-
-def _decode(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8")
 
 
 def _as_tuple(arr: Any) -> tuple[int, ...]:
@@ -377,7 +561,9 @@ def _options_layout(class_name: str) -> tuple[type, tuple[_Field, ...]] | None:
     return layout
 
 
-def _read_options(table: Any, layout: tuple[type, tuple[_Field, ...]]) -> dict[str, Any]:
+def _read_options(
+    table: Any, layout: tuple[type, tuple[_Field, ...]], decode: Any
+) -> dict[str, Any]:
     """Every getter of the options table, snake_case keys, enums as member names."""
     cls, fields = layout
     obj = cls()
@@ -392,7 +578,7 @@ def _read_options(table: Any, layout: tuple[type, tuple[_Field, ...]]) -> dict[s
             continue
         value = getattr(obj, f.getter)()
         if isinstance(value, bytes):
-            value = value.decode("utf-8")
+            value = decode(value, f.key)
         elif f.enum is not None:
             value = _enum_name(f.enum, int(value))
         out[f.key] = value
@@ -420,6 +606,17 @@ class _Reader:
         loc = self.loc if loc is None else loc
         return InputError(message, where=f"{self.name}: {loc}" if loc else self.name)
 
+    def text(self, raw: bytes | None, what: str) -> str | None:
+        """A string field as text; bytes that are not UTF-8 are a malformed file."""
+        if raw is None:
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.fail(
+                f"{what} is not valid UTF-8 (byte {exc.start} of {len(raw)}: {raw[:24]!r})"
+            ) from None
+
     def count(self, obj: Any, field: str, elem_size: int = 4) -> int:
         """Vector length, refusing lengths the file cannot possibly hold (garbage offsets)."""
         n = int(getattr(obj, field + "Length")())
@@ -441,19 +638,22 @@ class _Reader:
         version = int(model.Version())
         if version != _SCHEMA_VERSION:
             raise self.fail(f"unsupported TFLite schema version {version} (expected 3)")
-        description = _decode(model.Description()) or ""
+        description = self.text(model.Description(), "description") or ""
         self.n_buffers = self.count(model, "Buffers")
 
         opcodes = [self.read_opcode(i) for i in range(self.count(model, "OperatorCodes"))]
 
+        self.loc = "model"
         n_subgraphs = self.count(model, "Subgraphs")
         if n_subgraphs == 0:
             raise self.fail("model has no subgraphs")
         subgraphs = [self.read_subgraph(i, opcodes) for i in range(n_subgraphs)]
 
+        self.loc = "model"
         signature_defs = [
             self.read_signature(i, subgraphs) for i in range(self.count(model, "SignatureDefs"))
         ]
+        self.loc = "model"
         metadata = self.read_metadata()
         self.loc = ""
         if self.bias_axis_fixes:
@@ -480,7 +680,7 @@ class _Reader:
         # The schema keeps the old int8 field for codes < 127 and says to take the max.
         code = max(int(oc.DeprecatedBuiltinCode()), int(oc.BuiltinCode()))
         builtin = _enum_name(_BUILTIN_OPERATOR_NAMES, code)
-        custom_code = _decode(oc.CustomCode())
+        custom_code = self.text(oc.CustomCode(), "custom_code")
         if builtin == "CUSTOM" and not custom_code:
             raise self.fail("CUSTOM operator code without a custom_code")
         return OpCode(builtin=builtin, custom_code=custom_code, version=int(oc.Version()))
@@ -520,7 +720,7 @@ class _Reader:
         for i in range(self.count(self.model, "Metadata")):
             self.loc = f"metadata {i}"
             md = self.model.Metadata(i)
-            key = _decode(md.Name()) or ""
+            key = self.text(md.Name(), "name") or ""
             index = int(md.Buffer())
             if index >= self.n_buffers:
                 raise self.fail(
@@ -538,7 +738,7 @@ class _Reader:
     def read_subgraph(self, sg_index: int, opcodes: list[OpCode]) -> Subgraph:
         self.loc = f"subgraph {sg_index}"
         sg = self.model.Subgraphs(sg_index)
-        sg_name = _decode(sg.Name()) or ""
+        sg_name = self.text(sg.Name(), "name") or ""
         n_tensors = self.count(sg, "Tensors")
         tensors = [self.read_tensor(sg_index, sg.Tensors(t), t) for t in range(n_tensors)]
 
@@ -553,7 +753,9 @@ class _Reader:
         operators = []
         for o in range(self.count(sg, "Operators")):
             self.loc = f"subgraph {sg_index} operator {o}"
-            operators.append(self.read_operator(sg.Operators(o), o, opcodes, n_tensors))
+            operator = self.read_operator(sg.Operators(o), o, opcodes, n_tensors)
+            self.check_operands(operator, tensors)
+            operators.append(operator)
         return Subgraph(
             index=sg_index,
             name=sg_name,
@@ -562,6 +764,34 @@ class _Reader:
             inputs=inputs,
             outputs=outputs,
         )
+
+    def check_operands(self, op: Operator, tensors: list[Tensor]) -> None:
+        """The operand shapes TFLite's kernel for ``op`` requires (see _OPERAND_RANKS and
+        _OPERAND_RULES); the converters rely on them."""
+        kind = op.opcode.builtin
+        ranks = _OPERAND_RANKS.get(kind)
+        if ranks is not None:
+            for what, indices, wanted in (
+                ("input", op.inputs, ranks[0]),
+                ("output", op.outputs, ranks[1]),
+            ):
+                for pos, (t, rank) in enumerate(zip(indices, wanted, strict=False)):
+                    if rank is not None and t >= 0 and len(tensors[t].shape) != rank:
+                        shape = list(tensors[t].shape)
+                        raise self.fail(
+                            f"{what} {pos} (tensor {t}) has shape {shape}; {kind} needs rank {rank}"
+                        )
+        rule = _OPERAND_RULES.get(kind)
+        if rule is not None:
+
+            def shape(pos: int, operands: tuple[int, ...] = op.inputs) -> tuple[int, ...] | None:
+                if pos < len(operands) and operands[pos] >= 0:
+                    return tuple(tensors[operands[pos]].shape)
+                return None
+
+            problem = rule(op, shape, lambda pos: shape(pos, op.outputs))
+            if problem is not None:
+                raise self.fail(f"{kind}: {problem}")
 
     def check_indices(
         self, indices: tuple[int, ...], n_tensors: int, what: str, allow_omitted: bool
@@ -607,13 +837,16 @@ class _Reader:
                 )
             custom_options = self.data[large_offset : large_offset + size]
 
+        opcode = opcodes[opcode_index]
+        name = opcode.custom_code if opcode.builtin == "CUSTOM" else opcode.builtin
+        where = f"operator {index} ({name})"  # as Operator.where says it
         return Operator(
             index=index,
-            opcode=opcodes[opcode_index],
-            inputs=inputs,
-            outputs=outputs,
-            intermediates=intermediates,
-            options=options,
+            opcode=opcode,
+            inputs=_Operands(inputs, where, "input"),
+            outputs=_Operands(outputs, where, "output"),
+            intermediates=_Operands(intermediates, where, "intermediate"),
+            options=_Options(options, where, options_type),
             options_type=options_type,
             custom_options=custom_options,
         )
@@ -632,7 +865,12 @@ class _Reader:
             if layout is None:
                 raise self.fail(f"unknown builtin_options{suffix} type {type_code}")
             table = table_getter()
-            found.append((class_name, {} if table is None else _read_options(table, layout)))
+            options = {} if table is None else _read_options(table, layout, self.text)
+            for key in _POSITIVE_OPTIONS:
+                value = options.get(key)
+                if value is not None and value < 1:
+                    raise self.fail(f"{class_name} {key} is {value}, must be positive")
+            found.append((class_name, options))
         if len(found) > 1:
             raise self.fail(
                 f"operator has both builtin_options ({found[0][0]}) and "
@@ -644,7 +882,7 @@ class _Reader:
 
     def read_tensor(self, sg_index: int, t: Any, index: int) -> Tensor:
         self.loc = f"subgraph {sg_index} tensor {index}"
-        name = _decode(t.Name()) or ""
+        name = self.text(t.Name(), "name") or ""
         self.loc = f"subgraph {sg_index} tensor {index} {_q(name)}"
 
         type_code = int(t.Type())
@@ -689,11 +927,12 @@ class _Reader:
         if raw.size:
             data = self.tensor_data(raw, type_name, shape, static, sparse=sparsity is not None)
 
+        where = f"tensor {index} {_q(name)}"
         return Tensor(
             index=index,
             name=name,
-            shape=shape,
-            shape_signature=shape_signature,
+            shape=_Shape(shape, where),
+            shape_signature=_Shape(shape_signature, where),
             dtype=dtype,
             buffer=buffer_index,
             data=data,
@@ -859,7 +1098,7 @@ class _Reader:
     def read_signature(self, i: int, subgraphs: list[Subgraph]) -> SignatureDef:
         self.loc = f"signature_def {i}"
         sig = self.model.SignatureDefs(i)
-        key = _decode(sig.SignatureKey()) or ""
+        key = self.text(sig.SignatureKey(), "signature_key") or ""
         self.loc = f"signature_def {i} {_q(key)}"
         sg_index = int(sig.SubgraphIndex())
         if sg_index >= len(subgraphs):
@@ -872,7 +1111,7 @@ class _Reader:
             mapping: dict[str, int] = {}
             for k in range(self.count(sig, field)):
                 tm = getattr(sig, field)(k)
-                sig_name = _decode(tm.Name()) or ""
+                sig_name = self.text(tm.Name(), f"{field.lower()[:-1]} {k} name") or ""
                 t = int(tm.TensorIndex())
                 what = field.lower()[:-1]
                 if t >= n_tensors:
