@@ -8,11 +8,13 @@ does the conversion. This module imports only the standard library at import tim
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,7 +128,7 @@ def run(
         if args.encodings == "-" and args.report_json == "-":
             raise InputError("--encodings and --report-json cannot both write to stdout")
         start = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
+        with _native_stderr_silenced(args.verbose), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConversionWarning)
             model = convert(args)
             seconds = time.perf_counter() - start
@@ -199,6 +201,30 @@ def _write(path: str, text: str, protected: Sequence[str | Path]) -> None:
     from qonnx_ingest.save import write_text_atomically
 
     write_text_atomically(Path(path), text, protected)
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced(verbose: bool) -> Iterator[None]:
+    """File descriptor 2 on /dev/null while converting, unless --verbose.
+
+    TensorFlow's and onnxruntime's C++ code write to fd 2 whatever their Python-side settings
+    ("Unable to register cuDNN factory", "failed call to cuInit", onnxruntime's colored
+    MergeShapeInfo / ExecuteKernel lines while qonnx folds constants): lines that would come
+    before the one-line result. Python warnings are recorded meanwhile and reported after.
+    """
+    if verbose or sys.stderr is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stderr.flush()  # what Python wrote there meanwhile goes to /dev/null too
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def summarize(model: onnx.ModelProto) -> str:

@@ -6,9 +6,11 @@ Each case is one corpus model with one to four seeded mutations:
   inserted or deleted byte ranges, aligned int32 words set to boundary values;
 - structure aware: the fields the reader actually dereferences (root and table uoffsets, table
   soffsets, vtable entries, vector and string lengths, scalar fields such as buffer / opcode
-  indices, elements of shape and index vectors, small constant buffers) set to boundary values.
-  The fields are found by reading the unmutated model once with ``flatbuffers.table.Table``
-  instrumented, so no schema is restated here.
+  indices, elements of shape and index vectors, small constant buffers) set to boundary values,
+  and operator swaps (an OperatorCode turned into another convertible operator, so converters
+  meet operands and options made for a different one). The fields are found by reading the
+  unmutated model once with ``flatbuffers.table.Table`` instrumented, so no schema is restated
+  here.
 
 Every case runs in a persistent worker subprocess (``--jobs`` of them) with ``RLIMIT_AS``
 (``--mem-gb``) set in the child; the parent gives each case ``--timeout`` seconds and replaces
@@ -74,13 +76,39 @@ class Field:
 
 
 class Fields(list):
-    """The fields of one model in file order, and grouped by kind."""
+    """The fields of one model in file order, grouped by kind, and where each OperatorCode
+    keeps its operator: (deprecated_builtin_code byte, builtin_code int32), None if absent."""
 
-    def __init__(self, fields: Iterable[Field] = ()):
+    def __init__(self, fields: Iterable[Field] = (), opcodes=()):
         super().__init__(fields)
         self.by_kind: dict[str, list[Field]] = collections.defaultdict(list)
         for f in self:
             self.by_kind[f.kind].append(f)
+        self.opcodes: list[tuple[int | None, int | None]] = list(opcodes)
+
+
+def _opcode_fields(data: bytes) -> list[tuple[int | None, int | None]]:
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(data, 0)
+    out = []
+    for i in range(model.OperatorCodesLength()):
+        tab = model.OperatorCodes(i)._tab
+        deprecated, current = tab.Offset(4), tab.Offset(10)  # vtable slots 0 and 3
+        out.append(
+            (tab.Pos + deprecated if deprecated else None, tab.Pos + current if current else None)
+        )
+    return out
+
+
+def _convertible_ops() -> list[int]:
+    """BuiltinOperator codes that have a converter, to swap operators for one another."""
+    import tflite
+
+    from tflite2qonnx.ops import CONVERTERS
+
+    codes = vars(tflite.BuiltinOperator)
+    return sorted(codes[name] for name in CONVERTERS if isinstance(codes.get(name), int))
 
 
 def _struct_fmt(np_dtype) -> str:
@@ -194,7 +222,7 @@ def walk(data: bytes) -> Fields:
     finally:
         for name, original in originals.items():
             setattr(table_cls, name, original)
-    return Fields(found[pos] for pos in sorted(found))
+    return Fields((found[pos] for pos in sorted(found)), _opcode_fields(data))
 
 
 # ----------------------------------------------------------------------------- mutations
@@ -358,9 +386,29 @@ def _shift(rng: random.Random, data: bytearray, fields: Fields) -> str:
     return f"delete {length} @{pos:#x}"
 
 
-# (weight, mutator); structure-aware field mutations make up half
+def _swap_operator(rng: random.Random, data: bytearray, fields: Fields) -> str:
+    """Every operator of one OperatorCode becomes another convertible kind: converters meet
+    operands, options and shapes made for a different operator."""
+    usable = [
+        (k, f)
+        for k, f in enumerate(fields.opcodes)
+        if all(p is None or p < len(data) - 3 for p in f)
+    ]
+    if not usable:
+        return _bit_flip(rng, data, fields)
+    k, (deprecated, current) = rng.choice(usable)
+    code = rng.choice(_convertible_ops())
+    if deprecated is not None:
+        data[deprecated] = min(code, 127)  # the schema's rule: read the larger of the two
+    if current is not None:
+        struct.pack_into("<i", data, current, code)
+    return f"opcode {k} -> {code}"
+
+
+# (weight, mutator); structure-aware mutations make up more than half
 MUTATORS: tuple[tuple[float, Callable[[random.Random, bytearray, Fields], str]], ...] = (
     (50, _mutate_field),
+    (6, _swap_operator),
     (12, _bit_flip),
     (10, _byte_run),
     (12, _aligned_word),
@@ -448,8 +496,9 @@ def run_case(data: bytes, fault: str | None = None) -> dict:
     return {"status": "converted"}
 
 
-# The harness's own test: FUZZ_TFLITE_FAULTS="hang:3,memory:5,segv:7,raise:9" makes those
-# cases hang, run out of memory, die of a signal or raise a non-conversion error instead.
+# The harness's own test: FUZZ_TFLITE_FAULTS="hang:3,memory:5,segv:7,raise:9,stderr:11" makes
+# those cases hang, run out of memory, die of a signal, raise a non-conversion error, or write
+# to file descriptor 2 before converting.
 FAULT_ENV = "FUZZ_TFLITE_FAULTS"
 
 
@@ -471,6 +520,8 @@ def _inject(fault: str) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
     elif fault == "raise":
         raise RuntimeError("injected fault")
+    elif fault == "stderr":  # as a C++ library's log line would: past sys.stderr
+        os.write(2, b"injected line on fd 2\n")
 
 
 # ----------------------------------------------------------------------------- workers
@@ -498,14 +549,23 @@ def worker_main(seed: int, corpus: Corpus) -> int:
         case = corpus.case(seed, index)
         about = {"index": index, "model": case.model, "mutation": case.description}
         out.write("start " + json.dumps(about) + "\n")
-        start = time.perf_counter()
+        start, said = time.perf_counter(), os.fstat(2).st_size
         result = run_case(case.data, faults.get(index))
         result["seconds"] = round(time.perf_counter() - start, 3)
+        if os.fstat(2).st_size > said:  # C++ libraries write to fd 2 past Python
+            result["stderr"] = _tail_of_fd2(said)
         result.update(about)
         out.write(json.dumps(result) + "\n")
         if result["status"] == "blowup":
             return 0  # the parent starts a fresh worker
     return 0
+
+
+def _tail_of_fd2(since: int) -> str:
+    """What the case wrote to this worker's stderr (a file the parent gave it)."""
+    text = os.pread(2, os.fstat(2).st_size - since, since)
+    lines = text.decode(errors="replace").strip().splitlines()
+    return " | ".join(lines[-2:])[-300:]
 
 
 class _Worker:
@@ -730,6 +790,11 @@ def print_report(report: Report, top: int = 15, out=sys.stdout) -> None:
         print(f"  most frequent rejections (of {len(rejections)} kinds):", file=out)
         for text, k in rejections.most_common(top):
             print(f"    {k:6d}  {text[:150]}", file=out)
+    noisy = [r for r in report.results if r.get("stderr")]
+    if noisy:  # C++ logging (onnxruntime): the CLIs silence it, API callers see it
+        print(f"  {len(noisy)} cases wrote to stderr past Python (not a problem), e.g.:", file=out)
+        for r in noisy[:5]:
+            print(f"    case {r['index']} ({r['status']}): {r['stderr'][:150]}", file=out)
     slow = sorted(report.results, key=lambda r: -r.get("seconds", 0))[:3]
     if slow and "seconds" in slow[0]:
         print(
@@ -758,8 +823,15 @@ def print_report(report: Report, top: int = 15, out=sys.stdout) -> None:
 # ----------------------------------------------------------------------------- main
 
 
-def rerun(corpus: Corpus, seed: int, index: int, dump: Path | None, mem_gb: float) -> int:
-    """One case in this process, with the full traceback of anything but a clean rejection."""
+def _time_out(signum, frame):
+    raise TimeoutError("the case ran past --timeout (the traceback shows where)")
+
+
+def rerun(
+    corpus: Corpus, seed: int, index: int, dump: Path | None, mem_gb: float, timeout: float
+) -> int:
+    """One case in this process, with the full traceback of anything but a clean rejection
+    (a hang becomes a TimeoutError raised where the conversion was)."""
     _limit_memory(int(mem_gb * (1 << 30)), core_dumps=True)
     case = corpus.case(seed, index)
     print(f"case {index} (seed {seed}): {case.model}: {case.description}")
@@ -770,6 +842,8 @@ def rerun(corpus: Corpus, seed: int, index: int, dump: Path | None, mem_gb: floa
     from tflite2qonnx import convert
 
     start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, _time_out)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         convert(case.data).SerializeToString()
     except ConversionError as exc:
@@ -779,6 +853,8 @@ def rerun(corpus: Corpus, seed: int, index: int, dump: Path | None, mem_gb: floa
         traceback.print_exc()
         return 1
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
         print(f"{time.perf_counter() - start:.2f} s")
     print("converted")
     return 0
@@ -805,7 +881,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker_main(args.seed, Corpus(paths))
     if args.case is not None:
-        return rerun(Corpus(paths), args.seed, args.case, args.dump, args.mem_gb)
+        return rerun(Corpus(paths), args.seed, args.case, args.dump, args.mem_gb, args.timeout)
 
     last = [0.0]
 

@@ -156,78 +156,193 @@ _OPERAND_RANKS: dict[str, tuple[tuple[int | None, ...], tuple[int | None, ...]]]
 }
 
 
-def _conv_filter(op: Operator, shape: Any, out: Any) -> str | None:
-    w = shape(1)
-    if w is not None and 0 in w:
+class _OperandView:
+    """What an operand rule sees of one operator: its kind, options, operand shapes and
+    constant operands (None for an absent or omitted operand)."""
+
+    def __init__(self, op: Operator, tensors: list[Tensor]):
+        self.op, self.kind, self.options = op, op.opcode.builtin, op.options
+        self.n_inputs, self.n_outputs = len(op.inputs), len(op.outputs)
+        self._tensors = tensors
+
+    def _tensor(self, operands: tuple[int, ...], pos: int) -> Tensor | None:
+        if pos < len(operands) and operands[pos] >= 0:
+            return self._tensors[operands[pos]]
+        return None
+
+    def shape(self, pos: int) -> tuple[int, ...] | None:
+        t = self._tensor(self.op.inputs, pos)
+        return None if t is None else tuple(t.shape)
+
+    def out(self, pos: int) -> tuple[int, ...] | None:
+        t = self._tensor(self.op.outputs, pos)
+        return None if t is None else tuple(t.shape)
+
+    def data(self, pos: int) -> np.ndarray | None:
+        t = self._tensor(self.op.inputs, pos)
+        return None if t is None or t.sparsity is not None else t.data
+
+
+def _conv_filter(v: _OperandView) -> str | None:
+    """A filter without empty dimensions whose channels fit the input's (ranks are checked
+    before: CONV_2D [O, H, W, I], DEPTHWISE_CONV_2D [1, H, W, I*M], CONV_3D [D, H, W, I, O])."""
+    x, w = v.shape(0), v.shape(1)
+    if w is None:
+        return None
+    if 0 in w:
         return f"filter (input 1) has shape {list(w)}, with a zero-size dimension"
+    if x is None or x[-1] <= 0:
+        return None
+    channels = x[-1]
+    if v.kind == "DEPTHWISE_CONV_2D":
+        if w[-1] % channels:
+            return f"filter (input 1) of shape {list(w)} is not a multiple of {channels} channels"
+        return None
+    per_group = w[-1] if v.kind == "CONV_2D" else w[3]
+    if channels % per_group:
+        return f"{channels} input channels do not split into groups of the filter's {per_group}"
     return None
 
 
-def _pad(op: Operator, shape: Any, out: Any) -> str | None:
-    x, paddings = shape(0), shape(1)
+def _pad(v: _OperandView) -> str | None:
+    x, paddings = v.shape(0), v.shape(1)
     if paddings is not None:
         if len(paddings) != 2 or paddings[1] != 2:
             return f"paddings (input 1) have shape {list(paddings)}, expected [rank, 2]"
         if x and paddings[0] != len(x):
             return f"paddings (input 1) have {paddings[0]} rows for an input of rank {len(x)}"
-    value = shape(2)
+    value = v.shape(2)
     if value is not None and math.prod(value) != 1:
         return f"constant_values (input 2) has shape {list(value)}, expected one value"
     return None
 
 
-def _split(op: Operator, shape: Any, out: Any) -> str | None:
-    n = op.options.get("num_splits")
-    if n is not None and n != len(op.outputs):
-        return f"num_splits is {n} but the operator has {len(op.outputs)} outputs"
+def _per_dimension(*positions: int):
+    """Inputs ``positions`` hold one value per dimension of input 0 (perm, multiples, begin)."""
+
+    def rule(v: _OperandView) -> str | None:
+        x = v.shape(0)
+        for pos in positions:
+            s = v.shape(pos)
+            if x is not None and s is not None and s != (len(x),):
+                return (
+                    f"input {pos} has shape {list(s)}, expected [{len(x)}] "
+                    f"(one value per dimension of the rank-{len(x)} input)"
+                )
+        return None
+
+    return rule
+
+
+def _one_axis(v: _OperandView) -> str | None:
+    axis = v.shape(1)
+    if axis is not None and math.prod(axis) != 1:
+        return f"axis (input 1) has shape {list(axis)}, expected a single axis"
     return None
 
 
-def _split_v(op: Operator, shape: Any, out: Any) -> str | None:
-    sizes = shape(1)
-    if sizes is not None and (len(sizes) != 1 or sizes[0] != len(op.outputs)):
+def _reduction(v: _OperandView) -> str | None:
+    """Axes: a scalar or a vector of axes of the input; the output keeps what they leave."""
+    x, axes_shape, y = v.shape(0), v.shape(1), v.out(0)
+    if x is None or axes_shape is None:
+        return None
+    if len(axes_shape) > 1:
+        return f"axes (input 1) have shape {list(axes_shape)}, expected a vector"
+    rank, keep = len(x), bool(v.options.get("keep_dims", False))
+    axes = v.data(1)
+    if axes is not None and axes.dtype.kind in "iuf":
+        with np.errstate(invalid="ignore"):  # NaN and inf become out-of-range integers
+            values = [int(a) for a in np.rint(np.asarray(axes, np.float64)).reshape(-1)]
+        if any(not -rank <= a < rank for a in values):
+            return f"axes {values} out of range for an input of rank {rank}"
+        low = high = rank if keep else rank - len({a % rank for a in values})
+    else:  # computed at conversion time (e.g. behind a DEQUANTIZE): bounds only
+        n = math.prod(axes_shape)
+        low, high = (rank, rank) if keep else (max(rank - n, 0), rank if n == 0 else rank - 1)
+    if y is not None and not low <= len(y) <= high:
+        kept = low if low == high else f"{low} to {high}"
+        return f"output has shape {list(y)}, but the reduction leaves rank {kept}"
+    return None
+
+
+def _strided_slice(v: _OperandView) -> str | None:
+    specs = [v.shape(pos) for pos in (1, 2, 3)]
+    lengths = {s for s in specs if s is not None}
+    if any(len(s) != 1 for s in lengths) or len(lengths) > 1:
+        shown = ", ".join(str(list(s)) for s in specs if s is not None)
+        return f"begin, end and strides (inputs 1-3) have shapes {shown}, expected equal [n]"
+    return None
+
+
+def _split(v: _OperandView) -> str | None:
+    n = v.options.get("num_splits")
+    if n is not None and n != v.n_outputs:
+        return f"num_splits is {n} but the operator has {v.n_outputs} outputs"
+    return None
+
+
+def _split_v(v: _OperandView) -> str | None:
+    sizes = v.shape(1)
+    if sizes is not None and (len(sizes) != 1 or sizes[0] != v.n_outputs):
         return (
-            f"size_splits (input 1) has shape {list(sizes)} for {len(op.outputs)} outputs, "
-            f"expected [{len(op.outputs)}]"
+            f"size_splits (input 1) has shape {list(sizes)} for {v.n_outputs} outputs, "
+            f"expected [{v.n_outputs}]"
         )
     return None
 
 
-def _resize(op: Operator, shape: Any, out: Any) -> str | None:
-    size = shape(1)
+def _resize(v: _OperandView) -> str | None:
+    size = v.shape(1)
     if size is not None and size != (2,):
         return f"size (input 1) has shape {list(size)}, expected [2] (new height and width)"
     return None
 
 
-def _concatenation(op: Operator, shape: Any, out: Any) -> str | None:
-    y = out(0)
-    if y is None:
-        return None
-    rank, axis = len(y), op.options.get("axis", 0)
+def _variadic(v: _OperandView) -> str | None:
+    return None if v.n_inputs else "has no inputs"
+
+
+def _concatenation(v: _OperandView) -> str | None:
+    y = v.out(0)
+    if not v.n_inputs or y is None:
+        return _variadic(v)
+    rank, axis = len(y), v.options.get("axis", 0)
     if not -rank <= axis < rank:
         return f"axis {axis} is not an axis of the rank-{rank} output"
-    for pos in range(len(op.inputs)):
-        x = shape(pos)
+    for pos in range(v.n_inputs):
+        x = v.shape(pos)
         if x is not None and len(x) != rank:
             return f"input {pos} has shape {list(x)}, the output has rank {rank}"
     return None
 
 
-# Shape facts beyond the rank that those kernels check. A rule gets the operator, ``shape(pos)``
-# and ``out(pos)`` (the shape of input / output ``pos``, None when absent) and returns the
-# problem or None.
+# Shape facts beyond the rank that those kernels check: each rule returns the problem or None.
 _OPERAND_RULES: dict[str, Any] = {
+    "ADD_N": _variadic,
+    "ARG_MAX": _one_axis,
+    "ARG_MIN": _one_axis,
     "CONCATENATION": _concatenation,
-    "RESIZE_BILINEAR": _resize,
-    "RESIZE_NEAREST_NEIGHBOR": _resize,
     "CONV_2D": _conv_filter,
-    "DEPTHWISE_CONV_2D": _conv_filter,
     "CONV_3D": _conv_filter,
+    "CUMSUM": _one_axis,
+    "DEPTHWISE_CONV_2D": _conv_filter,
+    "EXPAND_DIMS": _one_axis,
+    "MEAN": _reduction,
+    "MIRROR_PAD": _pad,
     "PAD": _pad,
     "PADV2": _pad,
+    "REDUCE_MAX": _reduction,
+    "REDUCE_MIN": _reduction,
+    "REDUCE_PROD": _reduction,
+    "RESIZE_BILINEAR": _resize,
+    "RESIZE_NEAREST_NEIGHBOR": _resize,
+    "SLICE": _per_dimension(1, 2),
     "SPLIT": _split,
     "SPLIT_V": _split_v,
+    "STRIDED_SLICE": _strided_slice,
+    "SUM": _reduction,
+    "TILE": _per_dimension(1),
+    "TRANSPOSE": _per_dimension(1),
 }
 
 
@@ -782,16 +897,9 @@ class _Reader:
                             f"{what} {pos} (tensor {t}) has shape {shape}; {kind} needs rank {rank}"
                         )
         rule = _OPERAND_RULES.get(kind)
-        if rule is not None:
-
-            def shape(pos: int, operands: tuple[int, ...] = op.inputs) -> tuple[int, ...] | None:
-                if pos < len(operands) and operands[pos] >= 0:
-                    return tuple(tensors[operands[pos]].shape)
-                return None
-
-            problem = rule(op, shape, lambda pos: shape(pos, op.outputs))
-            if problem is not None:
-                raise self.fail(f"{kind}: {problem}")
+        problem = None if rule is None else rule(_OperandView(op, tensors))
+        if problem is not None:
+            raise self.fail(f"{kind}: {problem}")
 
     def check_indices(
         self, indices: tuple[int, ...], n_tensors: int, what: str, allow_omitted: bool

@@ -16,12 +16,14 @@ quantizer and layer: exit 1), test_qkeras_load.py (the same refusals through the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import onnx
 import pytest
@@ -88,6 +90,13 @@ def models(tmp_path_factory):
     nested = k.Model(inp, k.layers.Dense(3, name="fc")(inner(inp)))
     nested.save(root / "nested_lambda.h5")
     nested.save(root / "nested_lambda.keras")
+
+    from qkeras import QActivation, quantized_po2
+
+    inp = k.Input((5,), name="x")
+    k.Model(inp, QActivation(quantized_po2(4), name="po2_act")(inp)).save(root / "po2.h5")
+    with h5py.File(root / "unknown_layer.h5", "w") as f:
+        f.attrs["model_config"] = json.dumps({"class_name": "NoSuchLayer", "config": {}})
     for marker in root.glob("*.ran"):
         marker.unlink()
     return plain, root
@@ -105,8 +114,6 @@ def _random(tmp, root):
 
 
 def _hdf5_not_keras(tmp, root):
-    import h5py
-
     with h5py.File(tmp / "data.h5", "w") as f:
         f["random"] = np.random.default_rng(4).normal(size=(8, 8))
     return [tmp / "data.h5"]
@@ -220,6 +227,45 @@ def test_keras_model_without_qkeras_layers_converts(models, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.h5", "plain.onnx"]
 
 
+def run_command(*args, prefix=()) -> subprocess.CompletedProcess:
+    # TensorFlow's own defaults, not the test session's quieter ones
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", PROG, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def assert_one_line(result, code: int, start: str) -> None:
+    assert result.returncode == code, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr  # TensorFlow's C++ start-up is quiet
+    assert result.stderr.startswith(f"{PROG}: error: {start}"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name, code, start",
+    [
+        ("unknown_layer.h5", 2, "{source}: Keras cannot load this model: ValueError: Unknown"),
+        ("po2.h5", 1, "po2_act activation: quantized_po2(4)"),
+    ],
+)
+def test_failures_after_tensorflow_starts_through_the_real_command(
+    models, tmp_path, name, code, start
+):
+    """Once TensorFlow is imported and the model loaded, the command's stderr is still one
+    line: TensorFlow's C++ start-up notices do not reach it."""
+    _, root = models
+    source = shutil.copy(root / name, tmp_path / name)
+    before = snapshot(tmp_path)
+    assert_one_line(run_command(source), code, start.format(source=source))
+    assert snapshot(tmp_path) == before
+
+
 def test_output_directory_not_writable_through_the_real_command(models, tmp_path):
     """The subprocess row: the exit status the shell sees. Root ignores mode bits, so as root
     the command runs without the capabilities that override them."""
@@ -236,17 +282,8 @@ def test_output_directory_not_writable_through_the_real_command(models, tmp_path
     locked.chmod(0o555)
     try:
         before = snapshot(tmp_path)
-        result = subprocess.run(
-            [*prefix, sys.executable, "-m", PROG, str(source), "-o", str(locked / "out.onnx")],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 2, result.stderr
-        assert result.stdout == ""
-        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-        assert result.stderr.startswith(f"{PROG}: error: {locked}: ")
-        assert "not writable" in result.stderr
+        result = run_command(source, "-o", locked / "out.onnx", prefix=prefix)
+        assert_one_line(result, 2, f"{locked}: output directory is not writable")
         assert snapshot(tmp_path) == before
     finally:
         locked.chmod(0o755)

@@ -52,7 +52,7 @@ def test_first_cases_only_convert_or_are_rejected(fuzz_tflite):
 def test_harness_classifies_hangs_blowups_and_crashes(fuzz_tflite, monkeypatch):
     """Injected faults: each is reported as what it is, and the cases after it still run on a
     fresh worker."""
-    monkeypatch.setenv(fuzz_tflite.FAULT_ENV, "hang:3,memory:5,segv:7,raise:9")
+    monkeypatch.setenv(fuzz_tflite.FAULT_ENV, "hang:3,memory:5,segv:7,raise:9,stderr:11")
     report = fuzz_tflite.fuzz(cases=12, seed=SEED, jobs=2, timeout=3, mem_gb=1)
     status = {r["index"]: r["status"] for r in report.results}
     assert sorted(status) == list(range(12))
@@ -66,6 +66,8 @@ def test_harness_classifies_hangs_blowups_and_crashes(fuzz_tflite, monkeypatch):
     assert "SIGSEGV" in by_index[7]["error"]
     assert by_index[9]["error"] == "RuntimeError" and by_index[9]["where"]
     assert report.restarts == 3  # after the hang, the blow-up and the signal
+    assert [r["index"] for r in report.results if r.get("stderr")] == [11]
+    assert "injected line on fd 2" in by_index[11]["stderr"]
     text = report_text(fuzz_tflite, report)
     for index in (3, 5, 7, 9):
         assert f"--seed {SEED} --case {index}" in text

@@ -276,3 +276,27 @@ def test_a_broken_index_through_the_real_command(tmp_path):
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"{PROG}: error: {source}: subgraph 0 operator 1: opcode")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_native_writes_to_fd_2_stay_out_of_the_one_line(verbose, tmp_path, capfd, monkeypatch):
+    """C++ libraries (onnxruntime while qonnx folds constants, TensorFlow) log straight to file
+    descriptor 2; the CLI keeps them out of its one-line error unless --verbose."""
+    import tflite2qonnx.api
+    from qonnx_ingest.errors import ConversionError
+
+    def noisy_convert(*args, **kwargs):
+        os.write(2, b"[E:onnxruntime:, sequential_executor.cc] native noise\n")
+        raise ConversionError("cannot convert", "operator 0 (ADD)")
+
+    monkeypatch.setattr(tflite2qonnx.api, "convert", noisy_convert)
+    source = tmp_path / "small.tflite"
+    source.write_bytes(small_model())
+    argv = [str(source), *(["--verbose"] if verbose else [])]
+    assert main(argv) == 1
+    err = capfd.readouterr().err
+    assert err.splitlines()[-1].startswith(f"{PROG}: error: operator 0 (ADD): cannot convert")
+    if verbose:
+        assert "native noise" in err and "Traceback" in err
+    else:
+        assert err.count("\n") == 1, err
