@@ -6,7 +6,7 @@ Converters build the graph as the source framework lays it out and call ``to_cha
 
 from layout.channels_first import to_channels_first
 from layout.classes import OP_CLASSES, QONNX_CLASSES, Kind, OpClass, table_summary
-from layout.rewrite import LAYOUT_KEY
+from layout.rewrite import LAYOUT_KEY, stored_perms
 
 __all__ = [
     "LAYOUT_KEY",
@@ -14,6 +14,7 @@ __all__ = [
     "QONNX_CLASSES",
     "Kind",
     "OpClass",
+    "stored_perms",
     "table_summary",
     "to_channels_first",
 ]

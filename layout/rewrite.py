@@ -332,6 +332,12 @@ class Rewriter:
             entry.key, entry.value = LAYOUT_KEY, json.dumps(record)
 
 
+def stored_perms(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Graph I/O tensor -> the perm from its source layout to its stored one, as recorded."""
+    props = {p.key: p.value for p in model.metadata_props}
+    return {k: v["perm"] for k, v in json.loads(props.get(LAYOUT_KEY, "{}")).items()}
+
+
 def _permute_dims(vi: onnx.ValueInfoProto, order: Order) -> None:
     shape = vi.type.tensor_type.shape
     dims = [onnx.TensorShapeProto.Dimension() for _ in shape.dim]

@@ -4,7 +4,8 @@
 tf2onnx writes Keras's NHWC graph as NCHW ops between transposes; qonnx's transformation
 turns those ops into its channels-last custom ops and removes the transposes it can, so the
 input keeps Keras's NHWC layout. It needs every shape static (hence a fixed batch) and
-explicit ``pads`` on Conv and MaxPool nodes. Graph I/O and quantizer node names are kept.
+explicit ``pads`` on Conv and MaxPool nodes, which ``convert_keras`` writes on every output.
+Graph I/O and quantizer node names are kept.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ def to_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 
-    explicit_pads(model.graph)
     try:
         wrapper = ModelWrapper(model)
         # make_input_channels_last would permute our input, which is NHWC already.

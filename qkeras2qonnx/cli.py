@@ -53,25 +53,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _convert(args: argparse.Namespace):
     # Quieten TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from qkeras2qonnx.load import load_model
     from qkeras2qonnx.pipeline import convert
 
+    # Loaded once: --verify runs this same Keras model as the reference.
+    args.keras_model = load_model(args.input, weights=args.weights, allow_lambda=args.allow_lambda)
     return convert(
-        args.input,
+        args.keras_model,
         opset=args.opset,
         batch_size=args.batch_size,
-        weights=args.weights,
-        allow_lambda=args.allow_lambda,
         int_quant=args.int_quant,
         channels_last=args.channels_last,
     )
 
 
 def _verify(args: argparse.Namespace, model):
-    from qkeras2qonnx.load import load_model
     from qkeras2qonnx.reference import verify
 
-    source = load_model(args.input, weights=args.weights, allow_lambda=args.allow_lambda)
-    return verify(source, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
+    return verify(args.keras_model, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
 
 
 def _positive_int(text: str) -> int:

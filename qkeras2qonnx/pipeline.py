@@ -54,11 +54,8 @@ def convert(
     )
     if verify:
         from qkeras2qonnx.reference import verify as run_verification
-        from qonnx_ingest.verification import VerificationError
 
-        checked = run_verification(model, proto)
-        if not checked.passed:
-            raise VerificationError(checked)
+        run_verification(model, proto).require_pass()
     if output_path is not None:
         save_model(proto, output_path, inputs=inputs)
     return proto

@@ -25,10 +25,15 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, ConversionWarning
-from qonnx_ingest.finish import check_model, sort_nodes
-from qonnx_ingest.quant_info import ACTIVATION, INPUT, QuantizedTensor, quantized_tensors
+from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, sort_nodes
+from qonnx_ingest.quant_info import (
+    ACTIVATION,
+    INPUT,
+    QuantizedTensor,
+    constant_quantizer_output,
+    quantized_tensors,
+)
 
-_QUANT_TYPES = ("Quant", "IntQuant", "BipolarQuant")
 # QuantizeLinear rounds half to even: exact for these, different at ties only for these.
 _EXACT_ROUNDING = ("ROUND", "HALF_EVEN")
 _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
@@ -72,7 +77,7 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     except Exception as exc:  # qonnx's rewriter raises bare exceptions
         raise ConversionError(f"qonnx QuantToQCDQ failed: {type(exc).__name__}: {exc}") from exc
     model = wrapper.model
-    left = [n for n in model.graph.node if n.op_type in (*_QUANT_TYPES, "Trunc")]
+    left = [n for n in model.graph.node if n.op_type in QUANT_OP_TYPES]
     if left:  # Trunc, or a node qonnx declined that the checks above accepted: never ship it
         node = left[0]
         raise ConversionError(
@@ -163,14 +168,8 @@ def _dequantized_constant(
     Up to 8 bits the stored values and zero point are QuantizeLinear's (u)int8; wider ones
     are stored as int32 ``q - z`` with no zero point, which DequantizeLinear requires of int32.
     """
-    from qonnx.core.onnx_exec import execute_node
-
     base = q.node or q.output
-    if any(name not in constants for name in node.input):
-        raise ConversionError("quantizer of a constant with non-constant inputs", base)
-    context = {name: constants[name] for name in node.input}
-    execute_node(node, context, model.graph, opset_version=1)
-    values = context[node.output[0]].astype(np.float64)
+    values = constant_quantizer_output(node, constants, model.graph).astype(np.float64)
     shape = [1] * values.ndim
     if q.per_axis:
         shape[q.axis] = -1

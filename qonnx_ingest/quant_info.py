@@ -17,6 +17,8 @@ from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant import int_range
 
 INPUT, WEIGHT, BIAS, ACTIVATION = "input", "weight", "bias", "activation"
+# The quantizers that state a tensor's own quantization (Trunc re-quantizes a quantized value).
+TENSOR_QUANTIZERS = frozenset({"Quant", "IntQuant", "BipolarQuant"})
 # (op type, input index) where a constant is a bias: added to the accumulator, not multiplied.
 _BIAS_SLOTS = frozenset({("Conv", 2), ("ConvTranspose", 2), ("Gemm", 2)})
 
@@ -75,10 +77,26 @@ def quantized_tensors(model: onnx.ModelProto) -> list[QuantizedTensor]:
     graph_inputs = {vi.name for vi in graph.input} - set(constants)
     found = []
     for node in graph.node:
-        if node.op_type not in ("Quant", "IntQuant", "BipolarQuant"):
+        if node.op_type not in TENSOR_QUANTIZERS:
             continue
         found.append(_read(node, constants, shapes, consumers, graph_inputs))
     return found
+
+
+def constant_quantizer_output(
+    node: onnx.NodeProto, constants: dict[str, np.ndarray], graph: onnx.GraphProto
+) -> np.ndarray:
+    """What a quantizer outputs when every input is a constant, computed by qonnx's own op."""
+    from qonnx.core.onnx_exec import execute_node
+
+    missing = [name for name in node.input if name not in constants]
+    if missing:
+        raise ConversionError(
+            f"input {missing[0]} is not a constant", f"{node.op_type} {node.name}"
+        )
+    context = {name: constants[name] for name in node.input}
+    execute_node(node, context, graph, opset_version=1)
+    return context[node.output[0]]
 
 
 def _read(node, constants, shapes, consumers, graph_inputs) -> QuantizedTensor:

@@ -14,12 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.quant_info import QuantizedTensor, quantized_tensors
+from qonnx_ingest.finish import QUANT_OP_TYPES
+from qonnx_ingest.quant_info import (
+    TENSOR_QUANTIZERS,
+    QuantizedTensor,
+    constant_quantizer_output,
+    quantized_tensors,
+)
 
 _SHOWN_CHANNELS = 4  # per-axis values written out in the text table before "..."
-_QUANTIZERS = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
 
 
 def mlir_type(q: QuantizedTensor, max_channels: int | None = None) -> str | None:
@@ -150,7 +156,7 @@ def inference_cost(model: onnx.ModelProto) -> Cost:
         bops=bops,
         bops_eq5=_bops_eq5(wrapper, result.get("node_cost", {})),
         # qonnx's zero-cost list names Quant and Trunc but not qonnx's other quantizers
-        unsupported=sorted(set(total.get("unsupported", ())) - _QUANTIZERS),
+        unsupported=sorted(set(total.get("unsupported", ())) - QUANT_OP_TYPES),
     )
 
 
@@ -169,20 +175,15 @@ def _name_nodes_uniquely(graph: onnx.GraphProto) -> None:
 
 def _fold_constant_quantizers(wrapper) -> None:
     """Replace each quantizer of a constant by its output, keeping the output's datatype."""
-    from qonnx.core.onnx_exec import execute_node
-
     graph = wrapper.model.graph
-    inits = {t.name for t in graph.initializer}
-    folded = []
-    for node in graph.node:
-        if node.op_type in ("Quant", "IntQuant", "BipolarQuant") and all(
-            name in inits for name in node.input
-        ):
-            context = {name: wrapper.get_initializer(name) for name in node.input}
-            execute_node(node, context, graph, opset_version=1)
-            wrapper.set_initializer(node.output[0], context[node.output[0]])
-            folded.append(node)
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    folded = [
+        node
+        for node in graph.node
+        if node.op_type in TENSOR_QUANTIZERS and all(name in constants for name in node.input)
+    ]
     for node in folded:
+        wrapper.set_initializer(node.output[0], constant_quantizer_output(node, constants, graph))
         graph.node.remove(node)
 
 

@@ -58,6 +58,11 @@ class Verification:
     def passed(self) -> bool:
         return all(a.passed for a in self.outputs)
 
+    def require_pass(self) -> None:
+        """``convert(..., verify=True)``: a disagreement is an exception, not a printout."""
+        if not self.passed:
+            raise VerificationError(self)
+
     def as_text(self) -> str:
         lines = [f"verify: {self.inputs} inputs, converted model run by {self.runner}"]
         for a in self.outputs:

@@ -1,5 +1,7 @@
-"""Paths shared by the tests: the project root, its examples, and the corpus beside it."""
+"""Shared by the tests: the project root, its examples, the corpus beside it, and the checks
+every bad-input CLI row makes."""
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -10,3 +12,26 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 
 # CI clones ../shared beside the project; a checkout without it skips the corpus tests, saying why.
 requires_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no model corpus at {CORPUS}")
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for directories)."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def assert_cli_fails(
+    capsys, main: Callable[[list[str]], int], prog: str, argv: Sequence, code: int, *fragments: str
+) -> str:
+    """``main(argv)`` exits ``code`` with one stderr line holding ``fragments``."""
+    assert main([str(a) for a in argv]) == code
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith(f"{prog}: error: "), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+    return err

@@ -59,12 +59,9 @@ def convert(
         where=tfl.source_name,
     )
     if verify:
-        from qonnx_ingest.verification import VerificationError
         from tflite2qonnx.verify import verify as run_verification
 
-        checked = run_verification(source, model)
-        if not checked.passed:
-            raise VerificationError(checked)
+        run_verification(source, model).require_pass()
     if output_path is not None:
         from qonnx_ingest.save import save_model
 

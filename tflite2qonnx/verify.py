@@ -10,7 +10,6 @@ and real values; the converted model's permutations are read from its ``layout``
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
+from layout import stored_perms
 from qonnx_ingest.errors import InputError
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
@@ -69,7 +69,7 @@ def verify(
     if quantized and reference_name != "XNNPACK":
         xnnpack = _interpreter(source, xnnpack=True)
         xnn_outs = [_invoke(xnnpack, in_details, out_details, s) for s in samples]
-    perms = _stored_perms(model)
+    perms = stored_perms(model)
     feeds = [
         {d["name"]: _to_stored(_real(s[d["name"]], d), perms.get(d["name"])) for d in in_details}
         for s in samples
@@ -131,17 +131,14 @@ def _interpreter(source, xnnpack: bool):
 def _random_inputs(details: list[dict], count: int, seed: int) -> list[Feeds]:
     """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones."""
     rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(count):
-        sample = {}
-        for d in details:
-            if np.issubdtype(d["dtype"], np.floating):
-                sample[d["name"]] = rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
-            else:
-                info = np.iinfo(d["dtype"])
-                sample[d["name"]] = rng.integers(info.min, info.max, d["shape"], endpoint=True)
-        samples.append({k: np.asarray(v) for k, v in sample.items()})
-    return [{d["name"]: s[d["name"]].astype(d["dtype"]) for d in details} for s in samples]
+
+    def draw(d: dict) -> np.ndarray:
+        if np.issubdtype(d["dtype"], np.floating):
+            return rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
+        info = np.iinfo(d["dtype"])
+        return rng.integers(info.min, info.max, d["shape"], endpoint=True).astype(d["dtype"])
+
+    return [{d["name"]: draw(d) for d in details} for _ in range(count)]
 
 
 def _given_inputs(path, details: list[dict]) -> list[Feeds]:
@@ -187,11 +184,6 @@ def _real(x: np.ndarray, detail: dict) -> np.ndarray:
     if grid is None:
         return np.asarray(x, np.float32)
     return (grid[0] * (np.asarray(x, np.float64) - grid[1])).astype(np.float32)
-
-
-def _stored_perms(model: onnx.ModelProto) -> dict[str, list[int]]:
-    props = {p.key: p.value for p in model.metadata_props}
-    return {k: v["perm"] for k, v in json.loads(props.get("layout", "{}")).items()}
 
 
 def _to_stored(x: np.ndarray, perm: Sequence[int] | None) -> np.ndarray:

@@ -30,29 +30,15 @@ import pytest
 from qkeras_helpers import assert_matches_qkeras, keras, set_seeded_weights
 
 from qkeras2qonnx.cli import main
+from support import assert_cli_fails, snapshot
 
 pytestmark = pytest.mark.keras
 
 PROG = "qkeras2qonnx"
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
-
-
 def assert_fails(capsys, argv, code: int, *fragments: str) -> str:
-    assert main([str(a) for a in argv]) == code
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith(f"{PROG}: error: "), err
-    assert "Traceback" not in err and "internal error" not in err, err
-    for fragment in fragments:
-        assert fragment in err, f"{fragment!r} not in {err!r}"
-    return err
+    return assert_cli_fails(capsys, main, PROG, argv, code, *fragments)
 
 
 def marking_lambda(marker: Path):

@@ -6,13 +6,13 @@ quantized tensors the integer grid of the interpreter's own tensor.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+from layout import stored_perms
 from qonnx_ingest.execute import execute_qonnx
 
 
@@ -42,12 +42,6 @@ def real_value(array: np.ndarray, quantization: tuple[float, int] | None) -> np.
         return np.asarray(array, np.float32)
     scale, zero_point = quantization
     return (scale * (array.astype(np.float64) - zero_point)).astype(np.float32)
-
-
-def stored_perms(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """tensor name -> perm from source (NHWC) to stored order, from the layout metadata."""
-    props = {p.key: p.value for p in model.metadata_props}
-    return {k: v["perm"] for k, v in json.loads(props.get("layout", "{}")).items()}
 
 
 def run_ours(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

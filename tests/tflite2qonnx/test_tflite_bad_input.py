@@ -25,7 +25,7 @@ import pytest
 import tflite
 from tflite_writer import build_model
 
-from support import CORPUS, requires_corpus
+from support import CORPUS, assert_cli_fails, requires_corpus, snapshot
 from tflite2qonnx.cli import main
 
 PROG = "tflite2qonnx"
@@ -41,25 +41,8 @@ INTACT_WITHOUT_LAST_BYTE = {
 }
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root`` with its bytes (None for directories)."""
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
-
-
 def assert_fails(capsys, argv, code: int, *fragments: str) -> str:
-    """``main(argv)`` exits ``code`` with one stderr line holding ``fragments``."""
-    assert main([str(a) for a in argv]) == code
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith(f"{PROG}: error: "), err
-    assert "Traceback" not in err and "internal error" not in err, err
-    for fragment in fragments:
-        assert fragment in err, f"{fragment!r} not in {err!r}"
-    return err
+    return assert_cli_fails(capsys, main, PROG, argv, code, *fragments)
 
 
 # ----------------------------------------------------------------------------- a small model
