@@ -136,6 +136,34 @@ class GraphBuilder:
         self._materialized[(idx, perm_key)] = name
         return name
 
+    def raw_input(self, idx: int, out_idx: int, perm: Sequence[int] | None = None) -> str:
+        """Tensor ``idx`` as a data-movement kernel hands it to output ``out_idx``."""
+        return self.reinterpret(self.input(idx, perm), idx, out_idx)
+
+    def reinterpret(self, value: str, src_idx: int, dst_idx: int) -> str:
+        """``value`` (tensor ``src_idx``'s integers) read on tensor ``dst_idx``'s grid.
+
+        Data-movement kernels (TRANSPOSE, RESHAPE, SLICE, GATHER, PAD, pooling, nearest and
+        bilinear resize, MAXIMUM, SELECT, ...) copy, compare or average raw integers without
+        requantizing, so where the two tensors' scale or zero point differ, the output holds
+        the same integers on its own grid: ``y = s_out * (x / s_in + zp_in - zp_out)``.
+        Rescaling the real value instead would be off by up to the whole range.
+        """
+        src, dst = quant_args(self.tensor(src_idx)), quant_args(self.tensor(dst_idx))
+        if src is None or dst is None or src.axis is not None or dst.axis is not None:
+            return value
+        s_in, zp_in = float(src.scale), float(src.zero_point)
+        s_out, zp_out = float(dst.scale), float(dst.zero_point)
+        if s_in == s_out and zp_in == zp_out:
+            return value
+        hint = f"{self.tensor_name(src_idx)}_as_{self.tensor_name(dst_idx)}"
+        ratio = self.const(np.array(s_out / s_in, np.float32), f"{hint}_ratio")
+        value = self.emit("Mul", [value, ratio], hint=f"{hint}_rescaled")[0]
+        if zp_in != zp_out:
+            shift = self.const(np.array(s_out * (zp_in - zp_out), np.float32), f"{hint}_shift")
+            value = self.emit("Add", [value, shift], hint=f"{hint}_shifted")[0]
+        return value
+
     def _quantize_constant(self, idx: int, value: np.ndarray, perm: tuple[int, ...] | None) -> str:
         tensor = self.tensor(idx)
         args = quant_args(tensor) if tensor.data is not None else None

@@ -1029,6 +1029,11 @@ class _Reader:
 
         sparsity = self.read_sparsity(t.Sparsity(), len(shape))
         quantization = self.read_quantization(t.Quantization(), shape, shape_signature)
+        if quantization is not None and dtype.startswith(("int", "uint")):
+            scale = quantization.scale
+            if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+                bad = next(float(s) for s in scale if not (np.isfinite(s) and s > 0))
+                raise self.fail(f"quantization scale {bad} is not a positive finite number")
 
         raw = self.buffer_bytes(buffer_index)
         data = None

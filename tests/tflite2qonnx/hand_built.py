@@ -264,9 +264,11 @@ def edit_operator(
     options: dict | None = None,
     constants: dict | None = None,
     output_shape: tuple[int, ...] | None = None,
+    output_quantization: tuple[float, int] | None = None,
 ) -> bytes:
     """A TF-generated model whose one ``op`` is changed: its code (``new_op``, ``version``),
-    its builtin options' fields, constant inputs by position, its output's shape.
+    its builtin options' fields, constant inputs by position, its output's shape, its outputs'
+    (per-tensor) scale and zero point.
 
     For ops TF's converter never emits (it folds or rewrites them) in an int8 model: the
     generated model brings real quantization parameters, which tflite_writer does not write.
@@ -302,6 +304,10 @@ def edit_operator(
     if output_shape is not None:
         out = sg.tensors[target.outputs[0]]
         out.shape = out.shapeSignature = list(output_shape)
+    if output_quantization is not None:
+        for index in target.outputs:
+            q = sg.tensors[index].quantization
+            q.scale, q.zeroPoint = [output_quantization[0]], [output_quantization[1]]
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())

@@ -682,7 +682,17 @@ def test_quantization_scale_count_must_match_axis() -> None:
     _expect_error(spec, "tensor 1 'const'", "3 scales")
 
 
+@pytest.mark.parametrize("bad", [0.0, -0.5, float("nan"), float("inf")])
+def test_integer_tensor_scale_must_be_positive_and_finite(bad: float) -> None:
+    """An int8 tensor's real value is scale * (q - zero_point): no usable grid otherwise."""
+    spec = _base_spec()
+    spec["tensors"][1]["type"] = tflite.TensorType.INT8
+    spec["tensors"][1]["quant"] = ([0.5, bad, 0.125, 1.0], [0, 0, 0, 0], 1)
+    _expect_error(spec, "tensor 1 'const'", f"quantization scale {bad} is not a positive finite")
+
+
 def test_quantization_single_zero_point_and_odd_scales() -> None:
+    """On a float tensor the parameters are only metadata: read as they are."""
     spec = _base_spec()
     spec["tensors"][1]["quant"] = ([0.5, -1.0, 0.0, float("nan")], [3], 1)
     q = read_model(_build(spec)).subgraphs[0].tensors[1].quantization

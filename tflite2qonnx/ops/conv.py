@@ -110,13 +110,17 @@ def conv_3d(b: GraphBuilder, op: Operator) -> None:
 def depth_to_space(b: GraphBuilder, op: Operator) -> None:
     """TF's depth_to_space is ONNX's DCR mode (depth read as [block, block, C])."""
     y = b.emit(
-        "DepthToSpace", [b.input(op.inputs[0])], blocksize=op.options["block_size"], mode="DCR"
+        "DepthToSpace",
+        [b.raw_input(op.inputs[0], op.outputs[0])],
+        blocksize=op.options["block_size"],
+        mode="DCR",
     )[0]
     b.set_output(op.outputs[0], y)
 
 
 def space_to_depth(b: GraphBuilder, op: Operator) -> None:
-    y = b.emit("SpaceToDepth", [b.input(op.inputs[0])], blocksize=op.options["block_size"])[0]
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    y = b.emit("SpaceToDepth", [x], blocksize=op.options["block_size"])[0]
     b.set_output(op.outputs[0], y)
 
 

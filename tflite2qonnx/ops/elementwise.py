@@ -25,9 +25,15 @@ def operand(b: GraphBuilder, idx: int) -> str:
     return b.input(idx)
 
 
-def _binary(onnx_op: str):
+def _binary(onnx_op: str, raw: bool = False):
+    """``raw``: the int8 kernel compares raw integers (MAXIMUM, MINIMUM), see
+    ``GraphBuilder.reinterpret``."""
+
     def convert(b: GraphBuilder, op: Operator) -> None:
-        y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+        operands = [operand(b, i) for i in op.inputs[:2]]
+        if raw:
+            operands = [b.reinterpret(operand(b, i), i, op.outputs[0]) for i in op.inputs[:2]]
+        y = b.emit(onnx_op, operands)[0]
         b.set_output(op.outputs[0], fused_activation(b, op, y))
 
     convert.__doc__ = f"TFLite's broadcasting rules are numpy's, as are ONNX {onnx_op}'s."
@@ -69,8 +75,8 @@ def hard_swish(b: GraphBuilder, op: Operator) -> None:
 # ---------------------------------------------------------------------- more binary ops
 div = _binary("Div")
 pow_ = _binary("Pow")
-maximum = _binary("Max")
-minimum = _binary("Min")
+maximum = _binary("Max", raw=True)
+minimum = _binary("Min", raw=True)
 
 
 def _is_int(b: GraphBuilder, idx: int) -> bool:
@@ -202,13 +208,15 @@ def gelu(b: GraphBuilder, op: Operator) -> None:
 
 
 def select(b: GraphBuilder, op: Operator) -> None:
-    """SELECT / SELECT_V2 as Where. SELECT's rank-1 condition picks rows of the first axis."""
+    """SELECT / SELECT_V2 as Where. SELECT's rank-1 condition picks rows of the first axis;
+    the int8 kernel copies raw integers (``GraphBuilder.reinterpret``)."""
     cond = operand(b, op.inputs[0])
     x_rank = len(b.tensor(op.inputs[1]).shape)
     if op.name == "SELECT" and len(b.tensor(op.inputs[0]).shape) == 1 and x_rank > 1:
         axes = b.const(np.arange(1, x_rank, dtype=np.int64), "select_axes")
         cond = b.emit("Unsqueeze", [cond, axes])[0]
-    y = b.emit("Where", [cond, operand(b, op.inputs[1]), operand(b, op.inputs[2])])[0]
+    x, y = (b.reinterpret(operand(b, i), i, op.outputs[0]) for i in op.inputs[1:3])
+    y = b.emit("Where", [cond, x, y])[0]
     b.set_output(op.outputs[0], y)
 
 

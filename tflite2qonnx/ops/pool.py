@@ -1,4 +1,5 @@
-"""AVERAGE_POOL_2D and MAX_POOL_2D (TFLite's average ignores padded cells)."""
+"""AVERAGE_POOL_2D and MAX_POOL_2D (TFLite's average ignores padded cells; both pool raw
+integers, see ``GraphBuilder.reinterpret``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tflite2qonnx.reader import Operator
 def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:
     kernel = [op.options["filter_height"], op.options["filter_width"]]
     attrs = spatial_attrs(b, op, kernel)
-    x = b.input(op.inputs[0])
+    x = b.raw_input(op.inputs[0], op.outputs[0])
     y = b.emit(op_type, [x], kernel_shape=kernel, **attrs, **extra)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 

@@ -25,18 +25,22 @@ def reduce_axes(b: GraphBuilder, onnx_op: str, x: str, axes: list[int], keepdims
     return b.emit(onnx_op, [x], axes=axes, keepdims=keepdims)[0]
 
 
-def _reduce(onnx_op: str):
+def _reduce(onnx_op: str, raw: bool = False):
+    """``raw``: the int8 kernel picks raw integers (REDUCE_MAX, REDUCE_MIN), see
+    ``GraphBuilder.reinterpret``."""
+
     def convert(b: GraphBuilder, op: Operator) -> None:
         keepdims = int(bool(op.options.get("keep_dims", False)))
-        y = reduce_axes(b, onnx_op, b.input(op.inputs[0]), _axes(b, op), keepdims)
+        x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])
+        y = reduce_axes(b, onnx_op, x, _axes(b, op), keepdims)
         b.set_output(op.outputs[0], y)
 
     return convert
 
 
 reduce_sum = _reduce("ReduceSum")
-reduce_max = _reduce("ReduceMax")
-reduce_min = _reduce("ReduceMin")
+reduce_max = _reduce("ReduceMax", raw=True)
+reduce_min = _reduce("ReduceMin", raw=True)
 reduce_prod = _reduce("ReduceProd")
 
 _INDEX_TYPES = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}

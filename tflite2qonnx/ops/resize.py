@@ -47,7 +47,7 @@ def resize_nearest_neighbor(b: GraphBuilder, op: Operator) -> None:
 
 
 def _resize(b: GraphBuilder, op: Operator, attrs: dict) -> None:
-    x = b.input(op.inputs[0])
+    x = b.raw_input(op.inputs[0], op.outputs[0])  # both modes interpolate raw integers
     in_shape = b.tensor(op.inputs[0]).shape_signature
     out_hw = [int(v) for v in b.int_constant(op.inputs[1], op.where)]
     empty = ""

@@ -18,7 +18,9 @@ def reshape(b: GraphBuilder, op: Operator) -> None:
     if target.count(-1) > 1:  # several dynamic dims: the new_shape the op was given
         target = list(b.constant(op.inputs[1]).astype(np.int64)) if len(op.inputs) > 1 else target
     shape = b.const(np.array(target, np.int64), "reshape_shape")
-    b.set_output(op.outputs[0], b.emit("Reshape", [b.input(op.inputs[0]), shape])[0])
+    b.set_output(
+        op.outputs[0], b.emit("Reshape", [b.raw_input(op.inputs[0], op.outputs[0]), shape])[0]
+    )
 
 
 def _rank(b: GraphBuilder, idx: int) -> int:
@@ -35,7 +37,8 @@ def squeeze(b: GraphBuilder, op: Operator) -> None:
     dims = [int(d) % rank for d in op.options.get("squeeze_dims", []) or []]
     if not dims:
         dims = [k for k, d in enumerate(b.tensor(op.inputs[0]).shape) if d == 1]
-    y = b.emit("Squeeze", [b.input(op.inputs[0]), _int64(b, sorted(dims), "squeeze_axes")])[0]
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    y = b.emit("Squeeze", [x, _int64(b, sorted(dims), "squeeze_axes")])[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -43,7 +46,8 @@ def expand_dims(b: GraphBuilder, op: Operator) -> None:
     """A negative axis counts from the end of the output (rank + 1 dims)."""
     (axis,) = b.int_constant(op.inputs[1], op.where).reshape(-1)
     axis = int(axis) % (_rank(b, op.inputs[0]) + 1)
-    y = b.emit("Unsqueeze", [b.input(op.inputs[0]), _int64(b, [axis], "unsqueeze_axes")])[0]
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    y = b.emit("Unsqueeze", [x, _int64(b, [axis], "unsqueeze_axes")])[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -70,9 +74,8 @@ def fill(b: GraphBuilder, op: Operator) -> None:
 
 
 def broadcast_to(b: GraphBuilder, op: Operator) -> None:
-    b.set_output(
-        op.outputs[0], b.emit("Expand", [b.input(op.inputs[0]), _dims(b, op.inputs[1])])[0]
-    )
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    b.set_output(op.outputs[0], b.emit("Expand", [x, _dims(b, op.inputs[1])])[0])
 
 
 def _like(value: float):

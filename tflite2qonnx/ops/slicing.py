@@ -44,7 +44,8 @@ def slice_(b: GraphBuilder, op: Operator) -> None:
     begin = b.int_constant(op.inputs[1], op.where).reshape(-1)
     size = b.int_constant(op.inputs[2], op.where).reshape(-1)
     ends = [BIG if s < 0 else int(a + s) for a, s in zip(begin, size, strict=True)]
-    y = _slice(b, b.input(op.inputs[0]), begin, ends, list(range(len(begin))))
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    y = _slice(b, x, begin, ends, list(range(len(begin))))
     b.set_output(op.outputs[0], y)
 
 
@@ -98,7 +99,7 @@ def strided_slice(b: GraphBuilder, op: Operator) -> None:
         axes.append(dim)
         steps.append(s)
         dim += 1
-    y = b.input(op.inputs[0])
+    y = b.raw_input(op.inputs[0], op.outputs[0])
     if axes:
         y = _slice(b, y, starts, ends, axes, steps)
     if masks["new_axis_mask"] or masks["shrink_axis_mask"]:
@@ -109,7 +110,7 @@ def strided_slice(b: GraphBuilder, op: Operator) -> None:
 def _split(b: GraphBuilder, op: Operator, x_idx: int, axis: int, sizes: list[int]) -> None:
     outs = b.emit("Split", [b.input(x_idx), _int64(b, sizes, "split")], len(sizes), axis=axis)
     for idx, value in zip(op.outputs, outs, strict=True):
-        b.set_output(idx, value)
+        b.set_output(idx, b.reinterpret(value, x_idx, idx))
 
 
 def split(b: GraphBuilder, op: Operator) -> None:
@@ -135,7 +136,7 @@ def pack(b: GraphBuilder, op: Operator) -> None:
     """Stack along a new axis: Unsqueeze each value, then Concat."""
     axis = int(op.options.get("axis", 0)) % (_rank(b, op.inputs[0]) + 1)
     axes = _int64(b, [axis], "pack_axis")
-    parts = [b.emit("Unsqueeze", [b.input(i), axes])[0] for i in op.inputs]
+    parts = [b.emit("Unsqueeze", [b.raw_input(i, op.outputs[0]), axes])[0] for i in op.inputs]
     b.set_output(op.outputs[0], b.emit("Concat", parts, axis=axis)[0])
 
 
@@ -147,7 +148,7 @@ def unpack(b: GraphBuilder, op: Operator) -> None:
     parts = b.emit("Split", [b.input(x_idx), _int64(b, [1] * n, "split")], n, axis=axis)
     axes = _int64(b, [axis], "unpack_axis")
     for idx, part in zip(op.outputs, parts, strict=True):
-        b.set_output(idx, b.emit("Squeeze", [part, axes])[0])
+        b.set_output(idx, b.reinterpret(b.emit("Squeeze", [part, axes])[0], x_idx, idx))
 
 
 def _indices(b: GraphBuilder, idx: int) -> str:
@@ -165,7 +166,8 @@ def gather(b: GraphBuilder, op: Operator) -> None:
     if batch_dims < 0:
         batch_dims += _rank(b, op.inputs[1])
     if batch_dims == 0:
-        y = b.emit("Gather", [b.input(op.inputs[0]), _indices(b, op.inputs[1])], axis=axis)[0]
+        x = b.raw_input(op.inputs[0], op.outputs[0])
+        y = b.emit("Gather", [x, _indices(b, op.inputs[1])], axis=axis)[0]
     elif not 0 < batch_dims <= axis:
         raise ConversionError(f"batch_dims {batch_dims} must be in 1..axis ({axis})", op.where)
     else:
@@ -179,7 +181,7 @@ def _batched_gather(b: GraphBuilder, op: Operator, axis: int, batch_dims: int) -
     dims and ``axis`` back in front of the gathered ones: B + A + I + rest, as TFLite's."""
     rank = _rank(b, op.inputs[0])
     before = list(range(batch_dims, axis))  # A: the dims between the batch dims and axis
-    x = b.input(op.inputs[0])
+    x = b.raw_input(op.inputs[0], op.outputs[0])
     if before:
         perm = [*range(batch_dims), axis, *before, *range(axis + 1, rank)]
         x = b.emit("Transpose", [x], perm=perm)[0]
@@ -200,12 +202,13 @@ def _batched_gather(b: GraphBuilder, op: Operator, axis: int, batch_dims: int) -
 
 
 def gather_nd(b: GraphBuilder, op: Operator) -> None:
-    y = b.emit("GatherND", [b.input(op.inputs[0]), _indices(b, op.inputs[1])])[0]
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    y = b.emit("GatherND", [x, _indices(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 
 
 def tile(b: GraphBuilder, op: Operator) -> None:
-    y = b.emit("Tile", [b.input(op.inputs[0]), _indices(b, op.inputs[1])])[0]
+    y = b.emit("Tile", [b.raw_input(op.inputs[0], op.outputs[0]), _indices(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -213,7 +216,7 @@ def reverse_v2(b: GraphBuilder, op: Operator) -> None:
     rank = _rank(b, op.inputs[0])
     axes = sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
     n = len(axes)
-    y = _slice(b, b.input(op.inputs[0]), [BIG] * n, [SMALL] * n, axes, [-1] * n)
+    y = _slice(b, b.raw_input(op.inputs[0], op.outputs[0]), [BIG] * n, [SMALL] * n, axes, [-1] * n)
     b.set_output(op.outputs[0], y)
 
 
@@ -221,7 +224,7 @@ def mirror_pad(b: GraphBuilder, op: Operator) -> None:
     """REFLECT is ONNX Pad's reflect mode; SYMMETRIC (the edge repeated) is built from
     reversed Slices concatenated on each padded axis."""
     paddings = b.int_constant(op.inputs[1], op.where).reshape(-1, 2)
-    x = b.input(op.inputs[0])
+    x = b.raw_input(op.inputs[0], op.outputs[0])
     mode = op.options.get("mode", "REFLECT")
     if mode == "REFLECT":
         pads = _int64(b, np.concatenate([paddings[:, 0], paddings[:, 1]]), "pads")

@@ -28,11 +28,13 @@ def concatenation(b: GraphBuilder, op: Operator) -> None:
 def pad(b: GraphBuilder, op: Operator) -> None:
     """PAD / PADV2: [rank, 2] paddings -> ONNX's begins-then-ends list.
 
-    A quantized tensor pads with its zero point, i.e. with real 0 (or PADV2's value).
+    A quantized tensor pads with its zero point, i.e. with real 0 (or PADV2's value, on the
+    output's grid: the kernel requires it); the input's integers are copied
+    (``GraphBuilder.reinterpret``).
     """
     paddings = b.int_constant(op.inputs[1], op.where).reshape(-1, 2)
     pads = b.const(np.concatenate([paddings[:, 0], paddings[:, 1]]).astype(np.int64), "pads")
-    inputs = [b.input(op.inputs[0]), pads]
+    inputs = [b.raw_input(op.inputs[0], op.outputs[0]), pads]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         value = b.constant(op.inputs[2])
         if value is None:
@@ -43,7 +45,9 @@ def pad(b: GraphBuilder, op: Operator) -> None:
 
 def transpose(b: GraphBuilder, op: Operator) -> None:
     perm = [int(p) for p in b.int_constant(op.inputs[1], op.where)]
-    b.set_output(op.outputs[0], b.emit("Transpose", [b.input(op.inputs[0])], perm=perm)[0])
+    b.set_output(
+        op.outputs[0], b.emit("Transpose", [b.raw_input(op.inputs[0], op.outputs[0])], perm=perm)[0]
+    )
 
 
 def mean(b: GraphBuilder, op: Operator) -> None:
