@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--allow-lambda",
         action="store_true",
-        help="load Lambda layers, which run Python code stored in the model file",
+        help="load Lambda layers and modules the configuration names beyond Keras, TensorFlow "
+        "and QKeras: both run Python code the model file brings",
     )
     parser.add_argument(
         "--channels-last",

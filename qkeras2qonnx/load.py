@@ -1,21 +1,26 @@
 """Load a Keras model from the formats QKeras users save, by content rather than by suffix.
 
 Full model .h5 (any suffix, HDF5 content), Keras v3 ``.keras`` zip, Keras SavedModel directory,
-or a ``.json`` architecture plus weights. Lambda layers are refused from the configuration
-*before* deserializing: loading one executes code stored in the file.
+or a ``.json`` architecture plus weights. Stored code is refused from the configuration
+*before* deserializing: a Lambda layer executes code kept in the file, and Keras v3 configs name
+the module of each object, which tf_keras imports (running its top-level code) even in safe
+mode, so only Keras's, TensorFlow's and QKeras's own modules may be named.
 """
 
 from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from qkeras2qonnx.backend import custom_objects, keras
 from qonnx_ingest.errors import ConversionError, InputError
 
+# Modules a configuration may name (``module`` keys): the frameworks' own, and builtins,
+# which tf_keras resolves to Keras functions by name without importing anything.
+_TRUSTED_MODULES = ("keras", "tf_keras", "tensorflow", "qkeras", "builtins")
 _FORMATS = (
     "a full-model .h5, a .keras archive, a Keras SavedModel directory or a .json architecture"
 )
@@ -164,6 +169,8 @@ def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
         raise
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        if len(message) > 300:  # Keras quotes whole configurations
+            message = message[:300] + "..."
         raise InputError(f"Keras cannot load this model: {message}", str(path)) from exc
 
 
@@ -175,6 +182,7 @@ def _json(text: str | bytes, path: Path) -> Any:
 
 
 def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
+    """Refuse stored code: Lambda layers, and modules outside the frameworks'."""
     if allow_lambda:
         return
     name = _find_lambda(config)
@@ -184,6 +192,29 @@ def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
             "trust the file, allow it with allow_lambda=True (--allow-lambda)",
             str(path),
         )
+    module, class_name = next(_untrusted_modules(config), (None, None))
+    if module is not None:
+        raise InputError(
+            f"the configuration names module {module!r} (for {class_name!r}): loading imports "
+            "it, which runs its code; if you trust the file, allow it with allow_lambda=True "
+            "(--allow-lambda)",
+            str(path),
+        )
+
+
+def _untrusted_modules(obj: Any) -> Iterator[tuple[str, str]]:
+    """(module, class name) of each object whose ``module`` is not a trusted framework's."""
+    if isinstance(obj, dict):
+        module = obj.get("module")
+        if isinstance(module, str) and module and module.split(".")[0] not in _TRUSTED_MODULES:
+            yield module, str(obj.get("class_name", "?"))
+        children = obj.values()
+    elif isinstance(obj, list):
+        children = obj
+    else:
+        return
+    for child in children:
+        yield from _untrusted_modules(child)
 
 
 def _find_lambda(obj: Any) -> str | None:

@@ -69,11 +69,14 @@ def finish_model(
 
 
 MIN_OPSET = 13  # the converters emit opset-13 semantics (Resize, Pad, Clip with inputs)
+# onnxruntime 1.31 (the pinned runtime, which qonnx's executor and --verify use) runs up to
+# opset 26; onnx 1.22 would write 27, which no runtime here loads.
+MAX_OPSET = 26
 
 
 def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
     """Default domain first (qonnx's folding reads opset_import[0]), then the QONNX domain."""
-    newest = onnx.defs.onnx_opset_version()
+    newest = min(MAX_OPSET, onnx.defs.onnx_opset_version())
     if not MIN_OPSET <= opset <= newest:
         raise InputError(f"opset {opset} is not supported: choose {MIN_OPSET} to {newest}")
     others = [o for o in model.opset_import if o.domain not in ("", "ai.onnx", QONNX_DOMAIN)]

@@ -169,3 +169,44 @@ def test_separable_and_transpose_layers_convert_from_h5(tmp_path):
     onnx_model = qkeras2qonnx.convert(tmp_path / "model.h5")
     assert_matches_qkeras(model, onnx_model, batch=8)
     assert sum(n.op_type == "Quant" for n in onnx_model.graph.node) == count_quantizers(model)
+
+
+@pytest.fixture
+def archive_naming_a_module(model, tmp_path, monkeypatch):
+    """A .keras archive whose config names a module that leaves a marker when imported."""
+    import json
+    import zipfile
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = tmp_path / "imported"
+    (tmp_path / "planted_module.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    model.save(tmp_path / "clean.keras")
+    with zipfile.ZipFile(tmp_path / "clean.keras") as src:
+        files = {name: src.read(name) for name in src.namelist()}
+    config = json.loads(files["config.json"])  # the model object's own module is imported
+    config.update(module="planted_module", class_name="Planted", registered_name="Planted")
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(tmp_path / "planted.keras", "w") as dst:
+        for name, data in files.items():
+            dst.writestr(name, data)
+    return tmp_path / "planted.keras", marker
+
+
+def test_keras_archive_naming_a_foreign_module_is_refused_before_import(archive_naming_a_module):
+    """tf_keras imports a config's ``module`` even in safe mode: that module never loads."""
+    import qkeras2qonnx
+
+    path, marker = archive_naming_a_module
+    with pytest.raises(InputError, match="module 'planted_module' .*'Planted'.*allow-lambda"):
+        qkeras2qonnx.convert(path)
+    assert not marker.exists()
+
+
+def test_allow_lambda_lets_keras_import_the_named_module(archive_naming_a_module):
+    """The opt-in is real: with it, tf_keras imports the module (then finds no such class)."""
+    import qkeras2qonnx
+
+    path, marker = archive_naming_a_module
+    with pytest.raises(InputError, match="Keras cannot load"):
+        qkeras2qonnx.convert(path, allow_lambda=True)
+    assert marker.exists()

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.execute import execute_qonnx
 from qonnx_ingest.finish import (
+    MAX_OPSET,
     finish_model,
     name_nodes,
     set_opset_imports,
@@ -163,8 +164,22 @@ def test_unshare_initializers_gives_each_use_its_own_equal_copy():
     np.testing.assert_array_equal(values[first], values[second])
 
 
-@pytest.mark.parametrize("opset", [7, 12, 99])
+@pytest.mark.parametrize("opset", [7, 12, 27, 99])
 def test_opsets_outside_what_the_converters_emit_are_refused(opset):
     model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
     with pytest.raises(InputError, match=f"opset {opset}"):
         set_opset_imports(model, opset)
+
+
+def test_the_newest_accepted_opset_loads_in_onnxruntime():
+    """MAX_OPSET is what the pinned onnxruntime runs (onnx itself writes one more)."""
+    import onnxruntime as ort
+
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    relu = onnx.helper.make_node("Relu", ["x"], ["y"])
+    model = finish_model(onnx.helper.make_model(onnx.helper.make_graph([relu], "g", [x], [y])),
+                         opset=MAX_OPSET)  # fmt: skip
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"x": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(out, [0.0, 2.0])
