@@ -2,10 +2,12 @@
 
 The converters supply the source side (QKeras ``predict``, the TFLite interpreter) and their
 tolerance; this module runs the converted model, measures each output the same way for both
-and prints the figures. A quantized converted model runs in onnxruntime after QCDQ lowering
-when that lowering is exact (every activation quantizer 8 bits or less, rounding half to even,
-no zero point), which is much faster than qonnx's executor; otherwise qonnx's executor runs it,
-so that a tie rounded differently by QuantizeLinear is never blamed on the conversion.
+and prints the figures. A quantized converted model runs in one onnxruntime session, which is
+much faster than qonnx's executor (a session per node), in a form that computes the same bits:
+after QCDQ lowering when that is exact (every activation quantizer 8 bits or less, rounding
+half to even, no zero point), else with each Quant rewritten as qonnx evaluates it
+(``quant_lowering``); qonnx's executor runs what neither form holds (bipolar, Trunc). A tie
+rounded differently by QuantizeLinear is thus never blamed on the conversion.
 """
 
 from __future__ import annotations
@@ -131,10 +133,9 @@ def within_relative(agreement: Agreement, reference: Sequence[np.ndarray], rtol:
 
 def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[Feeds], str]:
     """Outputs of the converted model on each feed, and which runner produced them."""
-    session, lowered = _onnxruntime_session(model)
+    session, runner = _onnxruntime_session(model)
     if session is not None:
         names = [o.name for o in model.graph.output]
-        runner = "onnxruntime after QCDQ lowering" if lowered else "onnxruntime"
         return [dict(zip(names, session.run(names, f), strict=True)) for f in feeds], runner
     from qonnx_ingest.execute import execute_qonnx
 
@@ -142,9 +143,9 @@ def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[
 
 
 def _onnxruntime_session(model: onnx.ModelProto):
-    """An onnxruntime session on the QCDQ form and whether lowering was needed, or None when
-    the model has quantizers QCDQ cannot hold (then qonnx's executor, which reads every QONNX
-    op, runs it).
+    """An onnxruntime session on a form of ``model`` computing its bits, and that form's name;
+    None when no such form exists here (then qonnx's executor, which reads every QONNX op,
+    runs it).
 
     Graph optimizations are off: onnxruntime would otherwise fuse the QCDQ pattern into
     integer kernels with their own requantization rounding, which is not what the file says.
@@ -155,13 +156,17 @@ def _onnxruntime_session(model: onnx.ModelProto):
         return None, False
     from qonnx_ingest.finish import QUANT_OP_TYPES
     from qonnx_ingest.qcdq import to_qcdq
+    from qonnx_ingest.quant_lowering import NotLowerable, lower_quants
 
-    lowered = model
+    lowered, runner = model, "onnxruntime"
     if any(n.op_type in QUANT_OP_TYPES for n in model.graph.node):
         try:
-            lowered = to_qcdq(model, strict=True)
+            lowered, runner = to_qcdq(model, strict=True), "onnxruntime after QCDQ lowering"
         except ConversionError:
-            return None, False
+            try:
+                lowered, runner = lower_quants(model), "onnxruntime, Quant as standard ops"
+            except NotLowerable:
+                return None, ""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
@@ -169,8 +174,8 @@ def _onnxruntime_session(model: onnx.ModelProto):
             lowered.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
     except Exception:  # an op onnxruntime lacks: qonnx's executor is the fallback
-        return None, False
-    return session, lowered is not model
+        return None, ""
+    return session, runner
 
 
 def load_inputs(path: str | Path, names: Sequence[str]) -> list[Feeds]:

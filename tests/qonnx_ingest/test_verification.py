@@ -170,16 +170,21 @@ def float_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+STANDARD_OPS = "onnxruntime, Quant as standard ops"
+
+
 @pytest.mark.parametrize(
     "model, runner",
     [
         (lambda: activation_model(), "onnxruntime after QCDQ lowering"),  # ROUND, zp 0: exact
-        (lambda: activation_model(rounding_mode="HALF_UP"), "qonnx's executor"),  # ties differ
-        (lambda: activation_model(zero_point=2), "qonnx's executor"),
-        (lambda: activation_model(bits=16), "qonnx's executor"),  # no QCDQ form
+        # QuantizeLinear would round these ties or zero points differently: standard ops
+        (lambda: activation_model(rounding_mode="HALF_UP"), STANDARD_OPS),
+        (lambda: activation_model(zero_point=2), STANDARD_OPS),
+        (lambda: activation_model(bits=16), STANDARD_OPS),  # no QCDQ form
+        (lambda: activation_model(bipolar=True), "qonnx's executor"),  # no onnxruntime form
         (float_model, "onnxruntime"),
     ],
-    ids=["round", "half_up", "zero_point", "16_bit", "float"],
+    ids=["round", "half_up", "zero_point", "16_bit", "bipolar", "float"],
 )
 def test_runner_choice_and_results(model, runner):
     model = model()

@@ -76,8 +76,10 @@ def test_a_correct_conversion_agrees_code_for_code(conv_model):
     (a,) = checked.outputs
     assert a.name == "output"
     assert (a.equal_fraction, a.max_steps, a.max_abs_error) == (1.0, 0, 0.0)
-    # HALF_UP and zero points: qonnx's executor runs it, the builtin kernels are the reference
-    assert checked.runner == "qonnx's executor; TFLite reference: builtin kernels"
+    # HALF_UP and zero points have no exact QCDQ form: Quant runs as standard ops
+    assert checked.runner == (
+        "onnxruntime, Quant as standard ops; TFLite reference: builtin kernels"
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,7 +124,7 @@ def test_cli_verify_prints_per_output_figures(tmp_path, capsys):
     out = tmp_path / "hello.onnx"
     assert main([str(HELLO), "-o", str(out), "--verify"]) == 0
     stdout = capsys.readouterr().out
-    assert "verify: 16 inputs, converted model run by qonnx's executor" in stdout
+    assert "verify: 16 inputs, converted model run by onnxruntime, Quant as standard ops" in stdout
     assert (
         "  StatefulPartitionedCall:0: max abs error 0, 100.00% equal on the grid, "
         "max 0 steps apart, XNNPACK 100.00% / 0 steps -> ok" in stdout
