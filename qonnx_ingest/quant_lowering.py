@@ -33,6 +33,11 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
     lowered.CopyFrom(model)
     graph = lowered.graph
     constants = {t.name: t for t in graph.initializer}
+    elem_types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in (*graph.value_info, *graph.input, *graph.output)
+        if v.type.tensor_type.elem_type
+    }
     taken = {n for node in graph.node for n in (*node.input, *node.output)} | set(constants)
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
@@ -46,16 +51,23 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
         params = [constants.get(name) for name in node.input[1:4]]
         if any(p is None for p in params):
             raise NotLowerable(f"{node.op_type} {node.name}: computed parameters")
-        nodes.extend(_standard_ops(node, *params, graph, taken))
+        x_type = elem_types.get(node.input[0], TensorProto.FLOAT)
+        nodes.extend(_standard_ops(node, *params, x_type, graph, taken))
     del graph.node[:]
     graph.node.extend(nodes)
+    used = {name for node in nodes for name in node.input}
+    kept = [t for t in graph.initializer if t.name in used]  # replaced parameters go
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
     standard = [(o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")]
     del lowered.opset_import[:]
     lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
     return lowered
 
 
-def _standard_ops(node, scale, zero_point, bit_width, graph, taken) -> list[onnx.NodeProto]:
+def _standard_ops(
+    node, scale, zero_point, bit_width, x_type: int, graph, taken
+) -> list[onnx.NodeProto]:
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     signed, narrow = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
     mode = attrs.get("rounding_mode", b"ROUND")
@@ -63,15 +75,17 @@ def _standard_ops(node, scale, zero_point, bit_width, graph, taken) -> list[onnx
     bits = int(numpy_helper.to_array(bit_width))
     if bits == 1 and signed:
         raise NotLowerable(f"{node.op_type} {node.name}: 1-bit signed (bipolar in qonnx)")
-    dtype = numpy_helper.to_array(scale).dtype
+    # numpy's promotion: a float64 input or scale makes the whole computation float64
+    x_dtype = helper.tensor_dtype_to_np_dtype(x_type)
+    dtype = np.result_type(x_dtype, numpy_helper.to_array(scale).dtype)
     low, high = _int_range(bits, signed, narrow)
 
     def fresh(hint: str) -> str:
         return unique_name(f"{node.name}_{hint}", taken)
 
-    def const(value: float, hint: str) -> str:
+    def const(value, hint: str) -> str:
         name = fresh(hint)
-        graph.initializer.append(numpy_helper.from_array(np.array(value, dtype), name))
+        graph.initializer.append(numpy_helper.from_array(np.asarray(value, dtype), name))
         return name
 
     out: list[onnx.NodeProto] = []
@@ -82,8 +96,11 @@ def _standard_ops(node, scale, zero_point, bit_width, graph, taken) -> list[onnx
         return name
 
     x, s, z = node.input[0], node.input[1], node.input[2]
-    if dtype != np.float32:  # numpy promotes x to the scale's type
+    if x_dtype != dtype:
         x = op("Cast", x, to=helper.np_dtype_to_tensor_dtype(dtype))
+    if numpy_helper.to_array(scale).dtype != dtype:  # float32 -> float64 is exact
+        s = const(numpy_helper.to_array(scale), "scale")
+        z = const(numpy_helper.to_array(zero_point), "zero_point")
     y = op("Clip", op("Add", op("Div", x, s), z), const(low, "min"), const(high, "max"))
     y = _round(op, const, y, mode)
     y = op("Mul", op("Sub", y, z), s)

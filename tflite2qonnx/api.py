@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import onnx
 
 from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.finish import finish_model, set_opset_imports
+from tflite2qonnx import fixed_point
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops import CONVERTERS, unsupported_message
 from tflite2qonnx.reader import MissingOperandError, Subgraph, read_model
@@ -30,6 +32,7 @@ def convert(
     keep_io_layout: bool = False,
     layouts: Mapping[str, str] | None = None,
     verify: bool = False,
+    bit_exact: bool = False,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
@@ -41,6 +44,10 @@ def convert(
     so raw integers can be fed as ``scale * (q - zero_point)``. 4D (3D, 5D) I/O tensors that
     feed convolutions are channels-first unless ``keep_io_layout``; the ``layout`` metadata
     records each permutation. ``layouts`` forces tensors to "NHWC" or "NCHW".
+
+    ``bit_exact`` emulates the builtin integer kernels' fixed-point requantization of int8 /
+    uint8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and AVERAGE_POOL_2D bit for
+    bit (see ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK.
     """
     tfl = read_model(source)
     if len(tfl.subgraphs) != 1:
@@ -57,6 +64,7 @@ def convert(
         layouts=layouts,
         metadata={"source": tfl.source_name},
         where=tfl.source_name,
+        bit_exact=bit_exact,
     )
     if verify:
         from tflite2qonnx.verify import verify as run_verification
@@ -80,10 +88,11 @@ def convert_subgraph(
     layouts: Mapping[str, str] | None = None,
     metadata: Mapping[str, str] | None = None,
     where: str = "<subgraph>",
+    bit_exact: bool = False,
 ) -> onnx.ModelProto:
     """Convert one subgraph; tests use it on slices of a model (one operator, a few layers)."""
     quant_op_type = "IntQuant" if int_quant else "Quant"
-    builder = GraphBuilder(subgraph, quant_op_type=quant_op_type, opset=opset)
+    builder = GraphBuilder(subgraph, quant_op_type=quant_op_type, opset=opset, bit_exact=bit_exact)
     for op in subgraph.operators:
         converter = CONVERTERS.get(op.name)
         if converter is None:
@@ -96,6 +105,13 @@ def convert_subgraph(
                 raise
             raise MissingOperandError(exc.message, f"{op.where}: {exc.where}") from None
     builder.current = None
+    if bit_exact and (rounded := fixed_point.rounded_once(builder, subgraph.operators)):
+        warnings.warn(
+            f"{where}: --bit-exact leaves {len(rounded)} integer operator(s) rounding once, "
+            f"as XNNPACK does: {', '.join(sorted(set(rounded)))}",
+            ConversionWarning,
+            stacklevel=2,
+        )
     model = builder.make_model(name)
     metadata = dict(metadata or {})
     if builder.io_quantization:

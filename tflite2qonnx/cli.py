@@ -20,6 +20,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep graph inputs/outputs in TFLite's NHWC layout (one Transpose per 4D tensor)",
     )
     parser.add_argument(
+        "--bit-exact",
+        action="store_true",
+        help="emulate TFLite's builtin integer kernels bit for bit: more nodes and 64-bit "
+        "intermediate Quants; the default graph rounds once per op, like XNNPACK",
+    )
+    parser.add_argument(
         "--layout",
         action="append",
         default=[],
@@ -50,6 +56,7 @@ def _convert(args: argparse.Namespace):
         int_quant=args.int_quant,
         keep_io_layout=args.keep_io_layout,
         layouts=_layouts(args.layout),
+        bit_exact=args.bit_exact,
     )
 
 

@@ -40,10 +40,19 @@ _ONNX_TYPES = {
 class GraphBuilder:
     """Accumulates nodes and initializers and tracks TFLite tensor -> ONNX value."""
 
-    def __init__(self, subgraph: Subgraph, *, quant_op_type: str = "Quant", opset: int = 13):
+    def __init__(
+        self,
+        subgraph: Subgraph,
+        *,
+        quant_op_type: str = "Quant",
+        opset: int = 13,
+        bit_exact: bool = False,
+    ):
         self.subgraph = subgraph
         self.opset = opset
         self.quant_op_type = quant_op_type
+        # emulate the builtin integer kernels' fixed-point arithmetic (tflite2qonnx.fixed_point)
+        self.bit_exact = bit_exact
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.io_quantization: dict[str, dict] = {}
@@ -229,6 +238,12 @@ class GraphBuilder:
     def set_constant(self, idx: int, value: np.ndarray) -> None:
         """Tensor ``idx`` is a constant folded at conversion time (e.g. float16 DEQUANTIZE)."""
         self._constants[idx] = np.asarray(value, dtype=np.float32)
+
+    def quant(self, x: str, hint: str, shape, **kwargs) -> str:
+        """A Quant node (``make_quant`` keyword arguments) on ``x``; returns its output."""
+        y = self.fresh(hint)
+        self._add_quant(x, y, shape, hint, {"rounding_mode": "ROUND", **kwargs})
+        return y
 
     def _add_quant(self, x: str, y: str, shape, tensor_name: str, kwargs: dict) -> None:
         qnode = make_quant(

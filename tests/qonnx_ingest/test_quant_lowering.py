@@ -114,3 +114,19 @@ def one_bit_signed_model() -> onnx.ModelProto:
 def test_quantizers_without_a_standard_form_are_refused(model, reason):
     with pytest.raises(NotLowerable, match=reason):
         lower_quants(model())
+
+
+def test_a_float64_input_to_a_float32_scale_computes_in_float64():
+    """--bit-exact graphs quantize float64 values with float32 scales: numpy's promotion."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["x64"], to=TensorProto.DOUBLE, name="cast")],
+        "q64",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 3])],
+        value_info=[helper.make_tensor_value_info("x64", TensorProto.DOUBLE, [64, 3])],
+    )
+    make_quant("x64", "y", SCALES, 0.0, 16, rounding_mode="HALF_UP", x_shape=(64, 3), axis=1,
+               name="q").add_to(graph)  # fmt: skip
+    model = finished(graph)
+    x = probe_input(16) / 3.0
+    np.testing.assert_array_equal(run_lowered(model, x), execute_qonnx(model, {"x": x})["y"])

@@ -62,7 +62,8 @@ def _exact_average_ties(q: np.ndarray, op) -> np.ndarray:
     return ((2 * sums) % (2 * kh * kw) == kh * kw).ravel()
 
 
-def _steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2):
+def _steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2, bit_exact: bool = False):
+    """``bit_exact``: convert with it, and count exact average-pool ties as differences too."""
     it = reference_interpreter(path, preserve_all=True, xnnpack=xnnpack)
     details = it.get_tensor_details()
     steps: dict[tuple[int, str], list[np.ndarray]] = defaultdict(list)
@@ -79,7 +80,7 @@ def _steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2):
                 continue  # DEQUANTIZE to float: nothing quantized to compare on
             piece = slice_subgraph(subgraph, [op.index])
             if op.index not in models:
-                models[op.index] = convert_subgraph(piece, keep_io_layout=True)
+                models[op.index] = convert_subgraph(piece, keep_io_layout=True, bit_exact=bit_exact)
             feeds = {
                 details[i]["name"]: real_value(it.get_tensor(i), _quantization(details[i]))
                 for i in piece.inputs
@@ -89,7 +90,8 @@ def _steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2):
             ours_q = np.round(ours.astype(np.float64) / scale) + zero_point
             theirs = it.get_tensor(out).astype(np.float64)
             diff = np.abs(ours_q - theirs).ravel()
-            if op.name == "AVERAGE_POOL_2D":  # exact ties may round either way: count as equal
+            # exact ties may round either way in float: count as equal (bit_exact: no leeway)
+            if op.name == "AVERAGE_POOL_2D" and not bit_exact:
                 diff[_exact_average_ties(it.get_tensor(op.inputs[0]), op) & (diff == 1)] = 0
             steps[(op.index, op.name)].append(diff)
     return {key: np.concatenate(v) for key, v in steps.items()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflite2qonnx import fixed_point
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.padding import spatial_attrs
@@ -31,6 +32,8 @@ def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
 
 
 def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
+    if b.bit_exact and fixed_point.is_integer_op(b, op):
+        return fixed_point.conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         inputs.append(b.input(op.inputs[2]))

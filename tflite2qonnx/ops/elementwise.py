@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from tflite2qonnx import fixed_point
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.reader import Operator
@@ -40,7 +41,15 @@ def _binary(onnx_op: str, raw: bool = False):
     return convert
 
 
-add = _binary("Add")
+_add = _binary("Add")
+
+
+def add(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and fixed_point.is_integer_op(b, op):
+        return fixed_point.add(b, op)
+    return _add(b, op)
+
+
 sub = _binary("Sub")
 mul = _binary("Mul")
 

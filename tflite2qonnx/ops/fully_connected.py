@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
+from tflite2qonnx import fixed_point
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.reader import Operator
@@ -17,10 +18,16 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
     x_idx, w_idx = op.inputs[0], op.inputs[1]
     bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
     depth = b.tensor(w_idx).shape[-1]
-    x = b.input(x_idx)
     in_rank = len(b.tensor(x_idx).shape)
-    if in_rank != 2 and not op.options.get("keep_num_dims", False):
-        x = b.emit("Reshape", [x, b.const(np.array([-1, depth], np.int64), "fc_shape")])[0]
+
+    def flatten(x: str) -> str:
+        if in_rank != 2 and not op.options.get("keep_num_dims", False):
+            x = b.emit("Reshape", [x, b.const(np.array([-1, depth], np.int64), "fc_shape")])[0]
+        return x
+
+    if b.bit_exact and fixed_point.is_integer_op(b, op):
+        return fixed_point.fully_connected(b, op, flatten)
+    x = flatten(b.input(x_idx))
     # W^T is folded at conversion time; per-axis weight scales move from axis 0 to axis 1.
     y = b.emit("MatMul", [x, b.input(w_idx, perm=(1, 0))])[0]
     if bias_idx >= 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
+from tflite2qonnx import fixed_point
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.reduce import reduce_axes
@@ -55,5 +56,7 @@ def mean(b: GraphBuilder, op: Operator) -> None:
     rank = _rank(b, op.inputs[0])
     axes = sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
     keepdims = int(bool(op.options.get("keep_dims", False)))
+    if b.bit_exact and fixed_point.is_integer_op(b, op):
+        return fixed_point.mean(b, op, axes, keepdims)
     y = reduce_axes(b, "ReduceMean", b.input(op.inputs[0]), axes, keepdims)
     b.set_output(op.outputs[0], y)

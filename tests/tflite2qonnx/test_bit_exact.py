@@ -1,0 +1,170 @@
+"""``convert(..., bit_exact=True)``: the builtin reference kernels' integer arithmetic, exactly.
+
+Everything is compared with the TFLite interpreter (BUILTIN_REF resolver), never with values
+computed by our own fixed-point code: single-op int8 models generated with TF, every covered
+operator of two corpus MobileNets fed the interpreter's own tensors, and the MobileNets end to
+end, where the interpreter's XNNPACK path is measured on the same inputs as the bar to meet.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+from litert_compare import compare, random_input, real_value, reference_interpreter, run_ours
+from test_op_by_op import _steps_per_op
+
+from support import CORPUS, requires_corpus
+from tflite2qonnx.api import convert
+from tflite2qonnx.cli import main
+from tflite2qonnx.reader import read_model
+
+COVERED = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MEAN", "AVERAGE_POOL_2D"}
+V1 = "t2o__mobilenet_v1_0.25_128_quant.tflite"
+CORAL = "coral__tf2_mobilenet_v2_1.0_224_ptq.tflite"
+HELLO_WORLD = "tflm__hello_world_int8.tflite"
+# the default conversion of the two corpus MobileNets, as before bit_exact existed
+DEFAULT_NODE_COUNTS = {V1: 120, CORAL: 277}
+BIT_EXACT_ONLY_OPS = {"Cast", "Floor", "Sign", "Abs", "ReduceSum"}
+
+# TF-generated single-op int8 models of each covered operator (tf_models.CASES, plus the padded
+# average pool the default test only checks in float: its ties of integer division are exact here)
+SINGLE_OP_CASES = [
+    "conv_same_stride2_relu6",
+    "conv_dilated_valid",
+    "depthwise_multiplier2",
+    "fully_connected",
+    "fully_connected_keep_num_dims",
+    "average_pool_valid",
+    "average_pool_same",
+    "add",
+    "add_relu_broadcast_constant",
+    "mean_spatial_keepdims",
+    "mean_spatial",
+    "mean_channels",
+]
+
+
+def _int8_model(name: str) -> bytes:
+    from tf_models import CASES, build_tflite
+
+    return build_tflite(CASES[name], True, seed=zlib.crc32(name.encode()) % 1000)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("name", SINGLE_OP_CASES)
+def test_single_op_int8_model_equals_builtin_kernels(name: str) -> None:
+    """Every output element equal to the builtin kernels' on 8 seeded inputs (the default
+    conversion is off by a step on some)."""
+    from tf_models import CASES
+
+    data = _int8_model(name)
+    assert CASES[name].op in {op.name for op in read_model(data).subgraphs[0].operators}
+    model = convert(data, bit_exact=True)
+    case = CASES[name]
+    pairs = compare(model, reference_interpreter(data), n_inputs=8, low=case.low, high=case.high)
+    steps = np.concatenate([p.steps() for p in pairs])
+    assert steps.size and np.all(steps == 0), f"{name}: {np.mean(steps != 0):.4%} differ"
+
+
+@requires_corpus
+@pytest.mark.parametrize("model", [V1, CORAL, HELLO_WORLD])
+def test_every_covered_operator_equals_builtin_kernels(model: str) -> None:
+    """Op by op on the interpreter's own tensors (2 inputs): covered operators 100% equal
+    (hello_world: per-tensor int8 FULLY_CONNECTED; the MobileNets: uint8 and per-channel int8
+    convolutions, ADD, MEAN, AVERAGE_POOL_2D)."""
+    path = CORPUS / "tflite" / model
+    per_op = _steps_per_op(path, read_model(path).subgraphs[0], xnnpack=False, bit_exact=True)
+    covered = {key: steps for key, steps in per_op.items() if key[1] in COVERED}
+    assert covered
+    for (index, name), steps in covered.items():
+        assert np.all(steps == 0), f"operator {index} {name}: {np.mean(steps != 0):.4%} differ"
+
+
+def _end_to_end(model: str, n_inputs: int, seed: int = 0):
+    """(ours, XNNPACK) fractions of output elements equal to the builtin kernels', and
+    whether our argmax equals theirs on every input."""
+    path = CORPUS / "tflite" / model
+    ours_model = convert(path, bit_exact=True)
+    ref = reference_interpreter(path)
+    xnn = reference_interpreter(path, xnnpack=True)
+    rng = np.random.default_rng(seed)
+    (out,) = ref.get_output_details()
+    ours_eq, xnn_eq, argmax_ok = [], [], []
+    for _ in range(n_inputs):
+        feeds = {}
+        for detail in ref.get_input_details():
+            x = random_input(detail, rng)
+            ref.set_tensor(detail["index"], x)
+            xnn.set_tensor(detail["index"], x)
+            feeds[detail["name"]] = real_value(x, detail["quantization"])
+        ref.invoke()
+        xnn.invoke()
+        theirs = ref.get_tensor(out["index"]).astype(np.int64)
+        scale, zero_point = out["quantization"]
+        ours = run_ours(ours_model, feeds)[out["name"]].astype(np.float64)
+        ours_q = np.round(ours / scale) + zero_point
+        ours_eq.append((ours_q == theirs).ravel())
+        xnn_eq.append((xnn.get_tensor(out["index"]).astype(np.int64) == theirs).ravel())
+        argmax_ok.append(bool(np.all(ours_q.argmax(-1) == theirs.argmax(-1))))
+    return float(np.mean(ours_eq)), float(np.mean(xnn_eq)), all(argmax_ok)
+
+
+@requires_corpus
+@pytest.mark.parametrize("model, n_inputs", [(V1, 4), (CORAL, 2)])
+def test_end_to_end_at_least_as_close_as_xnnpack(model: str, n_inputs: int) -> None:
+    """The issue's bar: agreement with the builtin kernels >= XNNPACK's on the same inputs,
+    argmax equal on every input. (Measured: 100% equal on both; XNNPACK ~99.2-99.4%.) Coral
+    takes ~25 s per input in qonnx's executor."""
+    ours, xnnpack, argmax_equal = _end_to_end(model, n_inputs)
+    assert ours >= xnnpack, f"ours {ours:.4%} < XNNPACK {xnnpack:.4%}"
+    assert argmax_equal
+    assert ours == 1.0, f"bit exact, yet {1 - ours:.4%} of the outputs differ"
+
+
+@requires_corpus
+@pytest.mark.parametrize("model", [V1, CORAL])
+def test_default_conversion_is_unchanged(model: str) -> None:
+    """bit_exact=False is the graph of before: same node count, none of the new op types, no
+    float64 constant, and the same bytes as not passing the option at all."""
+    path = CORPUS / "tflite" / model
+    default = convert(path, bit_exact=False)
+    assert default.SerializeToString() == convert(path).SerializeToString()
+    assert len(default.graph.node) == DEFAULT_NODE_COUNTS[model]
+    assert not {n.op_type for n in default.graph.node} & BIT_EXACT_ONLY_OPS
+    assert all(t.data_type != 11 for t in default.graph.initializer)  # TensorProto.DOUBLE
+    exact = convert(path, bit_exact=True)
+    assert {"Cast", "Floor"} <= {n.op_type for n in exact.graph.node}
+
+
+@requires_corpus
+def test_cli_bit_exact_flag(tmp_path) -> None:
+    out = tmp_path / "v1.onnx"
+    assert main([str(CORPUS / "tflite" / V1), "-o", str(out), "--bit-exact"]) == 0
+    import onnx
+
+    assert "Cast" in {n.op_type for n in onnx.load(out).graph.node}
+
+
+def test_float_model_is_unaffected_by_bit_exact() -> None:
+    """Float ops keep their conversion under bit_exact (the conv-quant-fp16 corpus model is
+    float with float16 weights)."""
+    path = CORPUS / "tflite" / "t2o__conv-quant-fp16.float32.tflite"
+    if not path.exists():
+        pytest.skip(f"no corpus model {path}")
+    assert convert(path, bit_exact=True).SerializeToString() == convert(path).SerializeToString()
+
+
+@requires_corpus
+def test_integer_operators_left_to_single_rounding_are_named():
+    """Never a silent approximation: SOFTMAX (a lookup table in TFLite) is not emulated, and the
+    warning says so; a model of covered operators only converts without one."""
+    from qonnx_ingest.errors import ConversionWarning
+
+    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator\(s\).*: SOFTMAX$"):
+        convert(CORPUS / "tflite" / V1, bit_exact=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConversionWarning)
+        convert(CORPUS / "tflite" / "t2o__conv.uint8.tflite", bit_exact=True)
