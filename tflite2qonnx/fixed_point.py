@@ -151,14 +151,8 @@ class Grid:
     @property
     def max_abs_offset(self) -> int:
         """max |q - zero_point| over the storage range."""
-        lo, hi = (
-            (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1)
-            if self.signed
-            else (
-                0,
-                (1 << self.bits) - 1,
-            )
-        )
+        lo = -(1 << (self.bits - 1)) if self.signed else 0
+        hi = lo + (1 << self.bits) - 1
         return max(abs(lo - self.zero_point), abs(hi - self.zero_point))
 
 
@@ -502,9 +496,8 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     if "auto_pad" in attrs:
         raise ConversionError("bit_exact: AVERAGE_POOL_2D needs static spatial dims", where)
     window = int(kernel[0] * kernel[1])
-    pooled = b.emit("AveragePool", [raw], kernel_shape=list(kernel), count_include_pad=1, **attrs)[
-        0
-    ]
+    pool_attrs = {"kernel_shape": list(kernel), "count_include_pad": 1, **attrs}
+    pooled = b.emit("AveragePool", [raw], **pool_attrs)[0]
     # mean * window is within a few ulps of the integer sum: Round recovers it exactly
     total = b.emit(
         "Round", [b.emit("Mul", [pooled, b.const(np.array(window, np.float32), "window")])[0]]
