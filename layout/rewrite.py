@@ -19,7 +19,7 @@ from layout.classes import Kind, NodeRule
 from layout.graph import GraphIndex
 from layout.orders import Order, channels_first, full, letters, tag, transpose_perm
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.names import unique_name
+from qonnx_ingest.names import TakenNames, unique_name
 
 LAYOUT_KEY = "layout"
 _Key = tuple  # a constant variant: None (as is), ("ord", rank, order) or ("val", ...)
@@ -38,7 +38,7 @@ class Rewriter:
         self.io = set(g.inputs) | set(g.outputs)
         # an initializer listed as a graph input is a default value a user may override
         self.protected = self.io | {vi.name for vi in g.graph.input}
-        self.taken = set(g.producer) | self.io | set(g.constants)
+        self.taken = TakenNames([*g.producer, *self.io, *g.constants])
         self.names: dict[tuple[str, Order | None], str] = {}
         self.produced: dict[str, Order | None] = {}
         self.expanded_names: dict[tuple[str, int, Order], str] = {}

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+
+class TakenNames(set):
+    """The names in use, remembering per hint the next suffix to try: without it a thousand
+    nodes named after one hint cost a thousand probes each (quadratic on deep models)."""
+
+    def __init__(self, names: Iterable[str] = ()):
+        super().__init__(names)
+        self.next_suffix: dict[str, int] = {}
+
 
 def unique_name(hint: str, taken: set[str]) -> str:
-    """``hint``, or ``hint_1``, ``hint_2``, ... whichever is free first; it is then taken."""
-    name, k = hint, 1
+    """``hint``, or ``hint_1``, ``hint_2``, ... whichever is free first; it is then taken.
+
+    Names are never released, so with a TakenNames the search resumes where the last one
+    for this hint stopped.
+    """
+    counters = getattr(taken, "next_suffix", None)
+    k = counters.get(hint, 1) if counters is not None else 1
+    name = hint if k == 1 else f"{hint}_{k}"
     while name in taken:
         name, k = f"{hint}_{k}", k + 1
+    if counters is not None:
+        counters[hint] = k
     taken.add(name)
     return name

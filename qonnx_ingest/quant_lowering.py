@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qonnx_ingest.names import unique_name
+from qonnx_ingest.names import TakenNames, unique_name
 
 _LOWERED = ("Quant", "IntQuant")
 
@@ -38,7 +38,9 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
         for v in (*graph.value_info, *graph.input, *graph.output)
         if v.type.tensor_type.elem_type
     }
-    taken = {n for node in graph.node for n in (*node.input, *node.output)} | set(constants)
+    taken = TakenNames(
+        [*(n for node in graph.node for n in (*node.input, *node.output)), *constants]
+    )
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
         if node.op_type in ("BipolarQuant", "Trunc"):

@@ -49,10 +49,16 @@ class Row:
 
 def run_cli(model: Path, out: Path) -> tuple[int, float, float, str]:
     """(exit code, wall seconds, peak RSS MB, stderr) of one CLI run in a fresh process."""
+    return run_command([sys.executable, "-m", "tflite2qonnx", str(model), "-o", str(out)])
+
+
+def run_command(argv: list[str]) -> tuple[int, float, float, str]:
+    """(exit code, wall seconds, peak RSS MB, stderr) of any command in a fresh process, run
+    from the project root (scripts/bench.py measures the peers with it too)."""
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tflite2qonnx", str(model), "-o", str(out)],
+            argv,
             stdout=stdout,
             stderr=stderr,
             cwd=ROOT,

@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, InputError
-from qonnx_ingest.names import unique_name
+from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.quantization import dequantize, quant_args
 from tflite2qonnx.reader import Operator, Subgraph, Tensor
@@ -60,7 +60,7 @@ class GraphBuilder:
         self._constants: dict[int, np.ndarray] = {}
         self._materialized: dict[tuple[int, tuple[int, ...] | None], str] = {}
         self._producer: dict[str, onnx.NodeProto] = {}
-        self._taken: set[str] = set()
+        self._taken = TakenNames()
         self._tensor_names = self._unique_tensor_names()
         # the operator being converted (set by convert_subgraph), named by operand errors
         self.current: Operator | None = None

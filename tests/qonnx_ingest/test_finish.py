@@ -10,6 +10,7 @@ from qonnx_ingest.execute import execute_qonnx
 from qonnx_ingest.finish import (
     MAX_OPSET,
     finish_model,
+    infer_shapes,
     name_nodes,
     set_opset_imports,
     sort_nodes,
@@ -183,3 +184,28 @@ def test_the_newest_accepted_opset_loads_in_onnxruntime():
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"x": np.array([-1.0, 2.0], np.float32)})
     np.testing.assert_array_equal(out, [0.0, 2.0])
+
+
+def _activation_shapes(model: onnx.ModelProto) -> dict[str, str]:
+    inits = {t.name for t in model.graph.initializer}
+    return {
+        v.name: str(v.type) for v in model.graph.value_info if v.name not in inits
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("batch", ["N", 3])
+def test_linear_shape_inference_agrees_with_qonnx_infer_shapes(batch):
+    """The same shapes and types on every activation as qonnx's (quadratic) InferShapes, with a
+    quantizer on a dynamic-batch activation and one on a constant."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    model = quantized_matmul_graph(batch)
+    make_quant("y", "y_q", 0.5, 1, 6, rounding_mode="HALF_UP").add_to(model.graph)
+    model.graph.output[0].name = "y_q"
+    set_opset_imports(model, 13)
+    ours = infer_shapes(model)
+    theirs = ModelWrapper(model).transform(InferShapes(), cleanup=False).model
+    assert _activation_shapes(ours) == _activation_shapes(theirs)
+    assert set(_activation_shapes(ours)) == {"w_sum", "w_q", "y"}  # y_q: a graph output
+    assert [n.op_type for n in ours.graph.node] == [n.op_type for n in model.graph.node]
