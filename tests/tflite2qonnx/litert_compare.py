@@ -44,6 +44,20 @@ def real_value(array: np.ndarray, quantization: tuple[float, int] | None) -> np.
     return (scale * (array.astype(np.float64) - zero_point)).astype(np.float32)
 
 
+def valid_window_sums(q: np.ndarray, options: dict) -> np.ndarray:
+    """Exact int64 sums of a VALID NHWC pooling window over the raw integers ``q``."""
+    assert options["padding"] == "VALID", "written for VALID pools"
+    kh, kw = options["filter_height"], options["filter_width"]
+    sh, sw = options["stride_h"], options["stride_w"]
+    n, h, w, c = q.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    sums = np.zeros((n, oh, ow, c), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            sums += q[:, i : i + sh * oh : sh, j : j + sw * ow : sw, :].astype(np.int64)
+    return sums
+
+
 def run_ours(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute with source-layout real feeds; outputs come back in source layout."""
     perms = stored_perms(model)

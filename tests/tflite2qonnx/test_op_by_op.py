@@ -19,7 +19,13 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from litert_compare import random_input, real_value, reference_interpreter, run_ours
+from litert_compare import (
+    random_input,
+    real_value,
+    reference_interpreter,
+    run_ours,
+    valid_window_sums,
+)
 
 from support import CORPUS, requires_corpus
 from tflite2qonnx.api import convert_subgraph, slice_subgraph
@@ -50,16 +56,9 @@ def _exact_average_ties(q: np.ndarray, op) -> np.ndarray:
     Its output is the raw inputs' window mean rounded half away from zero; float evaluation
     of that mean is off by an ulp or so, enough to round an exact tie either way.
     """
-    assert op.options["padding"] == "VALID", "tie check written for VALID pools"
-    kh, kw = op.options["filter_height"], op.options["filter_width"]
-    sh, sw = op.options["stride_h"], op.options["stride_w"]
-    n, h, w, c = q.shape
-    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
-    sums = np.zeros((n, oh, ow, c), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            sums += q[:, i : i + sh * oh : sh, j : j + sw * ow : sw, :].astype(np.int64)
-    return ((2 * sums) % (2 * kh * kw) == kh * kw).ravel()
+    sums = valid_window_sums(q, op.options)
+    count = op.options["filter_height"] * op.options["filter_width"]
+    return ((2 * sums) % (2 * count) == count).ravel()
 
 
 def _steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2, bit_exact: bool = False):

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import pytest
 import tflite
+from litert_compare import valid_window_sums
 from onnx import numpy_helper
 
 import tflite2qonnx
@@ -138,16 +139,8 @@ def conv_reference(sg, op, xq: np.ndarray, requantize) -> np.ndarray:
 
 def average_pool_reference(sg, op, xq: np.ndarray) -> np.ndarray:
     """reference_integer_ops::AveragePool, VALID: sum / count rounded half away from zero."""
-    o = op.options
-    assert o["padding"] == "VALID"
-    fh, fw, sh, sw = o["filter_height"], o["filter_width"], o["stride_h"], o["stride_w"]
-    n, h, w, c = xq.shape
-    oh, ow = (h - fh) // sh + 1, (w - fw) // sw + 1
-    acc = np.zeros((n, oh, ow, c), np.int64)
-    for i in range(fh):
-        for j in range(fw):
-            acc += xq[:, i : i + sh * oh : sh, j : j + sw * ow : sw, :].astype(np.int64)
-    count = fh * fw
+    acc = valid_window_sums(xq, op.options)
+    count = op.options["filter_height"] * op.options["filter_width"]
     acc = np.where(acc > 0, acc + count // 2, acc - count // 2)
     y_t = sg.tensors[op.outputs[0]]
     lo, hi = _activation_range(op, y_t.quantization.scale[0], int(y_t.quantization.zero_point[0]))

@@ -14,7 +14,7 @@ import flatbuffers
 import numpy as np
 import pytest
 import tflite
-from tflite_writer import byte_vector, index_vector, int_vector, offset_vector
+from tflite_writer import byte_vector, int_vector, offset_vector, sparsity_parameters
 
 import support
 from qonnx_ingest.errors import InputError
@@ -368,7 +368,7 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
             tflite.QuantizationParametersAddZeroPoint(b, zv)
             tflite.QuantizationParametersAddQuantizedDimension(b, qdim)
             quant = tflite.QuantizationParametersEnd(b)
-        sparsity = _build_sparsity(b, t["sparsity"]) if "sparsity" in t else None
+        sparsity = sparsity_parameters(b, **t["sparsity"]) if "sparsity" in t else None
         tflite.TensorStart(b)
         tflite.TensorAddShape(b, shape)
         if sig is not None:
@@ -489,31 +489,6 @@ def _build(spec: dict, external_offsets: list[int] | None = None) -> bytes:
         final.extend(b"\0" * (offset - len(final)))
         final.extend(payload)
     return bytes(final)
-
-
-def _build_sparsity(b: flatbuffers.Builder, sp: dict):
-    dims = []
-    for fmt, dense_size, segments, indices in sp["dim_metadata"]:
-        seg = idx = None
-        if segments is not None:
-            seg, idx = index_vector(b, segments), index_vector(b, indices)
-        tflite.DimensionMetadataStart(b)
-        tflite.DimensionMetadataAddFormat(b, fmt)
-        tflite.DimensionMetadataAddDenseSize(b, dense_size)
-        if seg is not None:
-            tflite.DimensionMetadataAddArraySegmentsType(b, tflite.SparseIndexVector.Int32Vector)
-            tflite.DimensionMetadataAddArraySegments(b, seg)
-            tflite.DimensionMetadataAddArrayIndicesType(b, tflite.SparseIndexVector.Int32Vector)
-            tflite.DimensionMetadataAddArrayIndices(b, idx)
-        dims.append(tflite.DimensionMetadataEnd(b))
-    order = int_vector(b, sp["traversal_order"])
-    block_map = int_vector(b, sp["block_map"])
-    dims_vec = offset_vector(b, dims)
-    tflite.SparsityParametersStart(b)
-    tflite.SparsityParametersAddTraversalOrder(b, order)
-    tflite.SparsityParametersAddBlockMap(b, block_map)
-    tflite.SparsityParametersAddDimMetadata(b, dims_vec)
-    return tflite.SparsityParametersEnd(b)
 
 
 def _run(data: bytes, x: np.ndarray) -> np.ndarray:

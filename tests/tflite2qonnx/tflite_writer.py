@@ -47,32 +47,43 @@ def index_vector(b: flatbuffers.Builder, values):
     return tflite.Int32VectorEnd(b)
 
 
-def _sparsity(b: flatbuffers.Builder, sp: dict):
-    """sp: traversal_order, block_map, dims = [(dense_size,) | (segments, indices)]."""
+def sparsity_parameters(
+    b: flatbuffers.Builder, traversal_order, block_map, dim_metadata: list[tuple]
+) -> int:
+    """SparsityParameters; each dim is (format, dense_size, segments or None, indices)."""
     dims = []
-    for dim in sp["dims"]:
-        sparse = len(dim) == 2
-        if sparse:
-            seg, idx = index_vector(b, dim[0]), index_vector(b, dim[1])
+    for fmt, dense_size, segments, indices in dim_metadata:
+        seg = idx = None
+        if segments is not None:
+            seg, idx = index_vector(b, segments), index_vector(b, indices)
         tflite.DimensionMetadataStart(b)
-        if sparse:
-            tflite.DimensionMetadataAddFormat(b, tflite.DimensionType.SPARSE_CSR)
+        tflite.DimensionMetadataAddFormat(b, fmt)
+        tflite.DimensionMetadataAddDenseSize(b, dense_size)
+        if seg is not None:
             tflite.DimensionMetadataAddArraySegmentsType(b, tflite.SparseIndexVector.Int32Vector)
             tflite.DimensionMetadataAddArraySegments(b, seg)
             tflite.DimensionMetadataAddArrayIndicesType(b, tflite.SparseIndexVector.Int32Vector)
             tflite.DimensionMetadataAddArrayIndices(b, idx)
-        else:
-            tflite.DimensionMetadataAddFormat(b, tflite.DimensionType.DENSE)
-            tflite.DimensionMetadataAddDenseSize(b, dim[0])
         dims.append(tflite.DimensionMetadataEnd(b))
-    order = int_vector(b, sp["traversal_order"])
-    block_map = int_vector(b, sp.get("block_map", []))
+    order = int_vector(b, traversal_order)
+    block_map = int_vector(b, block_map)
     dims_vec = offset_vector(b, dims)
     tflite.SparsityParametersStart(b)
     tflite.SparsityParametersAddTraversalOrder(b, order)
     tflite.SparsityParametersAddBlockMap(b, block_map)
     tflite.SparsityParametersAddDimMetadata(b, dims_vec)
     return tflite.SparsityParametersEnd(b)
+
+
+def _sparsity(b: flatbuffers.Builder, sp: dict) -> int:
+    """sp: traversal_order, block_map, dims = [(dense_size,) | (segments, indices)]."""
+    dims = [
+        (tflite.DimensionType.SPARSE_CSR, 0, *dim)
+        if len(dim) == 2
+        else (tflite.DimensionType.DENSE, dim[0], None, None)
+        for dim in sp["dims"]
+    ]
+    return sparsity_parameters(b, sp["traversal_order"], sp.get("block_map", []), dims)
 
 
 def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> bytes:
