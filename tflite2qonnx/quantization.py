@@ -21,6 +21,7 @@ INTEGER_TYPES = {
     "uint8": (8, False),
     "int16": (16, True),
     "int32": (32, True),
+    "int64": (64, True),  # 16x8 quantization's biases
 }
 # TFLite quantizes with std::round (ties away from zero), which qonnx calls HALF_UP.
 ROUNDING_MODE = "HALF_UP"

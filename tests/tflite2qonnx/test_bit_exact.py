@@ -13,8 +13,14 @@ import zlib
 
 import numpy as np
 import pytest
-from litert_compare import compare, random_input, real_value, reference_interpreter, run_ours
-from test_op_by_op import _steps_per_op
+from litert_compare import (
+    compare,
+    random_input,
+    real_value,
+    reference_interpreter,
+    run_ours,
+    steps_per_op,
+)
 
 from support import CORPUS, requires_corpus
 from tflite2qonnx.api import convert
@@ -76,7 +82,7 @@ def test_every_covered_operator_equals_builtin_kernels(model: str) -> None:
     (hello_world: per-tensor int8 FULLY_CONNECTED; the MobileNets: uint8 and per-channel int8
     convolutions, ADD, MEAN, AVERAGE_POOL_2D)."""
     path = CORPUS / "tflite" / model
-    per_op = _steps_per_op(path, read_model(path).subgraphs[0], xnnpack=False, bit_exact=True)
+    per_op = steps_per_op(path, read_model(path).subgraphs[0], xnnpack=False, bit_exact=True)
     covered = {key: steps for key, steps in per_op.items() if key[1] in COVERED}
     assert covered
     for (index, name), steps in covered.items():

@@ -15,20 +15,11 @@ step still holds).
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
-from litert_compare import (
-    random_input,
-    real_value,
-    reference_interpreter,
-    run_ours,
-    valid_window_sums,
-)
+from litert_compare import steps_per_op
 
 from support import CORPUS, requires_corpus
-from tflite2qonnx.api import convert_subgraph, slice_subgraph
 from tflite2qonnx.reader import read_model
 
 pytestmark = requires_corpus
@@ -43,65 +34,12 @@ MODELS = [
 PATHS = ("builtin", "xnnpack")
 
 
-def _quantization(detail: dict) -> tuple[float, int] | None:
-    params = detail["quantization_parameters"]
-    if len(params["scales"]) != 1:
-        return None  # per-axis tensors are constants here, never op-by-op feeds
-    return float(params["scales"][0]), int(params["zero_points"][0])
-
-
-def _exact_average_ties(q: np.ndarray, op) -> np.ndarray:
-    """Where TFLite's integer AVERAGE_POOL_2D (VALID) averages land exactly on a half.
-
-    Its output is the raw inputs' window mean rounded half away from zero; float evaluation
-    of that mean is off by an ulp or so, enough to round an exact tie either way.
-    """
-    sums = valid_window_sums(q, op.options)
-    count = op.options["filter_height"] * op.options["filter_width"]
-    return ((2 * sums) % (2 * count) == count).ravel()
-
-
-def _steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2, bit_exact: bool = False):
-    """``bit_exact``: convert with it, and count exact average-pool ties as differences too."""
-    it = reference_interpreter(path, preserve_all=True, xnnpack=xnnpack)
-    details = it.get_tensor_details()
-    steps: dict[tuple[int, str], list[np.ndarray]] = defaultdict(list)
-    rng = np.random.default_rng(20261121)
-    models = {}
-    for _ in range(n_inputs):
-        for detail in it.get_input_details():
-            it.set_tensor(detail["index"], random_input(detail, rng))
-        it.invoke()
-        for op in subgraph.operators:
-            (out,) = op.outputs
-            grid = _quantization(details[out])
-            if grid is None or not np.issubdtype(details[out]["dtype"], np.integer):
-                continue  # DEQUANTIZE to float: nothing quantized to compare on
-            piece = slice_subgraph(subgraph, [op.index])
-            if op.index not in models:
-                models[op.index] = convert_subgraph(piece, keep_io_layout=True, bit_exact=bit_exact)
-            feeds = {
-                details[i]["name"]: real_value(it.get_tensor(i), _quantization(details[i]))
-                for i in piece.inputs
-            }
-            ours = run_ours(models[op.index], feeds)[details[out]["name"]]
-            scale, zero_point = grid
-            ours_q = np.round(ours.astype(np.float64) / scale) + zero_point
-            theirs = it.get_tensor(out).astype(np.float64)
-            diff = np.abs(ours_q - theirs).ravel()
-            # exact ties may round either way in float: count as equal (bit_exact: no leeway)
-            if op.name == "AVERAGE_POOL_2D" and not bit_exact:
-                diff[_exact_average_ties(it.get_tensor(op.inputs[0]), op) & (diff == 1)] = 0
-            steps[(op.index, op.name)].append(diff)
-    return {key: np.concatenate(v) for key, v in steps.items()}
-
-
 @pytest.fixture(scope="module", params=MODELS)
 def op_by_op(request):
     """{path: {(op index, op name): steps over every element of 2 seeded inputs}}."""
     path = CORPUS / "tflite" / request.param
     subgraph = read_model(path).subgraphs[0]
-    return {p: _steps_per_op(path, subgraph, xnnpack=p == "xnnpack") for p in PATHS}
+    return {p: steps_per_op(path, subgraph, xnnpack=p == "xnnpack") for p in PATHS}
 
 
 def test_no_operator_is_more_than_one_step_from_either_tflite_path(op_by_op):
