@@ -15,12 +15,11 @@ from onnx import helper
 
 from qonnx_ingest import DEFAULT_OPSET, __version__
 from qonnx_ingest.errors import ConversionError, InputError
+from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION
 
-# Folding one of these would replace a quantizer by its output and lose the annotation.
 QUANT_OP_TYPES = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
-_PRESERVED_OP_TYPES = QUANT_OP_TYPES | {"QuantizeLinear", "DequantizeLinear"}
 
 
 def finish_model(
@@ -30,35 +29,27 @@ def finish_model(
     metadata: Mapping[str, str] | None = None,
     rename_tensors: bool = True,
 ) -> onnx.ModelProto:
-    """Return the finished model: opsets, qonnx cleanup that keeps quantizers, names, checks."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.fold_constants import FoldConstantsFiltered
-    from qonnx.transformation.general import RemoveUnusedTensors
-
+    """Return the finished model: opsets, constants folded except the quantizers, equal
+    constants shared, unused tensors dropped, names, checks; in time linear in the graph."""
     set_opset_imports(model, opset)
     for node in model.graph.node:
         if node.op_type in QUANT_OP_TYPES:
             node.domain = QONNX_DOMAIN
-    # In place, without qonnx's per-transform deep copy and cleanup, and with linear-time
-    # sorting and parameter unsharing: qonnx's versions are quadratic in the node count and
-    # cost seconds on a MobileNet. (Initializers need no value_info either.)
+    # qonnx's passes (InferShapes, FoldConstantsFiltered and the cleanup each triggers) look
+    # tensors up by scanning the graph: minutes on a 2,000-operator model. These do the same
+    # work from indexes built once per pass.
     sort_nodes(model.graph)
-    unshare_initializers(model.graph)
     try:
         model = infer_shapes(model)
     except Exception as exc:  # onnx's inference found inconsistent shapes or types
         raise ConversionError(f"shape inference failed: {type(exc).__name__}: {exc}") from exc
-    wrapper = ModelWrapper(model, fix_missing_initializer_valueinfo=False)
-    steps = []
-    if _has_foldable_node(model):
-        steps.append(FoldConstantsFiltered(_foldable))
-    steps.append(RemoveUnusedTensors())
     try:
-        for step in steps:
-            wrapper = wrapper.transform(step, make_deepcopy=False, cleanup=False)
-    except Exception as exc:  # qonnx raises bare exceptions; name the stage that failed
-        raise ConversionError(f"qonnx cleanup failed: {type(exc).__name__}: {exc}") from exc
-    model = wrapper.model
+        fold_constants(model)
+    except Exception as exc:  # onnxruntime refused a node; name the stage that failed
+        raise ConversionError(f"constant folding failed: {type(exc).__name__}: {exc}") from exc
+    sort_commutative_inputs(model.graph)
+    share_equal_initializers(model.graph)
+    remove_unused_tensors(model.graph)
     _drop_shapeless_value_info(model.graph)
     name_nodes(model.graph)
     if rename_tensors:
@@ -112,8 +103,9 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _add_initializer_value_info(graph: onnx.GraphProto) -> None:
-    """Value info for each initializer a node reads, as qonnx's ModelWrapper adds it: its
-    constant folding builds each node's one-node model from value_info."""
+    """Value info for each initializer a node reads, as qonnx's ModelWrapper adds it: qonnx's
+    ``execute_node`` (its executor, constant folding downstream) builds each one-node model
+    from value_info."""
     inits = {t.name: t for t in graph.initializer}
     have = {v.name for v in (*graph.value_info, *graph.input, *graph.output)}
     for node in graph.node:
@@ -177,26 +169,32 @@ def sort_nodes(graph: onnx.GraphProto) -> None:
         graph.node.extend(copies)
 
 
-def unshare_initializers(graph: onnx.GraphProto) -> None:
-    """Give every use of an initializer its own copy, as qonnx's GiveUniqueParameterTensors.
+# qonnx's SortCommutativeInputsInitializerLast: the order FINN's and qonnx's rewrites assume.
+_COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "Sum"})
 
-    Transformations downstream (FINN, channels-last) rewrite a node's parameters in place and
-    must not change another node's.
-    """
-    inits = {t.name: t for t in graph.initializer}
-    seen: set[str] = set()
-    taken = TakenNames([*inits, *(o for n in graph.node for o in n.output)])
+
+def sort_commutative_inputs(graph: onnx.GraphProto) -> None:
+    """Put the constant inputs of commutative ops last, the others keeping their order."""
+    inits = {t.name for t in graph.initializer}
     for node in graph.node:
-        for k, name in enumerate(node.input):
-            if name not in inits:
-                continue
-            if name not in seen:
-                seen.add(name)
-                continue
-            copy = graph.initializer.add()
-            copy.CopyFrom(inits[name])
-            copy.name = unique_name(name, taken)
-            node.input[k] = copy.name
+        if node.op_type in _COMMUTATIVE:
+            names = list(node.input)
+            node.input[:] = [n for n in names if n not in inits] + [n for n in names if n in inits]
+
+
+def remove_unused_tensors(graph: onnx.GraphProto) -> None:
+    """Drop initializers, value_info and annotations no node reads or writes (qonnx's
+    RemoveUnusedTensors)."""
+    used = {name for node in graph.node for name in (*node.input, *node.output)}
+    for field in (graph.initializer, graph.value_info):
+        kept = [t for t in field if t.name in used]
+        if len(kept) != len(field):
+            del field[:]
+            field.extend(kept)
+    notes = [a for a in graph.quantization_annotation if a.tensor_name in used]
+    if len(notes) != len(graph.quantization_annotation):
+        del graph.quantization_annotation[:]
+        graph.quantization_annotation.extend(notes)
 
 
 def check_model(model: onnx.ModelProto) -> None:
@@ -266,32 +264,6 @@ def _drop_shapeless_value_info(graph: onnx.GraphProto) -> None:
     if len(keep) != len(graph.value_info):
         del graph.value_info[:]
         graph.value_info.extend(keep)
-
-
-def _has_foldable_node(model: onnx.ModelProto) -> bool:
-    """Whether any node computes from constants only (qonnx's folding pass is quadratic)."""
-    constants = {t.name for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type not in _PRESERVED_OP_TYPES and all(i in constants for i in node.input):
-            return True
-    return False
-
-
-def _foldable(model, node: onnx.NodeProto) -> bool:
-    if node.op_type in _PRESERVED_OP_TYPES:
-        return False
-    if node.op_type == "Shape":
-        # qonnx reads a symbolic dim as 0: folding Shape of a dynamic tensor would bake it in.
-        return _is_static(model, node.input[0])
-    return True
-
-
-def _is_static(model, tensor: str) -> bool:
-    for vi in (*model.graph.input, *model.graph.value_info, *model.graph.output):
-        if vi.name == tensor:
-            dims = vi.type.tensor_type.shape.dim
-            return bool(dims) and all(d.HasField("dim_value") and d.dim_value > 0 for d in dims)
-    return False
 
 
 def _props(model: onnx.ModelProto) -> dict[str, str]:

@@ -15,11 +15,31 @@ import pytest
 import tflite2qonnx
 from layout import Kind
 from layout.classes import classify
+from qonnx_ingest.errors import ConversionError
 from support import CORPUS, requires_corpus
 
 pytestmark = requires_corpus
 
-MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
+ALL_MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
+# Corpus models the converter refuses today, each with the operator it stops at and the
+# capability that will bring it in (issue "tflite2qonnx on the models people ship").
+# test_refused_models_still_stop_at_their_operator fails once one converts: remove its entry.
+NOT_YET_CONVERTED = {
+    "coral__keras_lstm_mnist_ptq.tflite": ("UNIDIRECTIONAL_SEQUENCE_LSTM", "recurrent ops"),
+    "tfexamples__recommendation_history10_top100.tflite": ("TOPK_V2", "TOPK_V2"),
+    "tfexamples__ssd_mobilenet_v1_coco_quant_detect.tflite": (
+        "TFLite_Detection_PostProcess",
+        "detection post-processing",
+    ),
+}
+# Converted (and compared with the interpreter elsewhere) but with a Transpose the layout pass
+# should not need: attention- and recurrence-style Reshape chains ("Layout" in the same issue).
+EXTRA_TRANSPOSE = {
+    "armzoo__ds_cnn_small_int16.tflite": "a Transpose between Reshape and Conv",
+    "tflm__dp_net.tflite": "Transposes around the recurrences' Reshapes",
+}
+MODELS = [p for p in ALL_MODELS if p.name not in NOT_YET_CONVERTED]
+REFUSED = [p for p in ALL_MODELS if p.name in NOT_YET_CONVERTED]
 
 
 def transpose_reasons(model) -> dict[str, str | None]:
@@ -47,8 +67,17 @@ def transpose_reasons(model) -> dict[str, str | None]:
     return reasons
 
 
+@pytest.mark.parametrize("path", REFUSED, ids=lambda p: p.stem)
+def test_refused_models_still_stop_at_their_operator(path):
+    op, _ = NOT_YET_CONVERTED[path.name]
+    with pytest.raises(ConversionError, match=f"unsupported operator {op}"):
+        tflite2qonnx.convert(path)
+
+
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
 def test_every_transpose_has_a_reason(path):
+    if path.name in EXTRA_TRANSPOSE:
+        pytest.skip(f"known extra Transpose ({EXTRA_TRANSPOSE[path.name]}): layout work open")
     reasons = transpose_reasons(tflite2qonnx.convert(path))
     assert [name for name, why in reasons.items() if why is None] == []
     assert not any(why.startswith("graph") for why in reasons.values())
@@ -59,7 +88,8 @@ def test_keep_io_layout_adds_one_node_per_permuted_io_tensor(path):
     """One Transpose per NHWC graph input/output (a Reshape where the channel dim is 1)."""
     default = tflite2qonnx.convert(path)
     kept = tflite2qonnx.convert(path, keep_io_layout=True)
-    assert [name for name, why in transpose_reasons(kept).items() if why is None] == []
+    unexplained = [name for name, why in transpose_reasons(kept).items() if why is None]
+    assert unexplained == [] or path.name in EXTRA_TRANSPOSE
     io = {v.name for v in (*default.graph.input, *default.graph.output)}
     props = {p.key: p.value for p in default.metadata_props}
     permuted = [

@@ -14,7 +14,6 @@ from qonnx_ingest.finish import (
     name_nodes,
     set_opset_imports,
     sort_nodes,
-    unshare_initializers,
 )
 from qonnx_ingest.quant import QONNX_DOMAIN, make_quant
 
@@ -144,25 +143,6 @@ def test_sort_nodes_names_a_cycle():
     )
     with pytest.raises(ConversionError, match="cycle"):
         sort_nodes(graph)
-
-
-def test_unshare_initializers_gives_each_use_its_own_equal_copy():
-    w = onnx.numpy_helper.from_array(np.arange(3, dtype=np.float32), "w")
-    graph = onnx.helper.make_graph(
-        [
-            onnx.helper.make_node("Mul", ["x", "w"], ["a"]),
-            onnx.helper.make_node("Add", ["a", "w"], ["y"]),
-        ],
-        "g",
-        [],
-        [],
-        [w],
-    )
-    unshare_initializers(graph)
-    first, second = graph.node[0].input[1], graph.node[1].input[1]
-    assert first == "w" and second != "w"
-    values = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
-    np.testing.assert_array_equal(values[first], values[second])
 
 
 @pytest.mark.parametrize("opset", [7, 12, 27, 99])

@@ -81,6 +81,8 @@ def test_subgraph0_matches_interpreter(path: Path) -> None:
         except ValueError:  # activation tensors are not readable before allocate_tensors()
             assert t.data is None, f"{t.name} has data but the interpreter has none"
             continue
+        if value.size == 0 and t.data is None:
+            continue  # zero-element tensors (LSTM intermediates) read as empty either way
         # Before allocation only read-only (constant) tensors are readable.
         assert t.data is not None, f"interpreter has a constant for {t.name}, reader has none"
         assert t.data.dtype == value.dtype
