@@ -224,7 +224,8 @@ def select(b: GraphBuilder, op: Operator) -> None:
     if op.name == "SELECT" and len(b.tensor(op.inputs[0]).shape) == 1 and x_rank > 1:
         axes = b.const(np.arange(1, x_rank, dtype=np.int64), "select_axes")
         cond = b.emit("Unsqueeze", [cond, axes])[0]
-    x, y = (b.reinterpret(operand(b, i), i, op.outputs[0]) for i in op.inputs[1:3])
+    # indexed, not sliced: a missing operand is then the reader's MissingOperandError
+    x, y = (b.reinterpret(operand(b, i), i, op.outputs[0]) for i in (op.inputs[1], op.inputs[2]))
     y = b.emit("Where", [cond, x, y])[0]
     b.set_output(op.outputs[0], y)
 
