@@ -13,15 +13,15 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
     """A copy whose graph inputs carry the feeds' shapes and whose other shapes are re-inferred.
 
     qonnx's executor allocates every tensor from its value_info, so symbolic dims (a dynamic
-    batch) must be fixed before ``execute_onnx``.
+    batch) must be fixed before ``execute_onnx``. Shapes come from the linear-time inference
+    that finishing uses (the same shapes as qonnx's InferShapes, without its cleanup).
     """
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.infer_shapes import InferShapes
+    from qonnx_ingest.finish import infer_shapes
 
     model = copy.deepcopy(model)
     if all(_static_shape(vi) == tuple(feeds[vi.name].shape) for vi in _fed(model, feeds)):
         # nothing to fix: keep the value_info some qonnx ops (channels-last Conv) need
-        return ModelWrapper(model).transform(InferShapes()).model
+        return infer_shapes(model)
     for vi in model.graph.input:
         if vi.name in feeds:
             dims = vi.type.tensor_type.shape.dim
@@ -33,7 +33,7 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
             if not dim.HasField("dim_value"):
                 dim.Clear()
     del model.graph.value_info[:]
-    return ModelWrapper(model).transform(InferShapes()).model
+    return infer_shapes(model)
 
 
 def _fed(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[onnx.ValueInfoProto]:

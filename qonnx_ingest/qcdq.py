@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, ConversionWarning
-from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, sort_nodes
+from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.quant_info import (
     ACTIVATION,
     INPUT,
@@ -41,9 +41,6 @@ _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
 
 def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     """A QCDQ copy of ``model``; ``model`` is not changed."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.qonnx_to_qcdq import QuantToQCDQ
-
     model = copy.deepcopy(model)
     graph = model.graph
     nodes = {n.output[0]: n for n in graph.node if n.output}  # outputs are unique, names may not be
@@ -73,10 +70,9 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
         warnings.warn(message, ConversionWarning, 2)
     sort_nodes(graph)
     try:
-        wrapper = ModelWrapper(model).transform(QuantToQCDQ())
+        model = _quant_to_qcdq(model)
     except Exception as exc:  # qonnx's rewriter raises bare exceptions
         raise ConversionError(f"qonnx QuantToQCDQ failed: {type(exc).__name__}: {exc}") from exc
-    model = wrapper.model
     left = [n for n in model.graph.node if n.op_type in QUANT_OP_TYPES]
     if left:  # Trunc, or a node qonnx declined that the checks above accepted: never ship it
         node = left[0]
@@ -88,6 +84,28 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     _drop_qonnx_domain(model)
     check_model(model)
     return model
+
+
+def _quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
+    """qonnx's QuantToQCDQ: its onnxscript rewrite rules, then unused tensors dropped.
+
+    qonnx's own ``apply`` wraps the result in a ModelWrapper (a shape check per tensor) and
+    cleans it up with passes that scan the graph per node: seconds on a MobileNet. Our models
+    already have opset >= 13, so its opset upgrades never apply.
+    """
+    from onnxscript import ir
+    from onnxscript.rewriter import rewrite
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.qonnx_to_qcdq import QuantToQCDQ
+
+    transformation = QuantToQCDQ()
+    rules = getattr(transformation, "_rewrite_rule_set", None)
+    if rules is None:  # another qonnx version: its public (slower) path
+        return ModelWrapper(model).transform(transformation).model
+    rewritten = ir.to_proto(rewrite(ir.from_proto(model), pattern_rewrite_rules=rules))
+    sort_nodes(rewritten.graph)
+    remove_unused_tensors(rewritten.graph)
+    return rewritten
 
 
 def _check_lowerable(q: QuantizedTensor) -> None:
