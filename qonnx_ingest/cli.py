@@ -34,7 +34,11 @@ def make_parser(prog: str, description: str, input_help: str) -> argparse.Argume
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("input", metavar="MODEL", help=input_help)
     parser.add_argument(
-        "-o", "--output", metavar="OUT.onnx", help="output file (default: MODEL with .onnx)"
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output file, or a directory (existing, or named with a trailing /) to write "
+        "MODEL.onnx into (default: MODEL with .onnx beside it)",
     )
     parser.add_argument(
         "--opset",
@@ -98,6 +102,26 @@ def default_output(input_path: str) -> Path:
     return path.with_suffix(".onnx") if path.suffix else path.with_name(path.name + ".onnx")
 
 
+def output_path(output: str | None, input_path: str) -> tuple[Path, Path | None]:
+    """Where the model goes, and the directory to create first (``-o new_dir/``), if any.
+
+    ``-o DIR`` for an existing directory, or ``-o DIR/`` for one to create, means "into it",
+    under the default name; anything else is the file itself.
+    """
+    if not output:
+        return default_output(input_path), None
+    into_dir = output.endswith(("/", os.sep)) or Path(output).is_dir()
+    if not into_dir:
+        return Path(output), None
+    folder = Path(output)
+    out = folder / default_output(input_path).name
+    if folder.is_dir():
+        return out, None
+    if not folder.parent.is_dir():
+        raise InputError("output directory does not exist", str(folder.parent))
+    return out, folder
+
+
 def run(
     parser: argparse.ArgumentParser,
     convert: Callable[[argparse.Namespace], onnx.ModelProto],
@@ -120,8 +144,8 @@ def run(
         if not source.exists():
             raise InputError("no such file or directory", args.input)
         inputs = [args.input, *extra_inputs(args)]
-        output = Path(args.output) if args.output else default_output(args.input)
-        check_output_path(output, inputs)
+        output, make_dir = output_path(args.output, args.input)
+        check_output_path(make_dir.parent / output.name if make_dir else output, inputs)
         for side in (args.encodings, args.report_json):
             if side and side != "-":
                 check_output_path(side, [*inputs, output])
@@ -139,6 +163,8 @@ def run(
             quant_report = _report(model) if args.report or args.report_json else None
             side_files = _side_files(model, quant_report, args)
         _report_warnings(prog, caught)
+        if make_dir is not None:
+            make_dir.mkdir(exist_ok=True)
         save_model(written, output, inputs=inputs)
         for path, text in side_files:
             _write(path, text, [*inputs, output])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,9 +18,22 @@ from qonnx_ingest.errors import InputError
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20
 
 
+def is_special_file(path: Path) -> bool:
+    """A device, FIFO or socket (through a symlink too): written through, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """Fail before an expensive conversion when the output cannot or must not be written."""
     out = Path(output)
+    if is_special_file(out):
+        if stat.S_ISSOCK(os.stat(out).st_mode):
+            raise InputError("output path is a socket", str(out))
+        return out
     if out.is_dir():
         raise InputError("output path is a directory", str(out))
     parent = out.parent if str(out.parent) else Path(".")
@@ -43,9 +57,16 @@ def save_model(
     """Write ``model`` to ``output`` atomically: a temporary file beside it, then a rename.
 
     Models larger than ``external_data_threshold`` bytes are written with their tensors in
-    ``<output>.data``. ``model`` is left as it was (tensors in memory) either way.
+    ``<output>.data``. ``model`` is left as it was (tensors in memory) either way. A device or
+    FIFO (``-o /dev/stdout``, ``/dev/null``, a pipe) is written through, never renamed over;
+    a symlink is replaced by the new file, so its target is never written.
     """
     out = check_output_path(output, inputs)
+    if is_special_file(out):
+        if model.ByteSize() > external_data_threshold:
+            raise InputError("a model this large needs a regular file beside its .data", str(out))
+        _write_through(out, model.SerializeToString())
+        return out
     data_name = out.name + ".data"
     try:
         staging = Path(tempfile.mkdtemp(prefix=".qonnx-ingest-", dir=out.parent or "."))
@@ -82,6 +103,9 @@ def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathL
     """A side file (report, encodings) under the same rules as the model: checked path,
     temporary file beside it, rename; never the input."""
     out = check_output_path(path, inputs)
+    if is_special_file(out):
+        _write_through(out, text.encode("utf-8"))
+        return out
     try:
         fd, tmp = tempfile.mkstemp(prefix=".qonnx-ingest-", dir=out.parent or ".")
     except OSError as exc:
@@ -94,6 +118,11 @@ def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathL
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def _write_through(out: Path, data: bytes) -> None:
+    with open(out, "wb") as f:  # no truncation or rename on a device; a FIFO's reader gets it
+        f.write(data)
 
 
 def _same_file(a: Path, b: Path) -> bool:

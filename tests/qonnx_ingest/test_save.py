@@ -1,6 +1,7 @@
 """Saving is atomic, never touches the input, and handles models that need external data."""
 
 import os
+import stat
 
 import numpy as np
 import onnx
@@ -84,3 +85,28 @@ def test_large_models_go_to_external_data_and_stay_intact_in_memory(tmp_path, mo
         numpy_helper.to_array(model.graph.initializer[0]),
     )
     assert os.path.getsize(out) < 1000
+
+
+def test_a_fifo_is_written_through_not_replaced(tmp_path, model):
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    save_model(model, fifo)
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still a FIFO, not a regular file
+    assert onnx.load_from_string(received[0]) == model
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no staging leftovers
+
+
+def test_a_symlink_is_replaced_and_its_target_never_written(tmp_path, model):
+    target = tmp_path / "elsewhere.onnx"
+    target.write_bytes(b"someone else's file")
+    link = tmp_path / "m.onnx"
+    link.symlink_to(target)
+    save_model(model, link)
+    assert target.read_bytes() == b"someone else's file"
+    assert not link.is_symlink() and onnx.load(link) == model

@@ -138,12 +138,6 @@ def _output_directory_missing(tmp):
     return [tmp / "m.tflite", "-o", out], ("absent", "output directory does not exist")
 
 
-def _output_is_a_directory(tmp):
-    shutil.copy(MODEL, tmp / "m.tflite")
-    (tmp / "out.onnx").mkdir()
-    return [tmp / "m.tflite", "-o", tmp / "out.onnx"], ("out.onnx", "is a directory")
-
-
 def _malformed_layout_option(tmp):
     shutil.copy(MODEL, tmp / "m.tflite")
     return [tmp / "m.tflite", "--layout", "NCHW"], ("--layout", "'NCHW'")
@@ -179,12 +173,36 @@ BAD = {
     "unsupported_operator": (_unsupported_operator, 1),
     "output_is_the_input": (_output_is_the_input, 2),
     "output_directory_missing": (_output_directory_missing, 2),
-    "output_is_a_directory": (_output_is_a_directory, 2),
     "malformed_layout_option": (_malformed_layout_option, 2),
     "unknown_layout_value": (_unknown_layout_value, 2),
     "layout_of_a_missing_tensor": (_layout_of_a_missing_tensor, 2),
     "opset_out_of_range": (_opset_out_of_range, 2),
 }
+
+
+@pytest.mark.parametrize("spelling", ["out", "out/"])
+def test_output_into_an_existing_directory(spelling, tmp_path):
+    shutil.copy(MODEL, tmp_path / "m.tflite")
+    (tmp_path / "out").mkdir()
+    result = run_cli(tmp_path / "m.tflite", "-o", spelling, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["m.onnx"]
+    onnx.checker.check_model(onnx.load(tmp_path / "out" / "m.onnx"))
+
+
+def test_output_into_a_new_directory_named_with_a_slash(tmp_path):
+    shutil.copy(MODEL, tmp_path / "m.tflite")
+    result = run_cli(tmp_path / "m.tflite", "-o", "new/", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "new" / "m.onnx").is_file() and not (tmp_path / "new.onnx").exists()
+
+
+def test_a_new_output_directory_needs_an_existing_parent(tmp_path):
+    shutil.copy(MODEL, tmp_path / "m.tflite")
+    before = snapshot(tmp_path)
+    result = run_cli(tmp_path / "m.tflite", "-o", "absent/new/", cwd=tmp_path)
+    assert_one_line_failure(result, 2, "absent", "output directory does not exist")
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
