@@ -67,7 +67,7 @@ def convert(
         bit_exact=bit_exact,
     )
     if verify:
-        from tflite2qonnx.verify import verify as run_verification
+        from tflite2qonnx.reference import verify as run_verification
 
         run_verification(source, model).require_pass()
     if output_path is not None:

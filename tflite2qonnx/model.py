@@ -17,21 +17,6 @@ import numpy as np
 from qonnx_ingest.errors import ConversionError, InputError
 from tflite2qonnx.dtypes import INTEGER_TYPES
 
-__all__ = [
-    "DimensionMetadata",
-    "MissingOperandError",
-    "MissingOptionError",
-    "OpCode",
-    "Operator",
-    "QuantArgs",
-    "Quantization",
-    "SignatureDef",
-    "Sparsity",
-    "Subgraph",
-    "TFLiteModel",
-    "Tensor",
-]
-
 # TFLite quantizes with std::round (ties away from zero), which qonnx calls HALF_UP.
 ROUNDING_MODE = "HALF_UP"
 
