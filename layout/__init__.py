@@ -5,7 +5,8 @@ Converters build the graph as the source framework lays it out and call ``to_cha
 """
 
 from layout.channels_first import to_channels_first
-from layout.classes import OP_CLASSES, QONNX_CLASSES, Kind, OpClass, table_summary
+from layout.classes import table_summary
+from layout.op_table import OP_CLASSES, QONNX_CLASSES, Kind, OpClass
 from layout.rewrite import LAYOUT_KEY, stored_perms
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from layout.classes import Kind, NodeRule
+from layout.op_table import Kind, NodeRule
 from qonnx_ingest.errors import ConversionError
 
 Seed = tuple[str, bool, str]  # tensor, channels-first?, who asks for it

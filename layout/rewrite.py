@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from layout.classes import Kind, NodeRule
 from layout.graph import GraphIndex
+from layout.op_table import Kind, NodeRule
 from layout.orders import Order, channels_first, full, letters, tag, transpose_perm
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.names import TakenNames, unique_name

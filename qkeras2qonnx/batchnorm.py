@@ -16,8 +16,8 @@ import inspect
 from typing import Any
 
 from qkeras2qonnx.backend import keras
-from qkeras2qonnx.layers import Slot, Stripped, config_of
 from qkeras2qonnx.quantizers import makes_node
+from qkeras2qonnx.stripped import Slot, Stripped, config_of
 from qonnx_ingest.errors import ConversionError
 
 _FUSED_MIN_EPSILON = 1.001e-5  # tf.nn.fused_batch_norm raises smaller epsilons to this

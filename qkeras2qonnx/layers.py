@@ -9,18 +9,16 @@ approximately. Adding a layer family = one rule here, one entry in ``LAYERS``, o
 from __future__ import annotations
 
 import inspect
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from qkeras2qonnx.backend import is_qkeras_object, keras
-from qkeras2qonnx.quantizers import rule_for
+from qkeras2qonnx.batchnorm import strip_qbatchnorm
+from qkeras2qonnx.pooling import pooling_rule
+from qkeras2qonnx.stripped import LayerRule, Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 
-ACTIVATION = "activation"
 # Config keys of QKeras layers that the plain Keras classes do not accept.
 _QKERAS_KEYS = frozenset(
     {
@@ -33,35 +31,6 @@ _QKERAS_KEYS = frozenset(
         "depthwise_range",
     }
 )
-
-
-@dataclass
-class Slot:
-    """One quantizer of a layer: on weight ``weight_index`` of ``get_weights()``, or (None) on
-    the layer's output."""
-
-    role: str
-    quantizer: Any
-    weight_index: int | None = None
-    # The shape QKeras quantizes the weight in, when it reshapes it first: an explicit
-    # ``scale_axis`` or the rank of an 'auto' scale depends on it.
-    shape: tuple[int, ...] | None = None
-
-
-@dataclass
-class Stripped:
-    """The plain layer to build; ``weights`` (None: the layer's own ``get_weights()``) are what
-    it is given, e.g. kernel and bias with a batch normalization folded in."""
-
-    layer_class: type
-    config: dict
-    slots: list[Slot] = field(default_factory=list)
-    weights: list[Any] | None = None
-    # Quantizers that only act on constants and were folded exactly: "layer role" -> why.
-    folded: dict[str, str] = field(default_factory=dict)
-
-
-LayerRule = Callable[[Any, str], Stripped]
 
 
 # QKeras's quantized recurrences (state quantizers inside the cell loop) have no exact
@@ -154,44 +123,10 @@ def _plain(layer: Any, where: str) -> Stripped:
     return Stripped(type(layer), config, slots)
 
 
-def config_of(layer: Any) -> dict:
-    with warnings.catch_warnings():  # QKeras serializes quantizers as "constraints"
-        warnings.simplefilter("ignore", UserWarning)
-        return layer.get_config()
-
-
 def _training_only(key: str) -> bool:
     """QKeras-only keys, and initializers/regularizers/constraints (QKeras's own classes,
     irrelevant once the trained weights are set) that the plain layer need not rebuild."""
     return key in _QKERAS_KEYS or key.endswith(("_initializer", "_regularizer", "_constraint"))
-
-
-def activation_slot(activation: Any, config: dict, where: str) -> list[Slot]:
-    """A QKeras quantizer used as activation becomes its plain activation plus a slot."""
-    if activation is None or not is_qkeras_object(activation):
-        return []
-    if inspect.isfunction(activation):
-        raise ConversionError(
-            f"unsupported QKeras activation function {activation.__name__}", f"{where} activation"
-        )
-    rule = rule_for(activation, f"{where} activation")
-    config["activation"] = rule.activation
-    return [Slot(ACTIVATION, activation)]
-
-
-def _qpooling(plain: str) -> LayerRule:
-    def strip(layer: Any, where: str) -> Stripped:
-        from qkeras2qonnx.pooling import pooling_rule  # a separate module: it imports this one
-
-        return pooling_rule(plain)(layer, where)
-
-    return strip
-
-
-def _qbatchnorm(layer: Any, where: str) -> Stripped:
-    from qkeras2qonnx.batchnorm import strip_qbatchnorm  # a separate module: it imports this one
-
-    return strip_qbatchnorm(layer, where)
 
 
 _SEPARABLE = ("depthwise_quantizer", "pointwise_quantizer", "bias_quantizer")
@@ -208,7 +143,7 @@ LAYERS: dict[str, LayerRule] = {
     "QConv2DBatchnorm": _folded("Conv2D", "kernel_quantizer"),
     "QDepthwiseConv2DBatchnorm": _folded("DepthwiseConv2D", "depthwise_quantizer"),
     "QActivation": _qactivation,
-    "QBatchNormalization": _qbatchnorm,
-    "QAveragePooling2D": _qpooling("AveragePooling2D"),
-    "QGlobalAveragePooling2D": _qpooling("GlobalAveragePooling2D"),
+    "QBatchNormalization": strip_qbatchnorm,
+    "QAveragePooling2D": pooling_rule("AveragePooling2D"),
+    "QGlobalAveragePooling2D": pooling_rule("GlobalAveragePooling2D"),
 }

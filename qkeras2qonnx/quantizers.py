@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx.activations import LINEAR, RELU, PlainActivation
 from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, LOST, QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError, ConversionWarning
@@ -64,7 +65,7 @@ class QuantizerRule:
     """
 
     resolve: Resolver
-    activation: str
+    activation: PlainActivation
 
 
 def describe(quantizer: Any) -> str:
@@ -277,26 +278,26 @@ def _require_plain_noise(q: Any, config: dict, where: str) -> None:
 
 
 QUANTIZERS: dict[str, QuantizerRule] = {
-    "quantized_bits": QuantizerRule(_quantized_bits, activation="linear"),
-    "quantized_relu": QuantizerRule(_quantized_relu, activation="relu"),
-    "binary": QuantizerRule(_binary, activation="linear"),
-    "ternary": QuantizerRule(_ternary, activation="linear"),
-    "quantized_po2": QuantizerRule(_non_uniform, activation="linear"),
-    "quantized_relu_po2": QuantizerRule(_non_uniform, activation="relu"),
-    "quantized_ulaw": QuantizerRule(_non_uniform, activation="linear"),
+    "quantized_bits": QuantizerRule(_quantized_bits, activation=LINEAR),
+    "quantized_relu": QuantizerRule(_quantized_relu, activation=RELU),
+    "binary": QuantizerRule(_binary, activation=LINEAR),
+    "ternary": QuantizerRule(_ternary, activation=LINEAR),
+    "quantized_po2": QuantizerRule(_non_uniform, activation=LINEAR),
+    "quantized_relu_po2": QuantizerRule(_non_uniform, activation=RELU),
+    "quantized_ulaw": QuantizerRule(_non_uniform, activation=LINEAR),
     # At inference (learning phase 0) QKeras runs the plain binary/ternary computation.
-    "stochastic_binary": QuantizerRule(_binary, activation="linear"),
-    "stochastic_ternary": QuantizerRule(_ternary, activation="linear"),
+    "stochastic_binary": QuantizerRule(_binary, activation=LINEAR),
+    "stochastic_ternary": QuantizerRule(_ternary, activation=LINEAR),
     # Named refusals: a float non-linearity (or product) precedes the rounding, and TF and the
     # ONNX runtime compute it with different last bits, so grid ties can round differently.
     "quantized_tanh": QuantizerRule(
-        _refuse("rounds a float tanh / hard-sigmoid of x, not x: no exact Quant form"), "linear"
+        _refuse("rounds a float tanh / hard-sigmoid of x, not x: no exact Quant form"), LINEAR
     ),
     "quantized_sigmoid": QuantizerRule(
-        _refuse("rounds a float sigmoid of x, not x: no exact Quant form"), "linear"
+        _refuse("rounds a float sigmoid of x, not x: no exact Quant form"), LINEAR
     ),
     "quantized_hswish": QuantizerRule(
         _refuse("rounds the float product x * relu6(x + 3) / 6, not x: no exact Quant form"),
-        "linear",
+        LINEAR,
     ),
 }

@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import verify
+from qkeras2qonnx import quantizer_proof
 from qkeras2qonnx.backend import custom_objects, keras, qkeras_call
-from qkeras2qonnx.layers import Slot, rule_for_layer
+from qkeras2qonnx.layers import rule_for_layer
 from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
 from qkeras2qonnx.quantizers import QuantizerAnnotationLost, describe, rule_for
 from qkeras2qonnx.spec import LOST, QuantSpec
+from qkeras2qonnx.stripped import Slot
 from qonnx_ingest.errors import ConversionError
 
 
@@ -106,7 +107,7 @@ def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerM
         spec = rule.resolve(q, None, where)
         if spec.scale.size != 1:
             raise ConversionError("per-channel activation quantizers are not supported", where)
-        verify.check_activation(q, spec, rule.activation, where)
+        quantizer_proof.check_activation(q, spec, rule.activation, where)
         layer_map.entries.append(MapEntry(path, slot.role, describe(q), spec, None, marker))
         return
     weight = np.asarray(weights[slot.weight_index], dtype=np.float32)
@@ -124,7 +125,7 @@ def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerM
             stacklevel=2,
         )
         return
-    values = verify.weight_values(q, spec, weight, where)
+    values = quantizer_proof.weight_values(q, spec, weight, where)
     offset = layer_map.weight_count
     if offset + weight.size > WEIGHT_CAPACITY:
         raise ConversionError("too many quantized weights to mark in one model", where)

@@ -9,9 +9,7 @@ that applies the encodings to the float graph would quantize. The file is
 
 from __future__ import annotations
 
-import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -47,14 +45,6 @@ def aimet_encodings(model: onnx.ModelProto, strict: bool = False) -> dict:
             raise ConversionError(message + " (--strict refuses them)", "encodings")
         warnings.warn(message + "; written in the nearest AIMET form", ConversionWarning, 2)
     return {"version": VERSION, "encodings": entries}
-
-
-def write_aimet_encodings(model: onnx.ModelProto, path: str | Path, strict: bool = False) -> None:
-    """Write the encodings file atomically (built in full before anything is written)."""
-    from qonnx_ingest.save import write_text_atomically
-
-    document = aimet_encodings(model, strict)
-    write_text_atomically(Path(path), json.dumps(document, indent=2) + "\n")
 
 
 def _entry(q: QuantizedTensor) -> tuple[dict, str | None]:

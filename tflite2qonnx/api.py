@@ -15,10 +15,10 @@ from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.finish import finish_model, set_opset_imports
-from tflite2qonnx import fixed_point
+from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.ops import CONVERTERS, unsupported_message
-from tflite2qonnx.reader import MissingOperandError, Subgraph, read_model
+from tflite2qonnx.model import MissingOperandError, Subgraph
+from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
 
@@ -67,7 +67,7 @@ def convert(
         bit_exact=bit_exact,
     )
     if verify:
-        from tflite2qonnx.verify import verify as run_verification
+        from tflite2qonnx.reference import verify as run_verification
 
         run_verification(source, model).require_pass()
     if output_path is not None:
@@ -105,7 +105,7 @@ def convert_subgraph(
                 raise
             raise MissingOperandError(exc.message, f"{op.where}: {exc.where}") from None
     builder.current = None
-    if bit_exact and (rounded := fixed_point.rounded_once(builder, subgraph.operators)):
+    if bit_exact and (rounded := rounded_once(builder, subgraph.operators)):
         warnings.warn(
             f"{where}: --bit-exact leaves {len(rounded)} integer operator(s) rounding once, "
             f"as XNNPACK does: {', '.join(sorted(set(rounded)))}",

@@ -61,7 +61,7 @@ def _convert(args: argparse.Namespace):
 
 
 def _verify(args: argparse.Namespace, model):
-    from tflite2qonnx.verify import verify
+    from tflite2qonnx.reference import verify
 
     return verify(args.input, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
 

@@ -36,6 +36,9 @@ multiply); a covered op it cannot make exact (int16 activations, a uint8 MEAN ov
 MEAN with equal input and output grids, weight zero points per channel) raises
 ConversionError rather than silently rounding once. Ops not covered here (SUB, MUL,
 SOFTMAX, ...) convert as by default; float ops and float models are untouched.
+
+This module is the arithmetic and the graph pieces; the kernels that use them are operator code,
+``tflite2qonnx.ops.exact``, and how --bit-exact treats each operator is in its record.
 """
 
 from __future__ import annotations
@@ -46,53 +49,13 @@ import numpy as np
 from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.dtypes import INT8_TYPES
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.padding import spatial_attrs
-from tflite2qonnx.ops.reduce import reduce_axes
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
 
-_EXACT_F32 = 2.0**24  # integers below this are exact in float32 (and in its sums)
+EXACT_F32 = 2.0**24  # integers below this are exact in float32 (and in its sums)
 _EXACT_F64 = 2.0**53
 _WEIGHT_SPLIT_BITS = 4  # weights = hi * 16 + lo when one float32 Conv could be inexact
-_INT8_TYPES = {"int8": (8, True), "uint8": (8, False)}
-
-
-# Integer ops emulated here, and those whose int8 kernels only copy, compare or clamp the
-# integers (GraphBuilder.reinterpret), which the default graph already reproduces exactly.
-EMULATED = frozenset(
-    {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MEAN", "AVERAGE_POOL_2D"}
-)
-EXACT_AS_CONVERTED = frozenset(
-    {
-        "BROADCAST_TO", "CONCATENATION", "DEPTH_TO_SPACE", "DEQUANTIZE", "EXPAND_DIMS",
-        "GATHER", "GATHER_ND", "MAX_POOL_2D", "MAXIMUM", "MINIMUM", "MIRROR_PAD", "PACK",
-        "PAD", "PADV2", "REDUCE_MAX", "REDUCE_MIN", "RESHAPE", "RESIZE_NEAREST_NEIGHBOR",
-        "REVERSE_V2", "SELECT", "SELECT_V2", "SLICE", "SPACE_TO_DEPTH", "SPLIT", "SPLIT_V",
-        "SQUEEZE", "STRIDED_SLICE", "TILE", "TRANSPOSE", "UNPACK",
-    }
-)  # fmt: skip
-_CLAMPS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"})  # exact on one grid
-
-
-def rounded_once(b: GraphBuilder, operators) -> list[str]:
-    """Names of the integer operators bit_exact leaves to the default single rounding."""
-    names = []
-    for op in operators:
-        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-        if t is None or t.quantization is None or t.dtype in ("float32", "float16"):
-            continue
-        if op.name in EMULATED or op.name in EXACT_AS_CONVERTED:
-            continue
-        out = b.tensor(op.outputs[0]).quantization if op.outputs else None
-        same_grid = out is not None and (list(out.scale), list(out.zero_point)) == (
-            list(t.quantization.scale),
-            list(t.quantization.zero_point),
-        )
-        if op.name in _CLAMPS and same_grid:
-            continue
-        names.append(op.name)
-    return names
 
 
 # ---------------------------------------------------------------------- TFLite's arithmetic
@@ -163,9 +126,9 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
     use 64-bit accumulators and other multipliers, which this module does not emulate.
     """
     t = b.tensor(op.inputs[0])
-    if t.quantization is None or t.dtype in ("float32", "float16"):
+    if not t.integer_quantized:
         return False
-    if t.dtype not in _INT8_TYPES:
+    if t.dtype not in INT8_TYPES:
         raise ConversionError(
             f"bit_exact: {t.dtype} activations are not emulated (int8 and uint8 only)", op.where
         )
@@ -175,13 +138,13 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
 def grid(b: GraphBuilder, idx: int, where: str) -> Grid:
     t = b.tensor(idx)
     q = t.quantization
-    if t.dtype not in _INT8_TYPES or q is None:
+    if t.dtype not in INT8_TYPES or q is None:
         raise ConversionError(
             f"bit_exact: tensor '{t.name}' is {t.dtype}, expected int8 or uint8", where
         )
     if len(q.scale) != 1:
         raise ConversionError(f"bit_exact: activation '{t.name}' is quantized per axis", where)
-    bits, signed = _INT8_TYPES[t.dtype]
+    bits, signed = INT8_TYPES[t.dtype]
     return Grid(float(np.float32(q.scale[0])), int(q.zero_point[0]), bits, signed)
 
 
@@ -209,11 +172,11 @@ def raw_integers(b: GraphBuilder, idx: int, where: str) -> tuple[str, Grid]:
     return b.quant(x, hint, b.tensor(idx).shape, scale=1.0, bit_width=g.bits, signed=g.signed), g
 
 
-def _f64(b: GraphBuilder, value: np.ndarray | float, hint: str) -> str:
+def f64(b: GraphBuilder, value: np.ndarray | float, hint: str) -> str:
     return b.const(np.asarray(value, np.float64), hint)
 
 
-def _cast(b: GraphBuilder, x: str, to: int) -> str:
+def cast(b: GraphBuilder, x: str, to: int) -> str:
     return b.emit("Cast", [x], to=to)[0]
 
 
@@ -221,7 +184,7 @@ def integer_weights(b: GraphBuilder, idx: int, perm, where: str) -> tuple[np.nda
     """A constant weight tensor's ``w - zero_point`` (permuted) and its storage bits."""
     t = b.tensor(idx)
     q = t.quantization
-    if t.data is None or q is None or t.dtype not in _INT8_TYPES:
+    if t.data is None or q is None or t.dtype not in INT8_TYPES:
         raise ConversionError(
             f"bit_exact: weights '{t.name}' must be a constant int8 / uint8 tensor", where
         )
@@ -236,7 +199,7 @@ def integer_weights(b: GraphBuilder, idx: int, perm, where: str) -> tuple[np.nda
 
 def _weight_quant(b: GraphBuilder, w: np.ndarray, idx: int, zero_point: int, hint: str) -> str:
     """Integer weights annotated with their storage range by a scale-1 Quant."""
-    bits, signed = _INT8_TYPES[b.tensor(idx).dtype]
+    bits, signed = INT8_TYPES[b.tensor(idx).dtype]
     raw = b.const(w.astype(np.float32), f"{hint}_int")
     return b.quant(
         raw, hint, w.shape, scale=1.0, zero_point=zero_point, bit_width=bits, signed=signed
@@ -263,23 +226,23 @@ def integer_product(
     """
     moved = np.moveaxis(np.abs(w), out_axis, 0).reshape(w.shape[out_axis], -1)
     bound = moved.sum(axis=1) * float(x_max)
-    if bound.max() < _EXACT_F32:
+    if bound.max() < EXACT_F32:
         y = b.emit(op_type, [x, _weight_quant(b, w, w_idx, w_zero_point, "w")], **attrs)[0]
-        return _cast(b, y, TensorProto.DOUBLE), bound
+        return cast(b, y, TensorProto.DOUBLE), bound
     step = float(1 << _WEIGHT_SPLIT_BITS)
     hi = np.round(w / step)
     lo = w - hi * step
     for part in (hi, lo):
         part_bound = np.moveaxis(np.abs(part), out_axis, 0).reshape(w.shape[out_axis], -1)
-        if (part_bound.sum(axis=1) * float(x_max)).max() >= _EXACT_F32:
+        if (part_bound.sum(axis=1) * float(x_max)).max() >= EXACT_F32:
             raise ConversionError(
                 f"bit_exact: {op_type} reduces over too many terms for exact float32 sums", where
             )
     parts = []
     for part, hint in ((hi, "w_hi"), (lo, "w_lo")):
         name = b.const(part.astype(np.float32), hint)
-        parts.append(_cast(b, b.emit(op_type, [x, name], **attrs)[0], TensorProto.DOUBLE))
-    y = b.emit("Mul", [parts[0], _f64(b, step, "w_split")])[0]
+        parts.append(cast(b, b.emit(op_type, [x, name], **attrs)[0], TensorProto.DOUBLE))
+    y = b.emit("Mul", [parts[0], f64(b, step, "w_split")])[0]
     return b.emit("Add", [y, parts[1]])[0], bound
 
 
@@ -310,21 +273,21 @@ def requantize(
     # an output that does not saturate int8 needs right - left > 12.
     simple = (bound * m0 * 2.0**left < _EXACT_F64) | (right - left <= 12)
     if np.all(simple):
-        v = b.emit("Mul", [acc, _f64(b, m0 * 2.0 ** (left - 31), "multiplier")])[0]
-        t = b.emit("Floor", [b.emit("Add", [v, _f64(b, 0.5, "half")])[0]])[0]
+        v = b.emit("Mul", [acc, f64(b, m0 * 2.0 ** (left - 31), "multiplier")])[0]
+        t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]
     else:  # M0 = hi * 2^16 + lo: both products exact, the fraction of the first carried
         hi, lo = m0 >> 16, m0 & 0xFFFF
-        a = b.emit("Mul", [acc, _f64(b, hi * 2.0 ** (left - 15), "multiplier_hi")])[0]
+        a = b.emit("Mul", [acc, f64(b, hi * 2.0 ** (left - 15), "multiplier_hi")])[0]
         a_int = b.emit("Floor", [a])[0]
         a_frac = b.emit("Sub", [a, a_int])[0]
-        c = b.emit("Mul", [acc, _f64(b, lo * 2.0 ** (left - 31), "multiplier_lo")])[0]
-        c = b.emit("Add", [b.emit("Add", [a_frac, c])[0], _f64(b, 0.5, "half")])[0]
+        c = b.emit("Mul", [acc, f64(b, lo * 2.0 ** (left - 31), "multiplier_lo")])[0]
+        c = b.emit("Add", [b.emit("Add", [a_frac, c])[0], f64(b, 0.5, "half")])[0]
         t = b.emit("Add", [a_int, b.emit("Floor", [c])[0]])[0]
     pot = 2.0**right
     scaled = b.quant(
         t, "divide_by_pot", None, scale=pot, bit_width=32, signed=True, rounding_mode="HALF_UP"
     )
-    k = _cast(b, scaled, TensorProto.FLOAT)
+    k = cast(b, scaled, TensorProto.FLOAT)
     out_scale = (np.float32(s_out) * (1.0 / pot)).astype(np.float32)
     return b.emit("Mul", [k, b.const(out_scale, "output_scale")])[0]
 
@@ -341,190 +304,17 @@ def requantize_single_rounding(
     m0 = np.asarray(m0, np.int64)
     reduced = np.where(m0 < 0x7FFF0000, (m0 + (1 << 15)) >> 16, 0x7FFF)
     total_shift = 15 - np.asarray(shift, np.int64)
-    v = b.emit("Mul", [acc, _f64(b, reduced * 2.0**-total_shift, "multiplier")])[0]
-    v = b.emit("Add", [v, _f64(b, 0.5, "half")])[0]
+    v = b.emit("Mul", [acc, f64(b, reduced * 2.0**-total_shift, "multiplier")])[0]
+    v = b.emit("Add", [v, f64(b, 0.5, "half")])[0]
     k = b.quant(v, "rounded", None, scale=1.0, bit_width=32, signed=True, rounding_mode="FLOOR")
     return b.emit("Mul", [k, b.const(np.array(s_out, np.float32), "output_scale")])[0]
 
 
-def _rounding_divide_by_pot(b: GraphBuilder, t: str, right: int) -> str:
+def rounding_divide_by_pot(b: GraphBuilder, t: str, right: int) -> str:
     """RoundingDivideByPOT in float64 standard ops (a result wider than 24 bits must not
     pass through a Quant, whose output qonnx stores as float32)."""
     if right == 0:
         return t
-    u = b.emit("Mul", [t, _f64(b, 2.0**-right, "pot")])[0]
-    mag = b.emit("Floor", [b.emit("Add", [b.emit("Abs", [u])[0], _f64(b, 0.5, "half")])[0]])[0]
+    u = b.emit("Mul", [t, f64(b, 2.0**-right, "pot")])[0]
+    mag = b.emit("Floor", [b.emit("Add", [b.emit("Abs", [u])[0], f64(b, 0.5, "half")])[0]])[0]
     return b.emit("Mul", [b.emit("Sign", [u])[0], mag])[0]
-
-
-# ---------------------------------------------------------------------- the kernels
-def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
-    """CONV_2D / DEPTHWISE_CONV_2D as the reference integer kernels compute them."""
-    where = op.where
-    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
-    w, w_zp = integer_weights(b, op.inputs[1], perm, where)
-    x = offsets(b, op.inputs[0], where)
-    attrs = spatial_attrs(b, op, kernel)
-    acc, bound = integer_product(
-        b,
-        "Conv",
-        x,
-        w,
-        op.inputs[1],
-        w_zp,
-        0,
-        g_in.max_abs_offset,
-        where,
-        group=groups,
-        kernel_shape=list(kernel),
-        **attrs,
-    )
-    s_w = b.tensor(op.inputs[1]).quantization.scale
-    per_tensor = len(s_w) == 1
-    m0, shift = conv_multipliers(
-        g_in.scale, s_w, g_out.scale, per_tensor and b.tensor(op.inputs[0]).dtype == "uint8"
-    )
-    _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2)
-
-
-def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
-    """FULLY_CONNECTED; ``x_reshaped(x)`` applies the converter's input reshape."""
-    where = op.where
-    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
-    w, w_zp = integer_weights(b, op.inputs[1], (1, 0), where)
-    x = x_reshaped(offsets(b, op.inputs[0], where))
-    acc, bound = integer_product(
-        b, "MatMul", x, w, op.inputs[1], w_zp, 1, g_in.max_abs_offset, where
-    )
-    s_w = b.tensor(op.inputs[1]).quantization.scale
-    m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, len(s_w) == 1)
-    # per-channel weights: FullyConnectedPerChannel requantizes with the 64-bit
-    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits)
-    single = len(s_w) > 1
-    _finish_accumulator(
-        b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
-    )
-
-
-def _finish_accumulator(
-    b, op, acc, bound, m0, shift, channels, g_out, where, bias_slot, single=False
-):
-    bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
-    if bias_idx >= 0:
-        t = b.tensor(bias_idx)
-        if t.data is None or t.dtype != "int32":
-            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant int32", where)
-        bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))
-        acc = b.emit("Add", [acc, _f64(b, bias, "bias")])[0]
-        bound = bound + np.abs(bias)
-    if m0.size == 1:
-        m0, shift, bound = m0[0], shift[0], np.max(bound)
-    if single:
-        y = requantize_single_rounding(b, acc, m0, shift, g_out.scale)
-    else:
-        y = requantize(b, acc, m0, shift, bound, g_out.scale, where)
-    b.set_output(op.outputs[0], fused_activation(b, op, y))
-
-
-def add(b: GraphBuilder, op: Operator) -> None:
-    """ADD (int8 / uint8): each input ``(q - zp) << 20`` scaled to twice the larger input
-    scale with its own multiplier (two roundings), summed, then requantized to the output."""
-    where = op.where
-    g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
-    g_out = grid(b, op.outputs[0], where)
-    left_shift = 20
-    twice_max = 2.0 * float(np.float32(max(np.float32(g1.scale), np.float32(g2.scale))))
-    out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
-    parts, bound = [], 0.0
-    for idx, g in ((op.inputs[0], g1), (op.inputs[1], g2)):
-        m, e = quantize_multiplier(g.scale / twice_max)
-        if e > 0:
-            raise ConversionError("bit_exact: ADD input multiplier >= 1", where)
-        x = _cast(b, offsets(b, idx, where), TensorProto.DOUBLE)
-        # (x << 20) * m / 2^31: x * m has at most 40 bits, so this product is exact
-        v = b.emit("Mul", [x, _f64(b, m * 2.0 ** (left_shift - 31), "multiplier")])[0]
-        t = b.emit("Floor", [b.emit("Add", [v, _f64(b, 0.5, "half")])[0]])[0]
-        parts.append(_rounding_divide_by_pot(b, t, -e))
-        bound += g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1
-    raw = b.emit("Add", parts)[0]
-    m_out, e_out = quantize_multiplier(out_real)
-    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
-    b.set_output(op.outputs[0], fused_activation(b, op, y))
-
-
-def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
-    """MEAN as EvalMeanReferenceOps dispatches it for int8 / uint8.
-
-    Both the int8 H-and-W kernel (reference_integer_ops::Mean) and QuantizedMeanOrSum (other
-    axes, differing grids) sum ``q - zp`` and requantize it with the input/output multiplier
-    divided by the count in fixed point: ``(M0 << s) / count`` with s = min(floor(log2
-    count), 32, 31 + shift). uint8 over H and W (a float-derived multiplier and bias) and
-    equal input / output grids (an integer division) are other kernels, not emulated.
-    """
-    where = op.where
-    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
-    shape = b.tensor(op.inputs[0]).shape
-    count = int(np.prod([shape[a] for a in axes]))
-    spatial = keepdims and len(shape) == 4 and sorted(axes) == [1, 2]
-    uint8 = b.tensor(op.inputs[0]).dtype == "uint8"
-    same_grid = (g_in.scale, g_in.zero_point) == (g_out.scale, g_out.zero_point)
-    if (spatial and uint8) or (not spatial and same_grid):
-        raise ConversionError(
-            "bit_exact: this MEAN variant (uint8 over H and W, or equal input and output "
-            "grids) is not emulated",
-            where,
-        )
-    if count * g_in.max_abs_offset >= _EXACT_F32:
-        raise ConversionError("bit_exact: MEAN over too many elements for exact sums", where)
-    m0, sh = quantize_multiplier(float(np.float32(g_in.scale)) / float(np.float32(g_out.scale)))
-    adj = min(count.bit_length() - 1, 32, 31 + sh)
-    m1, sh1 = (m0 << adj) // count, sh - adj
-    acc = reduce_axes(b, "ReduceSum", offsets(b, op.inputs[0], where), axes, keepdims)
-    acc = _cast(b, acc, TensorProto.DOUBLE)
-    bound = float(count * g_in.max_abs_offset)
-    y = requantize(b, acc, np.int64(m1), np.int64(sh1), bound, g_out.scale, where)
-    b.set_output(op.outputs[0], y)
-
-
-def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
-    """AVERAGE_POOL_2D: the raw integers summed over the window's valid cells, divided by
-    their count rounding half away from zero, on the output's grid."""
-    where = op.where
-    g_out = grid(b, op.outputs[0], where)
-    raw, _ = raw_integers(b, op.inputs[0], where)
-    attrs = spatial_attrs(b, op, kernel)
-    if "auto_pad" in attrs:
-        raise ConversionError("bit_exact: AVERAGE_POOL_2D needs static spatial dims", where)
-    window = int(kernel[0] * kernel[1])
-    pool_attrs = {"kernel_shape": list(kernel), "count_include_pad": 1, **attrs}
-    pooled = b.emit("AveragePool", [raw], **pool_attrs)[0]
-    # mean * window is within a few ulps of the integer sum: Round recovers it exactly
-    total = b.emit(
-        "Round", [b.emit("Mul", [pooled, b.const(np.array(window, np.float32), "window")])[0]]
-    )[0]
-    counts = _valid_counts(
-        b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
-    )
-    # |sum / count - (m + 1/2)| >= 1 / (2 count) >> float32's error: ties stay exact ties
-    mean_ = b.emit("Div", [total, b.const(counts, "count")])[0]
-    k = b.quant(
-        mean_, "rounded", None, scale=1.0, bit_width=32, signed=True, rounding_mode="HALF_UP"
-    )
-    if g_out.zero_point:
-        k = b.emit("Sub", [k, b.const(np.array(g_out.zero_point, np.float32), "zero_point")])[0]
-    y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "scale")])[0]
-    b.set_output(op.outputs[0], fused_activation(b, op, y))
-
-
-def _valid_counts(in_hw, out_hw, kernel, attrs) -> np.ndarray:
-    """Cells of each window inside the input (TFLite divides by that), NHWC-broadcastable."""
-    per_axis = []
-    for a in range(2):
-        begin, stride = attrs["pads"][a], attrs["strides"][a]
-        starts = np.arange(out_hw[a]) * stride - begin
-        ends = np.minimum(starts + kernel[a], in_hw[a])
-        per_axis.append(ends - np.maximum(starts, 0))
-    counts = np.outer(per_axis[0], per_axis[1]).astype(np.float32)
-    if np.all(counts == counts.flat[0]):
-        return np.array(counts.flat[0], np.float32)
-    return counts.reshape(1, out_hw[0], out_hw[1], 1)

@@ -16,25 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.quant import make_quant
-from tflite2qonnx.quantization import dequantize, quant_args
-from tflite2qonnx.reader import Operator, Subgraph, Tensor
-
-# Tensor dtypes that are not exposed as float at the graph boundary -> ONNX element type.
-_ONNX_TYPES = {
-    "int8": TensorProto.INT8,
-    "uint8": TensorProto.UINT8,
-    "int16": TensorProto.INT16,
-    "uint16": TensorProto.UINT16,
-    "int32": TensorProto.INT32,
-    "uint32": TensorProto.UINT32,
-    "int64": TensorProto.INT64,
-    "uint64": TensorProto.UINT64,
-    "bool": TensorProto.BOOL,
-    "float64": TensorProto.DOUBLE,
-    "bfloat16": TensorProto.BFLOAT16,
-    "complex64": TensorProto.COMPLEX64,
-    "complex128": TensorProto.COMPLEX128,
-}
+from tflite2qonnx.dtypes import ONNX_TYPES
+from tflite2qonnx.model import Operator, Subgraph, Tensor
+from tflite2qonnx.quantization import dequantize
 
 
 class GraphBuilder:
@@ -158,7 +142,7 @@ class GraphBuilder:
         the same integers on its own grid: ``y = s_out * (x / s_in + zp_in - zp_out)``.
         Rescaling the real value instead would be off by up to the whole range.
         """
-        src, dst = quant_args(self.tensor(src_idx)), quant_args(self.tensor(dst_idx))
+        src, dst = self.tensor(src_idx).quant, self.tensor(dst_idx).quant
         if src is None or dst is None or src.axis is not None or dst.axis is not None:
             return value
         s_in, zp_in = float(src.scale), float(src.zero_point)
@@ -175,7 +159,7 @@ class GraphBuilder:
 
     def _quantize_constant(self, idx: int, value: np.ndarray, perm: tuple[int, ...] | None) -> str:
         tensor = self.tensor(idx)
-        args = quant_args(tensor) if tensor.data is not None else None
+        args = tensor.quant if tensor.data is not None else None
         hint = self.tensor_name(idx) if perm is None else f"{self.tensor_name(idx)}_perm"
         if args is None:
             return self.const(value, hint)
@@ -224,7 +208,7 @@ class GraphBuilder:
     def set_output(self, idx: int, value: str) -> None:
         """``value`` computes tensor ``idx`` in float; a quantized tensor gets its Quant node."""
         tensor = self.tensor(idx)
-        args = quant_args(tensor)
+        args = tensor.quant
         if args is not None:
             out = self.fresh(self.tensor_name(idx))
             self._add_quant(value, out, tensor.shape, tensor.name, args.as_kwargs())
@@ -262,7 +246,7 @@ class GraphBuilder:
         name = self.tensor_name(idx)
         self._taken.add(name)
         self._values[idx] = name
-        args = quant_args(tensor)
+        args = tensor.quant
         if args is not None:
             # Users feed real values; the Quant node puts them on the tensor's grid.
             self.io_quantization[name] = _io_record(tensor)
@@ -276,7 +260,7 @@ class GraphBuilder:
         for idx in self.subgraph.outputs:
             tensor = self.tensor(idx)
             name = self._bind_output_name(idx)
-            if quant_args(tensor) is not None:
+            if tensor.quant is not None:
                 self.io_quantization[name] = _io_record(tensor)
             outputs.append(_value_info(name, tensor))
         inputs = [_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs]
@@ -342,10 +326,10 @@ def _io_record(tensor: Tensor) -> dict:
 
 
 def _value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
-    if tensor.dtype in ("float32", "float16") or quant_args(tensor) is not None:
+    if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
         elem = TensorProto.FLOAT  # quantized and float16 tensors are exposed as real values
-    elif tensor.dtype in _ONNX_TYPES:
-        elem = _ONNX_TYPES[tensor.dtype]
+    elif tensor.dtype in ONNX_TYPES:
+        elem = ONNX_TYPES[tensor.dtype]
     else:  # string, resource, variant; int4 without a scale
         raise ConversionError(
             f"{tensor.dtype} tensors have no ONNX equivalent here",

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 import tflite2qonnx
 from support import CORPUS, requires_corpus
-from tflite2qonnx.quantization import dequantize, quant_args
+from tflite2qonnx.quantization import dequantize
 from tflite2qonnx.reader import read_model
 
 pytestmark = requires_corpus
@@ -41,7 +41,7 @@ def test_int64_biases_are_scale_times_their_integers(subgraph):
         q = bias.quantization
         expected = (q.scale.astype(np.float64) * bias.data.astype(np.float64)).astype(np.float32)
         np.testing.assert_array_equal(dequantize(bias), expected)
-        args = quant_args(bias)
+        args = bias.quant
         assert (args.bit_width, args.signed) == (64, True)
 
 

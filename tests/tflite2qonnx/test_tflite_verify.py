@@ -20,7 +20,7 @@ from qonnx_ingest.quant_info import WEIGHT, quantized_tensors
 from qonnx_ingest.verification import VerificationError
 from support import CORPUS, requires_corpus
 from tflite2qonnx.cli import main
-from tflite2qonnx.verify import verify
+from tflite2qonnx.reference import verify
 
 CONV = CORPUS / "tflite" / "t2o__conv.uint8.tflite"  # input [1,4,4,3] uint8, zero point 100
 HELLO = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"  # input [1,1] int8

@@ -1,14 +1,16 @@
-"""The operator table: TFLite builtin (or custom code) -> converter function.
+"""The operator table: one record (``Op``) per TFLite builtin or MediaPipe custom code.
 
-Adding an operator means writing one small converter ``f(builder, operator)`` and one row here.
+Adding an operator means writing one small converter ``f(builder, operator)`` and one row here;
+the row also carries the operand ranks and rules the reader checks and how --bit-exact treats
+the operator (``tflite2qonnx.ops.record``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import elementwise as ew
+from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops import reduce, shape, slicing
 from tflite2qonnx.ops.activation import relu, relu6
 from tflite2qonnx.ops.conv import (
@@ -34,127 +36,167 @@ from tflite2qonnx.ops.mediapipe_transform import (
 )
 from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
 from tflite2qonnx.ops.quantize import dequantize, quantize
+from tflite2qonnx.ops.record import (
+    EMULATED,
+    EXACT,
+    EXACT_ON_ONE_GRID,
+    ROUNDED_ONCE,
+    Converter,
+    Op,
+)
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
 from tflite2qonnx.ops.softmax import log_softmax, softmax
-from tflite2qonnx.ops.tensor import concatenation, mean, pad, transpose
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.ops.tensor import concatenation, pad, transpose
 
-Converter = Callable[[GraphBuilder, Operator], None]
+__all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
 
-CONVERTERS: dict[str, Converter] = {
-    "ABS": ew.abs_,
-    "ADD": ew.add,
-    "ADD_N": ew.add_n,
-    "ARG_MAX": reduce.arg_max,
-    "ARG_MIN": reduce.arg_min,
-    "AVERAGE_POOL_2D": average_pool_2d,
-    "BATCH_MATMUL": batch_matmul,
-    "BROADCAST_TO": shape.broadcast_to,
-    "CAST": ew.cast,
-    "CEIL": ew.ceil,
-    "CONCATENATION": concatenation,
-    "CONV_2D": conv_2d,
-    "CONV_3D": conv_3d,
-    "COS": ew.cos,
-    "CUMSUM": reduce.cumsum,
-    "DENSIFY": densify,
-    "DEPTH_TO_SPACE": depth_to_space,
-    "DEPTHWISE_CONV_2D": depthwise_conv_2d,
-    "DEQUANTIZE": dequantize,
-    "DIV": ew.div,
-    "ELU": ew.elu,
-    "EQUAL": ew.equal,
-    "EXP": ew.exp,
-    "EXPAND_DIMS": shape.expand_dims,
-    "FILL": shape.fill,
-    "FLOOR": ew.floor,
-    "FLOOR_DIV": ew.floor_div,
-    "FLOOR_MOD": ew.floor_mod,
-    "FULLY_CONNECTED": fully_connected,
-    "GATHER": slicing.gather,
-    "GATHER_ND": slicing.gather_nd,
-    "GELU": ew.gelu,
-    "GREATER": ew.greater,
-    "GREATER_EQUAL": ew.greater_equal,
-    "HARD_SWISH": ew.hard_swish,
-    "L2_NORMALIZATION": reduce.l2_normalization,
-    "LEAKY_RELU": ew.leaky_relu,
-    "LESS": ew.less,
-    "LESS_EQUAL": ew.less_equal,
-    "LOCAL_RESPONSE_NORMALIZATION": local_response_normalization,
-    "LOG": ew.log,
-    "LOG_SOFTMAX": log_softmax,
-    "LOGICAL_AND": ew.logical_and,
-    "LOGICAL_NOT": ew.logical_not,
-    "LOGICAL_OR": ew.logical_or,
-    "LOGISTIC": ew.logistic,
-    "MAX_POOL_2D": max_pool_2d,
-    "MAXIMUM": ew.maximum,
-    "MEAN": mean,
-    "MINIMUM": ew.minimum,
-    "MIRROR_PAD": slicing.mirror_pad,
-    "MUL": ew.mul,
-    "NEG": ew.neg,
-    "NOT_EQUAL": ew.not_equal,
-    "PACK": slicing.pack,
-    "PAD": pad,
-    "PADV2": pad,
-    "POW": ew.pow_,
-    "PRELU": ew.prelu,
-    "QUANTIZE": quantize,
-    "REDUCE_MAX": reduce.reduce_max,
-    "REDUCE_MIN": reduce.reduce_min,
-    "REDUCE_PROD": reduce.reduce_prod,
-    "RELU": relu,
-    "RELU_0_TO_1": ew.relu_0_to_1,
-    "RELU_N1_TO_1": ew.relu_n1_to_1,
-    "RELU6": relu6,
-    "RESHAPE": shape.reshape,
-    "RESIZE_BILINEAR": resize_bilinear,
-    "RESIZE_NEAREST_NEIGHBOR": resize_nearest_neighbor,
-    "REVERSE_V2": slicing.reverse_v2,
-    "ROUND": ew.round_,
-    "RSQRT": ew.rsqrt,
-    "SELECT": ew.select,
-    "SELECT_V2": ew.select,
-    "SHAPE": shape.shape,
-    "SIGN": ew.sign,
-    "SIN": ew.sin,
-    "SLICE": slicing.slice_,
-    "SOFTMAX": softmax,
-    "SPACE_TO_DEPTH": space_to_depth,
-    "SPLIT": slicing.split,
-    "SPLIT_V": slicing.split_v,
-    "SQRT": ew.sqrt,
-    "SQUARE": ew.square,
-    "SQUARED_DIFFERENCE": ew.squared_difference,
-    "SQUEEZE": shape.squeeze,
-    "STRIDED_SLICE": slicing.strided_slice,
-    "SUB": ew.sub,
-    "SUM": reduce.reduce_sum,
-    "TANH": ew.tanh,
-    "TILE": slicing.tile,
-    "TRANSPOSE": transpose,
-    "TRANSPOSE_CONV": transpose_conv,
-    "UNPACK": slicing.unpack,
-    "ZEROS_LIKE": shape.zeros_like,
+# Builtin operators, by BuiltinOperator name
+OPERATORS: dict[str, Op] = {
+    "ABS": Op(ew.abs_),
+    "ADD": Op(ew.add, bit_exact=EMULATED),
+    "ADD_N": Op(ew.add_n, operands=rules.variadic),
+    "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
+    "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
+    "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
+    "BATCH_MATMUL": Op(batch_matmul),
+    "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
+    "CAST": Op(ew.cast),
+    "CEIL": Op(ew.ceil),
+    "CONCATENATION": Op(concatenation, operands=rules.concatenation, bit_exact=EXACT),
+    "CONV_2D": Op(conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED),
+    "CONV_3D": Op(conv_3d, ranks=((5, 5), (5,)), operands=rules.conv_filter),
+    "COS": Op(ew.cos),
+    "CUMSUM": Op(reduce.cumsum, operands=rules.one_axis),
+    "DENSIFY": Op(densify),
+    "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
+    "DEPTHWISE_CONV_2D": Op(
+        depthwise_conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED
+    ),
+    "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
+    "DIV": Op(ew.div),
+    "ELU": Op(ew.elu),
+    "EQUAL": Op(ew.equal),
+    "EXP": Op(ew.exp),
+    "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
+    "FILL": Op(shape.fill),
+    "FLOOR": Op(ew.floor),
+    "FLOOR_DIV": Op(ew.floor_div),
+    "FLOOR_MOD": Op(ew.floor_mod),
+    "FULLY_CONNECTED": Op(fully_connected, bit_exact=EMULATED),
+    "GATHER": Op(slicing.gather, bit_exact=EXACT),
+    "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
+    "GELU": Op(ew.gelu),
+    "GREATER": Op(ew.greater),
+    "GREATER_EQUAL": Op(ew.greater_equal),
+    "HARD_SWISH": Op(ew.hard_swish),
+    "L2_NORMALIZATION": Op(reduce.l2_normalization),
+    "L2_POOL_2D": Op(None, ranks=((4,), (4,))),
+    "LEAKY_RELU": Op(ew.leaky_relu),
+    "LESS": Op(ew.less),
+    "LESS_EQUAL": Op(ew.less_equal),
+    "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
+    "LOG": Op(ew.log),
+    "LOG_SOFTMAX": Op(log_softmax),
+    "LOGICAL_AND": Op(ew.logical_and),
+    "LOGICAL_NOT": Op(ew.logical_not),
+    "LOGICAL_OR": Op(ew.logical_or),
+    "LOGISTIC": Op(ew.logistic),
+    "MAX_POOL_2D": Op(max_pool_2d, ranks=((4,), (4,)), bit_exact=EXACT),
+    "MAXIMUM": Op(ew.maximum, bit_exact=EXACT),
+    "MEAN": Op(reduce.mean, operands=rules.reduction, bit_exact=EMULATED),
+    "MINIMUM": Op(ew.minimum, bit_exact=EXACT),
+    "MIRROR_PAD": Op(slicing.mirror_pad, operands=rules.pad, bit_exact=EXACT),
+    "MUL": Op(ew.mul),
+    "NEG": Op(ew.neg),
+    "NOT_EQUAL": Op(ew.not_equal),
+    "PACK": Op(slicing.pack, bit_exact=EXACT),
+    "PAD": Op(pad, operands=rules.pad, bit_exact=EXACT),
+    "PADV2": Op(pad, operands=rules.pad, bit_exact=EXACT),
+    "POW": Op(ew.pow_),
+    "PRELU": Op(ew.prelu),
+    "QUANTIZE": Op(quantize),
+    "REDUCE_MAX": Op(reduce.reduce_max, operands=rules.reduction, bit_exact=EXACT),
+    "REDUCE_MIN": Op(reduce.reduce_min, operands=rules.reduction, bit_exact=EXACT),
+    "REDUCE_PROD": Op(reduce.reduce_prod, operands=rules.reduction),
+    "RELU": Op(relu, bit_exact=EXACT_ON_ONE_GRID),
+    "RELU_0_TO_1": Op(ew.relu_0_to_1, bit_exact=EXACT_ON_ONE_GRID),
+    "RELU_N1_TO_1": Op(ew.relu_n1_to_1, bit_exact=EXACT_ON_ONE_GRID),
+    "RELU6": Op(relu6, bit_exact=EXACT_ON_ONE_GRID),
+    "RESHAPE": Op(shape.reshape, bit_exact=EXACT),
+    "RESIZE_BILINEAR": Op(resize_bilinear, ranks=((4,), (4,)), operands=rules.resize),
+    "RESIZE_NEAREST_NEIGHBOR": Op(
+        resize_nearest_neighbor, ranks=((4,), (4,)), operands=rules.resize, bit_exact=EXACT
+    ),
+    "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
+    "ROUND": Op(ew.round_),
+    "RSQRT": Op(ew.rsqrt),
+    "SELECT": Op(ew.select, bit_exact=EXACT),
+    "SELECT_V2": Op(ew.select, bit_exact=EXACT),
+    "SHAPE": Op(shape.shape),
+    "SIGN": Op(ew.sign),
+    "SIN": Op(ew.sin),
+    "SLICE": Op(slicing.slice_, operands=rules.per_dimension(1, 2), bit_exact=EXACT),
+    "SOFTMAX": Op(softmax),
+    "SPACE_TO_DEPTH": Op(space_to_depth, ranks=((4,), (4,)), bit_exact=EXACT),
+    "SPLIT": Op(slicing.split, operands=rules.split, bit_exact=EXACT),
+    "SPLIT_V": Op(slicing.split_v, operands=rules.split_v, bit_exact=EXACT),
+    "SQRT": Op(ew.sqrt),
+    "SQUARE": Op(ew.square),
+    "SQUARED_DIFFERENCE": Op(ew.squared_difference),
+    "SQUEEZE": Op(shape.squeeze, bit_exact=EXACT),
+    "STRIDED_SLICE": Op(slicing.strided_slice, operands=rules.strided_slice, bit_exact=EXACT),
+    "SUB": Op(ew.sub),
+    "SUM": Op(reduce.reduce_sum, operands=rules.reduction),
+    "TANH": Op(ew.tanh),
+    "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
+    "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
+    "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,))),
+    "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
+    "ZEROS_LIKE": Op(shape.zeros_like),
 }
 
 # MediaPipe's custom ops, by custom code
-CUSTOM_CONVERTERS: dict[str, Converter] = {
-    "Convolution2DTransposeBias": convolution_2d_transpose_bias,
-    "Landmarks2TransformMatrix": landmarks_to_transform_matrix,
-    "MaxPoolingWithArgmax2D": max_pooling_with_argmax_2d,
-    "MaxUnpooling2D": max_unpooling_2d,
-    "TransformLandmarks": transform_landmarks,
-    "TransformTensorBilinear": transform_tensor_bilinear,
+CUSTOM_OPERATORS: dict[str, Op] = {
+    "Convolution2DTransposeBias": Op(convolution_2d_transpose_bias),
+    "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
+    "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
+    "MaxUnpooling2D": Op(max_unpooling_2d),
+    "TransformLandmarks": Op(transform_landmarks),
+    "TransformTensorBilinear": Op(transform_tensor_bilinear),
 }
-CONVERTERS.update(CUSTOM_CONVERTERS)
+OPERATORS.update(CUSTOM_OPERATORS)
+
+# operator name (custom code for custom ops) -> converter, for the kinds that convert
+CONVERTERS: dict[str, Converter] = {
+    name: op.convert for name, op in OPERATORS.items() if op.convert is not None
+}
 
 
 def unsupported_message(op: Operator) -> str:
     """The error for an operator without a converter; a custom op's lists the custom ops."""
     text = f"unsupported operator {op.name} (operator {op.index})"
     if op.opcode.builtin == "CUSTOM":
-        text += f"; supported custom ops: {', '.join(sorted(CUSTOM_CONVERTERS))}"
+        text += f"; supported custom ops: {', '.join(sorted(CUSTOM_OPERATORS))}"
     return text
+
+
+def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
+    """Names of the integer operators --bit-exact leaves to the default single rounding."""
+    names = []
+    for op in operators:
+        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+        if t is None or not t.integer_quantized:
+            continue
+        record = OPERATORS.get(op.name)
+        treatment = ROUNDED_ONCE if record is None else record.bit_exact
+        if treatment in (EMULATED, EXACT):
+            continue
+        out = b.tensor(op.outputs[0]).quantization if op.outputs else None
+        same_grid = out is not None and (list(out.scale), list(out.zero_point)) == (
+            list(t.quantization.scale),
+            list(t.quantization.zero_point),
+        )
+        if treatment == EXACT_ON_ONE_GRID and same_grid:
+            continue
+        names.append(op.name)
+    return names

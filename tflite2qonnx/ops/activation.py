@@ -6,17 +6,14 @@ before the output's Quant node gives the same values because quantization is mon
 
 from __future__ import annotations
 
-import numpy as np
-
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.common import clip_bounds
 
 
 def _clip(b: GraphBuilder, x: str, lo: float, hi: float) -> str:
-    lo_name = b.const(np.array(lo, np.float32), "clip_min")
-    hi_name = b.const(np.array(hi, np.float32), "clip_max")
-    return b.emit("Clip", [x, lo_name, hi_name])[0]
+    return b.emit("Clip", [x, *clip_bounds(b, lo, hi)])[0]
 
 
 _FUSED = {

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflite2qonnx import fixed_point
+from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.padding import spatial_attrs
-from tflite2qonnx.reader import Operator
 
 OHWI_TO_OIHW = (0, 3, 1, 2)
 # depthwise [1, H, W, C*M] -> [C*M, 1, H, W]: ONNX's grouped form with group = C
@@ -32,8 +33,8 @@ def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
 
 
 def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
-    if b.bit_exact and fixed_point.is_integer_op(b, op):
-        return fixed_point.conv(b, op, perm, kernel, groups)
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         inputs.append(b.input(op.inputs[2]))

@@ -14,8 +14,8 @@ import numpy as np
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator, Tensor
 from tflite2qonnx.quantization import dequantize
-from tflite2qonnx.reader import Operator, Tensor
 
 
 def densify_tensor(tensor: Tensor) -> np.ndarray:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from tflite2qonnx import fixed_point
+from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.ops.common import clip_bounds
 
 _EXACT_TYPES = ("int32", "int64", "int16", "bool")
 
@@ -45,8 +47,8 @@ _add = _binary("Add")
 
 
 def add(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and fixed_point.is_integer_op(b, op):
-        return fixed_point.add(b, op)
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.add(b, op)
     return _add(b, op)
 
 
@@ -180,9 +182,8 @@ def leaky_relu(b: GraphBuilder, op: Operator) -> None:
 
 def _clip_op(lo: float, hi: float):
     def convert(b: GraphBuilder, op: Operator) -> None:
-        lo_name = b.const(np.array(lo, np.float32), "clip_min")
-        hi_name = b.const(np.array(hi, np.float32), "clip_max")
-        b.set_output(op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), lo_name, hi_name])[0])
+        bounds = clip_bounds(b, lo, hi)  # before the input: node names follow this order
+        b.set_output(op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), *bounds])[0])
 
     return convert
 

@@ -24,8 +24,8 @@ from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.ops.reduce import reduce_axes
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.common import reduce_axes
 
 _F32 = np.float32
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
 
 
 def spatial_attrs(b: GraphBuilder, op: Operator, kernel) -> dict:

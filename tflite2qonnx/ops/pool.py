@@ -3,11 +3,12 @@ integers, see ``GraphBuilder.reinterpret``)."""
 
 from __future__ import annotations
 
-from tflite2qonnx import fixed_point
+from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.padding import spatial_attrs
-from tflite2qonnx.reader import Operator
 
 
 def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:
@@ -19,9 +20,9 @@ def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:
 
 
 def average_pool_2d(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and fixed_point.is_integer_op(b, op):
+    if b.bit_exact and is_integer_op(b, op):
         kernel = [op.options["filter_height"], op.options["filter_width"]]
-        return fixed_point.average_pool(b, op, kernel)
+        return exact.average_pool(b, op, kernel)
     _pool(b, op, "AveragePool", count_include_pad=0)
 
 

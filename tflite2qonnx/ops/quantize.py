@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
 
 
 def quantize(b: GraphBuilder, op: Operator) -> None:

@@ -1,4 +1,4 @@
-"""Reductions over constant axes: SUM, REDUCE_MAX / MIN / PROD, ARG_MAX / ARG_MIN, CUMSUM,
+"""Reductions over constant axes: MEAN, SUM, REDUCE_MAX / MIN / PROD, ARG_MAX / ARG_MIN, CUMSUM,
 L2_NORMALIZATION. Axes are in TFLite's (source) order; the layout pass renumbers them."""
 
 from __future__ import annotations
@@ -7,9 +7,12 @@ import numpy as np
 from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.ops.common import reduce_axes
 
 
 def _axes(b: GraphBuilder, op: Operator) -> list[int]:
@@ -17,12 +20,14 @@ def _axes(b: GraphBuilder, op: Operator) -> list[int]:
     return sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
 
 
-def reduce_axes(b: GraphBuilder, onnx_op: str, x: str, axes: list[int], keepdims: int) -> str:
-    """ReduceSum takes axes as an input from opset 13, the other reductions from opset 18."""
-    if onnx_op == "ReduceSum" or b.opset >= 18:
-        axes_name = b.const(np.array(axes, np.int64), "axes")
-        return b.emit(onnx_op, [x, axes_name], keepdims=keepdims)[0]
-    return b.emit(onnx_op, [x], axes=axes, keepdims=keepdims)[0]
+def mean(b: GraphBuilder, op: Operator) -> None:
+    """MEAN over constant axes; ``keep_dims`` is ONNX's ``keepdims``."""
+    axes = _axes(b, op)
+    keepdims = int(bool(op.options.get("keep_dims", False)))
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.mean(b, op, axes, keepdims)
+    y = reduce_axes(b, "ReduceMean", b.input(op.inputs[0]), axes, keepdims)
+    b.set_output(op.outputs[0], y)
 
 
 def _reduce(onnx_op: str, raw: bool = False):

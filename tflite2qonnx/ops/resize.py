@@ -10,7 +10,7 @@ import numpy as np
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
 
 
 def _coordinate_mode(op: Operator) -> str:

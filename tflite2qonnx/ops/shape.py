@@ -10,7 +10,8 @@ import numpy as np
 from onnx import TensorProto
 
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.common import rank_of
 
 
 def reshape(b: GraphBuilder, op: Operator) -> None:
@@ -23,17 +24,13 @@ def reshape(b: GraphBuilder, op: Operator) -> None:
     )
 
 
-def _rank(b: GraphBuilder, idx: int) -> int:
-    return len(b.tensor(idx).shape)
-
-
 def _int64(b: GraphBuilder, values, hint: str) -> str:
     return b.const(np.asarray(values, np.int64), hint)
 
 
 def squeeze(b: GraphBuilder, op: Operator) -> None:
     """squeeze_dims, or every size-1 dim when empty (static shapes)."""
-    rank = _rank(b, op.inputs[0])
+    rank = rank_of(b, op.inputs[0])
     dims = [int(d) % rank for d in op.options.get("squeeze_dims", []) or []]
     if not dims:
         dims = [k for k, d in enumerate(b.tensor(op.inputs[0]).shape) if d == 1]
@@ -45,7 +42,7 @@ def squeeze(b: GraphBuilder, op: Operator) -> None:
 def expand_dims(b: GraphBuilder, op: Operator) -> None:
     """A negative axis counts from the end of the output (rank + 1 dims)."""
     (axis,) = b.int_constant(op.inputs[1], op.where).reshape(-1)
-    axis = int(axis) % (_rank(b, op.inputs[0]) + 1)
+    axis = int(axis) % (rank_of(b, op.inputs[0]) + 1)
     x = b.raw_input(op.inputs[0], op.outputs[0])
     y = b.emit("Unsqueeze", [x, _int64(b, [axis], "unsqueeze_axes")])[0]
     b.set_output(op.outputs[0], y)

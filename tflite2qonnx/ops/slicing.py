@@ -13,14 +13,11 @@ from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.common import rank_of
 
 BIG = np.iinfo(np.int64).max
 SMALL = np.iinfo(np.int64).min
-
-
-def _rank(b: GraphBuilder, idx: int) -> int:
-    return len(b.tensor(idx).shape)
 
 
 def _int64(b: GraphBuilder, values, hint: str) -> str:
@@ -116,7 +113,7 @@ def _split(b: GraphBuilder, op: Operator, x_idx: int, axis: int, sizes: list[int
 def split(b: GraphBuilder, op: Operator) -> None:
     """SPLIT(axis, input): equal parts."""
     x_idx = op.inputs[1]
-    axis = int(b.int_constant(op.inputs[0], op.where).reshape(-1)[0]) % _rank(b, x_idx)
+    axis = int(b.int_constant(op.inputs[0], op.where).reshape(-1)[0]) % rank_of(b, x_idx)
     n = int(op.options.get("num_splits", len(op.outputs)))
     dim = b.tensor(x_idx).shape[axis]
     _split(b, op, x_idx, axis, [dim // n] * n)
@@ -125,7 +122,7 @@ def split(b: GraphBuilder, op: Operator) -> None:
 def split_v(b: GraphBuilder, op: Operator) -> None:
     """SPLIT_V(input, size_splits, axis): one size may be -1 (the rest)."""
     x_idx = op.inputs[0]
-    axis = int(b.int_constant(op.inputs[2], op.where).reshape(-1)[0]) % _rank(b, x_idx)
+    axis = int(b.int_constant(op.inputs[2], op.where).reshape(-1)[0]) % rank_of(b, x_idx)
     sizes = [int(s) for s in b.int_constant(op.inputs[1], op.where).reshape(-1)]
     if -1 in sizes:
         sizes[sizes.index(-1)] = b.tensor(x_idx).shape[axis] - sum(s for s in sizes if s >= 0)
@@ -134,7 +131,7 @@ def split_v(b: GraphBuilder, op: Operator) -> None:
 
 def pack(b: GraphBuilder, op: Operator) -> None:
     """Stack along a new axis: Unsqueeze each value, then Concat."""
-    axis = int(op.options.get("axis", 0)) % (_rank(b, op.inputs[0]) + 1)
+    axis = int(op.options.get("axis", 0)) % (rank_of(b, op.inputs[0]) + 1)
     axes = _int64(b, [axis], "pack_axis")
     parts = [b.emit("Unsqueeze", [b.raw_input(i, op.outputs[0]), axes])[0] for i in op.inputs]
     b.set_output(op.outputs[0], b.emit("Concat", parts, axis=axis)[0])
@@ -143,7 +140,7 @@ def pack(b: GraphBuilder, op: Operator) -> None:
 def unpack(b: GraphBuilder, op: Operator) -> None:
     """Split into size-1 slices along ``axis``, then Squeeze each."""
     x_idx = op.inputs[0]
-    axis = int(op.options.get("axis", 0)) % _rank(b, x_idx)
+    axis = int(op.options.get("axis", 0)) % rank_of(b, x_idx)
     n = len(op.outputs)
     parts = b.emit("Split", [b.input(x_idx), _int64(b, [1] * n, "split")], n, axis=axis)
     axes = _int64(b, [axis], "unpack_axis")
@@ -160,11 +157,11 @@ def _indices(b: GraphBuilder, idx: int) -> str:
 
 def gather(b: GraphBuilder, op: Operator) -> None:
     """Gather; with ``batch_dims`` (which ONNX Gather lacks) see ``_batched_gather``."""
-    rank = _rank(b, op.inputs[0])
+    rank = rank_of(b, op.inputs[0])
     axis = int(op.options.get("axis", 0)) % rank
     batch_dims = int(op.options.get("batch_dims", 0))
     if batch_dims < 0:
-        batch_dims += _rank(b, op.inputs[1])
+        batch_dims += rank_of(b, op.inputs[1])
     if batch_dims == 0:
         x = b.raw_input(op.inputs[0], op.outputs[0])
         y = b.emit("Gather", [x, _indices(b, op.inputs[1])], axis=axis)[0]
@@ -179,7 +176,7 @@ def _batched_gather(b: GraphBuilder, op: Operator, axis: int, batch_dims: int) -
     """GatherND with ``batch_dims`` on params whose ``axis`` is moved right after the batch
     dims, with the indices as 1-tuples; a second Transpose puts the dims between the batch
     dims and ``axis`` back in front of the gathered ones: B + A + I + rest, as TFLite's."""
-    rank = _rank(b, op.inputs[0])
+    rank = rank_of(b, op.inputs[0])
     before = list(range(batch_dims, axis))  # A: the dims between the batch dims and axis
     x = b.raw_input(op.inputs[0], op.outputs[0])
     if before:
@@ -213,7 +210,7 @@ def tile(b: GraphBuilder, op: Operator) -> None:
 
 
 def reverse_v2(b: GraphBuilder, op: Operator) -> None:
-    rank = _rank(b, op.inputs[0])
+    rank = rank_of(b, op.inputs[0])
     axes = sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
     n = len(axes)
     y = _slice(b, b.raw_input(op.inputs[0], op.outputs[0]), [BIG] * n, [SMALL] * n, axes, [-1] * n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.reader import Operator
+from tflite2qonnx.model import Operator
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:

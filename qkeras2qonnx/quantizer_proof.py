@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from qkeras2qonnx.activations import PlainActivation
 from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant import int_range
 
-_PLAIN = {"linear": lambda x: x, "relu": lambda x: np.maximum(x, np.float32(0))}
 _MAX_HALF_STEPS = 2**17
 _TINY = np.finfo(np.float32).tiny
 
@@ -45,11 +45,11 @@ def weight_values(quantizer, spec: QuantSpec, weight: np.ndarray, where: str) ->
     )
 
 
-def check_activation(quantizer, spec: QuantSpec, activation: str, where: str) -> None:
+def check_activation(quantizer, spec: QuantSpec, activation: PlainActivation, where: str) -> None:
     """Compare QKeras with ``Quant(plain activation(x))`` on probe inputs; raise on a mismatch."""
     x = probes(spec)
     expected, _ = qkeras_call(quantizer, x)
-    got = spec.apply(_PLAIN[activation](x))
+    got = spec.apply(activation.apply(x))
     bad = np.flatnonzero(~_equal(got, expected))
     if bad.size:
         i = bad[0]

@@ -1,0 +1,62 @@
+"""TFLite tensor types, one row each: how an element is stored, its integer grid, its ONNX type.
+
+The reader, the quantization of a tensor, the graph boundary and the bit-exact kernels all read
+this one table instead of keeping a dtype table each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onnx import TensorProto
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """One TensorType of the schema.
+
+    ``numpy``: one stored element, little endian as flatbuffers (None: no fixed-size element;
+    INT4 is packed two per byte). ``onnx``: the element type where the graph keeps the dtype
+    (None: exposed as float, or no ONNX equivalent). ``bits`` / ``signed``: the integer storage
+    a Quant node can reproduce (None: not a quantizable integer).
+    """
+
+    numpy: str | None
+    onnx: int | None = None
+    bits: int | None = None
+    signed: bool = True
+
+
+# TensorType member name -> its row
+TENSOR_TYPES: dict[str, TensorType] = {
+    "FLOAT32": TensorType("<f4"),
+    "FLOAT16": TensorType("<f2"),
+    "FLOAT64": TensorType("<f8", TensorProto.DOUBLE),
+    "INT8": TensorType("i1", TensorProto.INT8, 8),
+    "UINT8": TensorType("u1", TensorProto.UINT8, 8, signed=False),
+    "INT16": TensorType("<i2", TensorProto.INT16, 16),
+    "UINT16": TensorType("<u2", TensorProto.UINT16),
+    "INT32": TensorType("<i4", TensorProto.INT32, 32),
+    "UINT32": TensorType("<u4", TensorProto.UINT32),
+    "INT64": TensorType("<i8", TensorProto.INT64, 64),  # 16x8 quantization's biases
+    "UINT64": TensorType("<u8", TensorProto.UINT64),
+    "BOOL": TensorType("?", TensorProto.BOOL),
+    "COMPLEX64": TensorType("<c8", TensorProto.COMPLEX64),
+    "COMPLEX128": TensorType("<c16", TensorProto.COMPLEX128),
+    "BFLOAT16": TensorType("bfloat16", TensorProto.BFLOAT16),
+    "INT4": TensorType("int4", bits=4),
+    "STRING": TensorType(None),
+    "RESOURCE": TensorType(None),
+    "VARIANT": TensorType(None),
+}
+
+# Tensor.dtype (the lower-cased name) -> (bit width, signed) of the quantizable integers
+INTEGER_TYPES: dict[str, tuple[int, bool]] = {
+    name.lower(): (t.bits, t.signed) for name, t in TENSOR_TYPES.items() if t.bits is not None
+}
+# the 8-bit activations whose builtin kernels --bit-exact emulates
+INT8_TYPES = {dtype: grid for dtype, grid in INTEGER_TYPES.items() if grid[0] == 8}
+# Tensor.dtype -> ONNX element type, for tensors that are not exposed as float at the boundary
+ONNX_TYPES: dict[str, int] = {
+    name.lower(): t.onnx for name, t in TENSOR_TYPES.items() if t.onnx is not None
+}

@@ -1,0 +1,26 @@
+"""Small graph helpers several converters share (the kernels of ``ops.exact`` too)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tflite2qonnx.graph import GraphBuilder
+
+
+def rank_of(b: GraphBuilder, idx: int) -> int:
+    """The rank of tensor ``idx`` as the file declares it."""
+    return len(b.tensor(idx).shape)
+
+
+def clip_bounds(b: GraphBuilder, lo: float, hi: float) -> tuple[str, str]:
+    """The float32 min and max inputs of a Clip node."""
+    lo_name = b.const(np.array(lo, np.float32), "clip_min")
+    return lo_name, b.const(np.array(hi, np.float32), "clip_max")
+
+
+def reduce_axes(b: GraphBuilder, onnx_op: str, x: str, axes: list[int], keepdims: int) -> str:
+    """ReduceSum takes axes as an input from opset 13, the other reductions from opset 18."""
+    if onnx_op == "ReduceSum" or b.opset >= 18:
+        axes_name = b.const(np.array(axes, np.int64), "axes")
+        return b.emit(onnx_op, [x, axes_name], keepdims=keepdims)[0]
+    return b.emit(onnx_op, [x], axes=axes, keepdims=keepdims)[0]

@@ -1,0 +1,206 @@
+"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and
+AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
+
+Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
+integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
+(which imports nothing from ``ops``), whose docstring says how it is made exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.fixed_point import (
+    EXACT_F32,
+    cast,
+    conv_multipliers,
+    f64,
+    grid,
+    integer_product,
+    integer_weights,
+    offsets,
+    quantize_multiplier,
+    raw_integers,
+    requantize,
+    requantize_single_rounding,
+    rounding_divide_by_pot,
+)
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.common import reduce_axes
+from tflite2qonnx.ops.padding import spatial_attrs
+
+
+def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
+    """CONV_2D / DEPTHWISE_CONV_2D as the reference integer kernels compute them."""
+    where = op.where
+    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
+    w, w_zp = integer_weights(b, op.inputs[1], perm, where)
+    x = offsets(b, op.inputs[0], where)
+    attrs = spatial_attrs(b, op, kernel)
+    acc, bound = integer_product(
+        b,
+        "Conv",
+        x,
+        w,
+        op.inputs[1],
+        w_zp,
+        0,
+        g_in.max_abs_offset,
+        where,
+        group=groups,
+        kernel_shape=list(kernel),
+        **attrs,
+    )
+    s_w = b.tensor(op.inputs[1]).quantization.scale
+    per_tensor = len(s_w) == 1
+    m0, shift = conv_multipliers(
+        g_in.scale, s_w, g_out.scale, per_tensor and b.tensor(op.inputs[0]).dtype == "uint8"
+    )
+    _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2)
+
+
+def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
+    """FULLY_CONNECTED; ``x_reshaped(x)`` applies the converter's input reshape."""
+    where = op.where
+    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
+    w, w_zp = integer_weights(b, op.inputs[1], (1, 0), where)
+    x = x_reshaped(offsets(b, op.inputs[0], where))
+    acc, bound = integer_product(
+        b, "MatMul", x, w, op.inputs[1], w_zp, 1, g_in.max_abs_offset, where
+    )
+    s_w = b.tensor(op.inputs[1]).quantization.scale
+    m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, len(s_w) == 1)
+    # per-channel weights: FullyConnectedPerChannel requantizes with the 64-bit
+    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits)
+    single = len(s_w) > 1
+    _finish_accumulator(
+        b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
+    )
+
+
+def _finish_accumulator(
+    b, op, acc, bound, m0, shift, channels, g_out, where, bias_slot, single=False
+):
+    bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
+    if bias_idx >= 0:
+        t = b.tensor(bias_idx)
+        if t.data is None or t.dtype != "int32":
+            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant int32", where)
+        bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))
+        acc = b.emit("Add", [acc, f64(b, bias, "bias")])[0]
+        bound = bound + np.abs(bias)
+    if m0.size == 1:
+        m0, shift, bound = m0[0], shift[0], np.max(bound)
+    if single:
+        y = requantize_single_rounding(b, acc, m0, shift, g_out.scale)
+    else:
+        y = requantize(b, acc, m0, shift, bound, g_out.scale, where)
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def add(b: GraphBuilder, op: Operator) -> None:
+    """ADD (int8 / uint8): each input ``(q - zp) << 20`` scaled to twice the larger input
+    scale with its own multiplier (two roundings), summed, then requantized to the output."""
+    where = op.where
+    g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
+    g_out = grid(b, op.outputs[0], where)
+    left_shift = 20
+    twice_max = 2.0 * float(np.float32(max(np.float32(g1.scale), np.float32(g2.scale))))
+    out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
+    parts, bound = [], 0.0
+    for idx, g in ((op.inputs[0], g1), (op.inputs[1], g2)):
+        m, e = quantize_multiplier(g.scale / twice_max)
+        if e > 0:
+            raise ConversionError("bit_exact: ADD input multiplier >= 1", where)
+        x = cast(b, offsets(b, idx, where), TensorProto.DOUBLE)
+        # (x << 20) * m / 2^31: x * m has at most 40 bits, so this product is exact
+        v = b.emit("Mul", [x, f64(b, m * 2.0 ** (left_shift - 31), "multiplier")])[0]
+        t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]
+        parts.append(rounding_divide_by_pot(b, t, -e))
+        bound += g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1
+    raw = b.emit("Add", parts)[0]
+    m_out, e_out = quantize_multiplier(out_real)
+    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
+    """MEAN as EvalMeanReferenceOps dispatches it for int8 / uint8.
+
+    Both the int8 H-and-W kernel (reference_integer_ops::Mean) and QuantizedMeanOrSum (other
+    axes, differing grids) sum ``q - zp`` and requantize it with the input/output multiplier
+    divided by the count in fixed point: ``(M0 << s) / count`` with s = min(floor(log2
+    count), 32, 31 + shift). uint8 over H and W (a float-derived multiplier and bias) and
+    equal input / output grids (an integer division) are other kernels, not emulated.
+    """
+    where = op.where
+    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
+    shape = b.tensor(op.inputs[0]).shape
+    count = int(np.prod([shape[a] for a in axes]))
+    spatial = keepdims and len(shape) == 4 and sorted(axes) == [1, 2]
+    uint8 = b.tensor(op.inputs[0]).dtype == "uint8"
+    same_grid = (g_in.scale, g_in.zero_point) == (g_out.scale, g_out.zero_point)
+    if (spatial and uint8) or (not spatial and same_grid):
+        raise ConversionError(
+            "bit_exact: this MEAN variant (uint8 over H and W, or equal input and output "
+            "grids) is not emulated",
+            where,
+        )
+    if count * g_in.max_abs_offset >= EXACT_F32:
+        raise ConversionError("bit_exact: MEAN over too many elements for exact sums", where)
+    m0, sh = quantize_multiplier(float(np.float32(g_in.scale)) / float(np.float32(g_out.scale)))
+    adj = min(count.bit_length() - 1, 32, 31 + sh)
+    m1, sh1 = (m0 << adj) // count, sh - adj
+    acc = reduce_axes(b, "ReduceSum", offsets(b, op.inputs[0], where), axes, keepdims)
+    acc = cast(b, acc, TensorProto.DOUBLE)
+    bound = float(count * g_in.max_abs_offset)
+    y = requantize(b, acc, np.int64(m1), np.int64(sh1), bound, g_out.scale, where)
+    b.set_output(op.outputs[0], y)
+
+
+def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
+    """AVERAGE_POOL_2D: the raw integers summed over the window's valid cells, divided by
+    their count rounding half away from zero, on the output's grid."""
+    where = op.where
+    g_out = grid(b, op.outputs[0], where)
+    raw, _ = raw_integers(b, op.inputs[0], where)
+    attrs = spatial_attrs(b, op, kernel)
+    if "auto_pad" in attrs:
+        raise ConversionError("bit_exact: AVERAGE_POOL_2D needs static spatial dims", where)
+    window = int(kernel[0] * kernel[1])
+    pool_attrs = {"kernel_shape": list(kernel), "count_include_pad": 1, **attrs}
+    pooled = b.emit("AveragePool", [raw], **pool_attrs)[0]
+    # mean * window is within a few ulps of the integer sum: Round recovers it exactly
+    total = b.emit(
+        "Round", [b.emit("Mul", [pooled, b.const(np.array(window, np.float32), "window")])[0]]
+    )[0]
+    counts = _valid_counts(
+        b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
+    )
+    # |sum / count - (m + 1/2)| >= 1 / (2 count) >> float32's error: ties stay exact ties
+    mean_ = b.emit("Div", [total, b.const(counts, "count")])[0]
+    k = b.quant(
+        mean_, "rounded", None, scale=1.0, bit_width=32, signed=True, rounding_mode="HALF_UP"
+    )
+    if g_out.zero_point:
+        k = b.emit("Sub", [k, b.const(np.array(g_out.zero_point, np.float32), "zero_point")])[0]
+    y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "scale")])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _valid_counts(in_hw, out_hw, kernel, attrs) -> np.ndarray:
+    """Cells of each window inside the input (TFLite divides by that), NHWC-broadcastable."""
+    per_axis = []
+    for a in range(2):
+        begin, stride = attrs["pads"][a], attrs["strides"][a]
+        starts = np.arange(out_hw[a]) * stride - begin
+        ends = np.minimum(starts + kernel[a], in_hw[a])
+        per_axis.append(ends - np.maximum(starts, 0))
+    counts = np.outer(per_axis[0], per_axis[1]).astype(np.float32)
+    if np.all(counts == counts.flat[0]):
+        return np.array(counts.flat[0], np.float32)
+    return counts.reshape(1, out_hw[0], out_hw[1], 1)

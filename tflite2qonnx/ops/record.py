@@ -1,0 +1,60 @@
+"""One record per TFLite operator: its converter, its operand rules, how --bit-exact treats it.
+
+The table of records (``tflite2qonnx.ops.OPERATORS``) is the one place an operator is
+registered: the converter loop, the reader's operand checks and the bit-exact pass all read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tflite2qonnx.model import Operator, Tensor
+from tflite2qonnx.ops.operands import OperandView
+
+if TYPE_CHECKING:
+    from tflite2qonnx.graph import GraphBuilder
+
+Converter = Callable[["GraphBuilder", Operator], None]
+OperandRule = Callable[[OperandView], "str | None"]
+
+# How --bit-exact treats an integer operator (see tflite2qonnx.fixed_point):
+ROUNDED_ONCE = "rounded once"  # converted as by default; the conversion warns about it
+EMULATED = "emulated"  # its own fixed-point kernel under ops.exact
+EXACT = "exact"  # its int8 kernel only copies, compares or clamps the integers
+EXACT_ON_ONE_GRID = "exact on one grid"  # a clamp: exact when input and output share a grid
+
+
+@dataclass(frozen=True)
+class Op:
+    """Everything about one TFLite operator kind.
+
+    ``convert``: the converter ``f(builder, operator)``, None for a kind that is only checked
+    (its operands are validated on reading, converting it is unsupported). ``ranks``: the
+    operand ranks its kernel requires, as (inputs, outputs), None for any rank; an absent or
+    omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
+    ``bit_exact``: one of the constants above.
+    """
+
+    convert: Converter | None
+    ranks: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
+    operands: OperandRule | None = None
+    bit_exact: str = ROUNDED_ONCE
+
+    def operand_problem(self, op: Operator, tensors: list[Tensor]) -> str | None:
+        """What in ``op``'s operands its kernel would refuse, or None."""
+        kind = op.opcode.builtin
+        if self.ranks is not None:
+            for what, indices, wanted in (
+                ("input", op.inputs, self.ranks[0]),
+                ("output", op.outputs, self.ranks[1]),
+            ):
+                for pos, (t, rank) in enumerate(zip(indices, wanted, strict=False)):
+                    if rank is not None and t >= 0 and len(tensors[t].shape) != rank:
+                        shape = list(tensors[t].shape)
+                        return (
+                            f"{what} {pos} (tensor {t}) has shape {shape}; {kind} needs rank {rank}"
+                        )
+        problem = None if self.operands is None else self.operands(OperandView(op, tensors))
+        return None if problem is None else f"{kind}: {problem}"
