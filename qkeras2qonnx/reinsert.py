@@ -60,6 +60,10 @@ def _place_weights(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
     if not entries:
         return
     starts = np.array([e.marker for e in entries])
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}  # initializer -> (node, slot)
+    for node in graph.node:
+        for slot, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, slot))
     new_nodes = []
     for init in list(graph.initializer):
         if init.data_type != onnx.TensorProto.FLOAT:
@@ -84,8 +88,8 @@ def _place_weights(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
         scale = np.broadcast_to(entry.spec.scale, entry.values.shape).ravel()[local]
         init.CopyFrom(numpy_helper.from_array(values.astype(np.float32), init.name))
         quantized = f"{init.name}_quantized"
-        for node in graph.node:
-            node.input[:] = [quantized if i == init.name else i for i in node.input]
+        for node, slot in readers.get(init.name, ()):
+            node.input[slot] = quantized
         qnode = _quant_node(entry, init.name, quantized, scale.reshape(array.shape), op_type)
         new_nodes.append(qnode.node)
         graph.initializer.extend(qnode.initializers)
@@ -125,8 +129,7 @@ def _place_outputs(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
         placed[id(entry)] += 1
     del graph.node[:]
     graph.node.extend(nodes)
-    for node in bypassed:
-        _bypass(graph, node.input[0], node.output[0])
+    _bypass(graph, [(node.input[0], node.output[0]) for node in bypassed])
     for marker in sorted(set(layer_map.outputs) - seen):
         raise ConversionError("tf2onnx lost the layer's output marker", layer_map.outputs[marker])
 
@@ -172,13 +175,29 @@ def _per_axis(full: np.ndarray) -> tuple[np.ndarray, int | None]:
     return full, None
 
 
-def _bypass(graph: onnx.GraphProto, src: str, dst: str) -> None:
-    """Make ``dst`` (a removed marker's output) an alias of ``src``."""
+def _bypass(graph: onnx.GraphProto, pairs: list[tuple[str, str]]) -> None:
+    """Make each ``dst`` (a removed marker's output) an alias of its ``src``, in one pass over
+    the graph (a pass per marker is quadratic in the layer count)."""
     outputs = {o.name for o in graph.output}
-    if dst not in outputs:
+    alias = {dst: src for src, dst in pairs if dst not in outputs}
+
+    def resolve(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    if alias:
         for node in graph.node:
-            node.input[:] = [src if i == dst else i for i in node.input]
-        return
+            if any(i in alias for i in node.input):
+                node.input[:] = [resolve(i) for i in node.input]
+    for src, dst in pairs:
+        if dst in outputs:
+            _bypass_to_output(graph, resolve(src), dst, outputs)
+
+
+def _bypass_to_output(graph: onnx.GraphProto, src: str, dst: str, outputs: set[str]) -> None:
+    """Graph output ``dst`` takes ``src``'s value: ``src`` renamed where it can be, else an
+    Identity."""
     producers = [n for n in graph.node if src in n.output]
     fixed = {i.name for i in graph.input} | {t.name for t in graph.initializer} | outputs
     if len(producers) == 1 and src not in fixed:  # rename src to the graph output's name

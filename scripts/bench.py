@@ -11,11 +11,25 @@ Everything runs in one process tree, one measurement at a time (the machine is s
    floor our pipeline adds to: tf2onnx's plain ``convert.from_keras`` on the stripped model
    (``qkeras2qonnx.strip.strip_model``: plain Keras layers plus the output markers, which plain
    tf2onnx turns into Identity), at our opset and timed the same way as our conversion.
-3. Scaling: conversion time of generated models of growing depth (default 10, 100, 1000),
-   per layer, which should stay flat: a chain of int8 FULLY_CONNECTED(8)+RELU layers
-   (TensorFlow's TFLiteConverter, full-integer post-training quantization with a seeded
-   representative set; cached in ``--cache-dir``) and a chain of
-   ``QDense(8, quantized_bits(4, 0, alpha=1), activation=quantized_relu(4))`` layers.
+3. Large models (``--no-large`` skips): whole CLI runs of ours and ``tf2onnx --tflite`` on
+   ``tflm__dp_net.tflite`` (2,338 operators, 776 FULLY_CONNECTED on a few shared weights) and on
+   a generated float32 model whose one 128x128 weight tensor is read by 1,000
+   FULLY_CONNECTED (``Chain``: 500 cells, 2,500 operators, 4 outputs, a bias constant per
+   FULLY_CONNECTED): time, peak RSS, output bytes against the TFLite file's constant bytes,
+   initializers; PASS/FAIL against the issue's dp_net targets (ours at most 1/10 of tf2onnx's
+   time and under 3 s, output at most 1.1x the weight bytes, peak memory under 2x tf2onnx's).
+4. Options overhead (``--no-options`` skips): whole CLI runs on Coral MobileNet v2, plain and
+   with ``--report``, ``--format qcdq``, ``--encodings FILE``; what each adds, against the
+   conversion's own time (in process), the issue's bound.
+5. Scaling: conversion time per operator of generated models of growing size (default 10, 100,
+   1000, 5000 operators), which should stay flat (target: at most 1.5x from 100 to the
+   largest): int8 ``Chain`` models of 8 features shaped like real graphs (every FULLY_CONNECTED on
+   one shared weight tensor, a constant per FULLY_CONNECTED, 4 outputs; TensorFlow's
+   TFLiteConverter with full-integer post-training quantization and a seeded representative
+   set, cached in ``--cache-dir``), ours beside tf2onnx's ``from_tflite``; and chains of
+   ``QDense(8, quantized_bits(4, 0, alpha=1), activation=quantized_relu(4))`` layers with 4
+   outputs (shared layers are refused by design), ours beside the floor, capped at
+   ``--qkeras-max-depth`` layers (2000: Keras alone builds a QDense layer in ~0.1 s here).
 
 Columns:
 
@@ -35,17 +49,19 @@ Columns:
 - quant:     quantization nodes: Quant/IntQuant/BipolarQuant in ours (QONNX),
              QuantizeLinear+DequantizeLinear in the peers' (QDQ).
 
-Scaling: ``ms/layer`` is conversion time / depth (one run when a conversion takes over 1 s,
-else best of ``--repeat``); the last line compares ms/layer at the deepest and the next depth
-(1000/100 by default), about 1x when flat.
+Scaling: ``ms/op`` is conversion time / operators of the source model (TFLite operators or
+Keras layers; one run when a conversion takes over 1 s, else best of ``--repeat``); the ratio
+lines compare ms/op at the largest size with 100 operators (else the next size), about 1x when
+flat. The QKeras rows also give what our pipeline adds to the floor per layer, which separates
+our own passes from tf2onnx's (whose time per layer grows with depth by itself): the target is
+on that.
 
-The QKeras rows also give what our pipeline adds to the floor per layer, which separates
-our own passes from tf2onnx's (whose time per layer grows with depth by itself).
-
-Prints figures; it is not a test. The default run takes about 6 min on the 2-core VM (the
-first run also creates ``.venv-bench`` and generates the TFLite chains); ``--depths 10 100``
-takes about 3. Run: ``.venv/bin/python scripts/bench.py [--no-peers]
-[--models NAME ...] [--depths 10 100 1000 | --no-scaling]``.
+Prints figures; it is not a test. On the 2-core VM, shared: the large-models, options and
+TFLite scaling sections take about 5 min, the QKeras scaling chains up to 2000 layers about
+15 (``--depths 10 100 1000`` about 5); the corpus tables about 5. The first run also creates
+``.venv-bench`` and generates the TFLite models (about 2 min). Run: ``.venv/bin/python
+scripts/bench.py [--no-peers] [--models NAME ...] [--no-corpus] [--no-large] [--no-options]
+[--depths 10 100 1000 5000 | --no-scaling]``.
 """
 
 from __future__ import annotations
@@ -89,9 +105,29 @@ CACHE_DIR = Path(tempfile.gettempdir()) / "qonnx-ingest-bench"
 OURS_QUANT = ("Quant", "IntQuant", "BipolarQuant")
 PEER_QUANT = ("QuantizeLinear", "DequantizeLinear")
 UNAVAILABLE = "unavailable: "
+NOT_RUN = "not run (no corpus model)"
 SINGLE_RUN_SECONDS = 1.0  # scaling: a conversion slower than this is timed once
-FLAT_RATIO = 1.5  # scaling: ms/layer growing more than this from one depth to the next is not flat
-TFLITE_CHAIN = "fc8_relu_int8_v1"  # cache key of the generated TFLite chains (bump on change)
+FLAT_RATIO = 1.5  # scaling: ms/operator at the deepest over ms/operator at REFERENCE_DEPTH
+REFERENCE_DEPTH = 100  # scaling: what the deepest is compared with (else the next depth)
+DEFAULT_DEPTHS = (10, 100, 1000, 5000)
+QKERAS_MAX_DEPTH = 2000  # Keras builds a QDense layer in 0.1 s here: 5000 would take ~10 min
+CHAIN_VERSION = 2  # cache key of the generated TFLite models (bump when the generator changes)
+CELL_OPS = 5  # a generated cell: 2 FULLY_CONNECTED (one shared weight) + TANH + LOGISTIC + MUL
+CHAIN_OUTPUTS = 4  # graph outputs of a generated model, tapped evenly along the chain
+SCALING_WIDTH = 8  # the scaling chains: int8, 8 features
+LARGE_WIDTH, LARGE_CELLS = 128, 500  # the large generated model: float32, 1,000 uses of 128x128
+CORAL = "coral__tf2_mobilenet_v2_1.0_224_ptq.tflite"  # the options-overhead model
+DP_NET = "tflm__dp_net.tflite"
+# the issue's targets for dp_net
+DP_NET_MAX_CLI_SECONDS = 3.0
+MAX_TIME_VS_PEER = 0.1  # our whole CLI run over tf2onnx's
+MAX_SIZE_VS_WEIGHTS = 1.1  # output bytes over the TFLite file's constant-tensor bytes
+MAX_MEMORY_VS_PEER = 2.0  # our peak RSS over tf2onnx's
+OPTIONS = (  # the options-overhead rows: (label, extra CLI arguments; {tmp} is the temp dir)
+    ("--report", ["--report"]),
+    ("--format qcdq", ["--format", "qcdq"]),
+    ("--encodings FILE", ["--encodings", "{tmp}/encodings.json"]),
+)
 REASON_WIDTH = 90
 
 
@@ -140,8 +176,10 @@ def versions_line(peers: Peers) -> str:
     if peers.versions:
         own = ", ".join(f"{k} {v}" for k, v in peers.versions.items() if k != "tflite2onnx")
         theirs = f"tflite2onnx {peers.versions['tflite2onnx']} (own venv: {own})"
+    elif not peers.enabled:
+        theirs = "tflite2onnx not run (--no-peers)"
     else:
-        theirs = "tflite2onnx " + ("n/a" if peers.enabled else "not run (--no-peers)")
+        theirs = "tflite2onnx " + (NOT_RUN if peers.tflite2onnx == NOT_RUN else "n/a")
     return f"versions: {ours}; {theirs}"
 
 
@@ -170,12 +208,17 @@ def bench_venv() -> tuple[Path | None, str | None]:
     return python, None
 
 
-def find_peers(enabled: bool) -> Peers:
+def find_peers(enabled: bool, tflite2onnx: bool = True) -> Peers:
+    """The peers; tflite2onnx (and its venv) only when ``tflite2onnx`` (it runs on the corpus
+    alone)."""
     if not enabled:
         return Peers(False, "skipped", "skipped")
     peers = Peers()
     if importlib.util.find_spec("tf2onnx") is None:
         peers.tf2onnx = f"tf2onnx is not installed in {sys.prefix}"
+    if not tflite2onnx:
+        peers.tflite2onnx = NOT_RUN
+        return peers
     python, peers.tflite2onnx = bench_venv()
     if python is not None:
         code = (
@@ -251,7 +294,7 @@ def quiet_tensorflow() -> None:
     logging.getLogger("tf2onnx").setLevel(logging.ERROR)
 
 
-def worker_tf2onnx(paths: list[str], repeat: int) -> dict[str, Any]:
+def worker_tf2onnx(paths: list[str], repeat: int, budget: float = math.inf) -> dict[str, Any]:
     """tf2onnx's conversion time: ``from_tflite``, which its ``--tflite`` CLI runs."""
     quiet_tensorflow()
     from tf2onnx import convert
@@ -259,7 +302,9 @@ def worker_tf2onnx(paths: list[str], repeat: int) -> dict[str, Any]:
     times: dict[str, Any] = {}
     for path in paths:
         try:
-            times[Path(path).name], _ = best_of(lambda p=path: convert.from_tflite(p), repeat)
+            times[Path(path).name], _ = best_of(
+                lambda p=path: convert.from_tflite(p), repeat, budget
+            )
         except Exception as exc:  # a peer failing is a result
             times[Path(path).name] = f"{type(exc).__name__}: {one_line(str(exc))}"
     return times
@@ -351,7 +396,9 @@ def worker_qkeras(names: list[str], repeat: int) -> dict[str, Any]:
 
 
 def worker_qkeras_scaling(depths: list[str], repeat: int) -> dict[str, Any]:
-    """Ours and the floor on seeded chains of QDense(8) layers of each depth."""
+    """Ours and the floor on seeded chains of ``depth`` QDense(8) layers, each with its own
+    weights and quantizers, and ``CHAIN_OUTPUTS`` graph outputs tapped along the chain (no
+    shared weights: a layer called more than once is refused by design)."""
     k = qkeras_imports()[0]
     from qkeras import QDense, quantized_bits, quantized_relu
 
@@ -359,74 +406,120 @@ def worker_qkeras_scaling(depths: list[str], repeat: int) -> dict[str, Any]:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20 * max(map(int, depths)) + 1000))
     rows: dict[str, Any] = {}
     for depth in map(int, depths):
+        progress(f"scaling: building the {depth}-layer QKeras chain")
+        start = time.perf_counter()
         k.utils.set_random_seed(0)
         x = inputs = k.Input((8,))
-        for _ in range(depth):
+        outputs, tapped = [], taps(depth)
+        for layer in range(depth):
             q = quantized_bits(4, 0, alpha=1)
             x = QDense(8, kernel_quantizer=q, bias_quantizer=q, activation=quantized_relu(4))(x)
-        model = k.Model(inputs, x)
+            if layer in tapped:
+                outputs.append(x)
+        model = k.Model(inputs, outputs)
+        build = time.perf_counter() - start
+        progress(f"scaling: built in {build:.0f} s; qkeras2qonnx and the floor")
         rows[str(depth)] = [
             asdict(row) for row in measure_qkeras(model, str(depth), repeat, SINGLE_RUN_SECONDS)
-        ]
+        ] + [build]
     return rows
 
 
-def worker_make_tflite(depths: list[str], cache: str) -> dict[str, Any]:
-    """Generate the TFLite chains missing from the cache: N x (int8 FULLY_CONNECTED(8) + RELU),
-    built from a tf.function (a Keras model this deep overflows Python's recursion limit)."""
+@dataclass(frozen=True)
+class Chain:
+    """A generated TFLite model shaped like real ones: ``cells`` x (h = FULLY_CONNECTED(x), all
+    reading ONE weight tensor; x = tanh(h) * sigmoid(h + c_i)), with a distinct constant c_i
+    per cell (TFLite folds it into a second FULLY_CONNECTED's bias: many small constants) and
+    ``CHAIN_OUTPUTS`` graph outputs tapped along the chain; int8 (full-integer post-training
+    quantization, seeded representative set) or float32. ``CELL_OPS`` operators per cell."""
+
+    cells: int
+    width: int
+    int8: bool
+
+    @classmethod
+    def scaling(cls, ops: int) -> Chain:
+        return cls(max(1, round(ops / CELL_OPS)), SCALING_WIDTH, True)
+
+    @classmethod
+    def parse(cls, text: str) -> Chain:
+        cells, width, int8 = text.split(",")
+        return cls(int(cells), int(width), int8 == "int8")
+
+    def __str__(self) -> str:
+        return f"{self.cells},{self.width},{'int8' if self.int8 else 'float32'}"
+
+    def path(self, cache: Path) -> Path:
+        dtype = "int8" if self.int8 else "f32"
+        return cache / f"gated_shared_{dtype}_w{self.width}_x{self.cells}_v{CHAIN_VERSION}.tflite"
+
+
+def worker_make_tflite(chains: list[str], cache: str) -> dict[str, Any]:
+    """Generate the ``Chain`` models missing from the cache, from a tf.function (a Keras model
+    this deep overflows Python's recursion limit)."""
     quiet_tensorflow()
     import numpy as np
     import tensorflow as tf
 
     made: dict[str, Any] = {}
-    for depth in map(int, depths):
-        path = tflite_chain_path(Path(cache), depth)
+    for chain in map(Chain.parse, chains):
+        path = chain.path(Path(cache))
         if path.exists():
             continue
-        rng = np.random.default_rng(depth)
-        layers = [
-            (
-                tf.constant(rng.uniform(-0.5, 0.5, (8, 8)).astype(np.float32)),
-                tf.constant(rng.uniform(-0.1, 0.1, 8).astype(np.float32)),
-            )
-            for _ in range(depth)
-        ]
-
-        chain = dense_chain(tf, layers)
-        converter = tf.lite.TFLiteConverter.from_concrete_functions(
-            [chain.get_concrete_function()], chain
+        progress(f"generating {path.name}")
+        rng = np.random.default_rng(chain.cells)
+        width = chain.width
+        weight = rng.uniform(-1, 1, (width, width)) * (1.5 / math.sqrt(width))
+        constants = [rng.uniform(-0.5, 0.5, width) for _ in range(chain.cells)]
+        fn = dense_chain(
+            tf,
+            tf.constant(weight.astype(np.float32)),
+            tf.constant(rng.uniform(-0.1, 0.1, width).astype(np.float32)),
+            [tf.constant(c.astype(np.float32)) for c in constants],
         )
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        samples = [rng.uniform(-1, 1, (1, 8)).astype(np.float32) for _ in range(8)]
-        converter.representative_dataset = lambda s=samples: ([x] for x in s)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = converter.inference_output_type = tf.int8
+        converter = tf.lite.TFLiteConverter.from_concrete_functions(
+            [fn.get_concrete_function()], fn
+        )
+        if chain.int8:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            samples = [rng.uniform(-1, 1, (1, width)).astype(np.float32) for _ in range(8)]
+            converter.representative_dataset = lambda s=samples: ([x] for x in s)
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            converter.inference_input_type = converter.inference_output_type = tf.int8
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".part")
         tmp.write_bytes(converter.convert())
         tmp.replace(path)
-        made[str(depth)] = str(path)
+        made[str(chain)] = str(path)
     return made
 
 
-def dense_chain(tf: Any, layers: list) -> Any:
-    """The traced function relu(x @ w + b) over ``layers``, which TFLite fuses per layer."""
+def taps(depth: int) -> set[int]:
+    """The layers (or cells) of a chain of ``depth`` whose outputs are graph outputs."""
+    return {round(depth * (k + 1) / CHAIN_OUTPUTS) - 1 for k in range(CHAIN_OUTPUTS)}
 
-    @tf.function(input_signature=[tf.TensorSpec((1, 8), tf.float32)])
+
+def dense_chain(tf: Any, weight: Any, bias: Any, constants: list) -> Any:
+    """The traced function of ``Chain``: one cell per constant, every matmul on ``weight``."""
+    width = weight.shape[0]
+    outputs = taps(len(constants))
+
+    @tf.function(input_signature=[tf.TensorSpec((1, width), tf.float32)])
     def chain(x: Any) -> Any:
-        for w, b in layers:
-            x = tf.nn.relu(tf.matmul(x, w) + b)
-        return x
+        tapped = []
+        for k, c in enumerate(constants):
+            h = tf.matmul(x, weight) + bias
+            x = tf.tanh(h) * tf.sigmoid(h + c)
+            if k in outputs:
+                tapped.append(x)
+        return tapped
 
     return chain
 
 
-def tflite_chain_path(cache: Path, depth: int) -> Path:
-    return cache / f"{TFLITE_CHAIN}_{depth}.tflite"
-
-
 WORKERS: dict[str, Callable[[list[str], Any], dict[str, Any]]] = {
     "tf2onnx": worker_tf2onnx,
+    "tf2onnx-scaling": functools.partial(worker_tf2onnx, budget=SINGLE_RUN_SECONDS),
     "tflite2onnx": worker_tflite2onnx,
     "qkeras": worker_qkeras,
     "qkeras-scaling": worker_qkeras_scaling,
@@ -482,7 +575,9 @@ def print_table(title: str, rows: list[Row]) -> None:
             print(cells + f"{row.nodes:6d} {row.transposes:9d} {row.quants:5d}")
 
 
-def tflite_cli_runs(models: list[Path], peers: Peers, tmp: Path) -> dict[Path, list[Row]]:
+def tflite_cli_runs(
+    models: list[Path], peers: Peers, tmp: Path, tflite2onnx: bool = True
+) -> dict[Path, list[Row]]:
     """Every TFLite CLI run (ours and the peers'), while this process is still small."""
     runs: dict[Path, list[Row]] = {}
     for model in models:
@@ -491,6 +586,12 @@ def tflite_cli_runs(models: list[Path], peers: Peers, tmp: Path) -> dict[Path, l
         ours.name = "tflite2qonnx"
         if not peers.enabled:
             runs[model] = [ours]
+            continue
+        if not tflite2onnx:
+            out = tmp / f"{model.stem}.tf2onnx.onnx"
+            argv = [sys.executable, "-m", "tf2onnx.convert", "--tflite", str(model)]
+            argv += ["--output", str(out)]
+            runs[model] = [ours, measure_peer_cli("tf2onnx --tflite", argv, out, peers.tf2onnx)]
             continue
         out = tmp / f"{model.stem}.tf2onnx.onnx"
         tf2onnx = measure_peer_cli(
@@ -609,59 +710,262 @@ def qkeras_section(names: list[str], cli_runs: dict[str, Row], repeat: int) -> N
     print(f"\nqkeras2qonnx: {done}/{len(names)} converted, {refused} refused{median}")
 
 
-def scaling_table(title: str, rows: list[tuple[int, Row, Row | None]]) -> None:
-    """Per depth: seconds, ms/layer, counts; then the deepest/next ms-per-layer ratio."""
-    floor = any(f is not None for _, _, f in rows)
-    header = f"{'depth':>6} {'convert s':>9} {'ms/layer':>8} {'nodes':>6} {'quant':>5}"
-    header += f" {'floor s':>8} {'floor ms/layer':>14}" if floor else ""
+def large_cli_runs(
+    models: list[Path], peers: Peers, tmp: Path, corpus_runs: dict[Path, list[Row]]
+) -> dict[Path, list[Row]]:
+    """[ours, tf2onnx] CLI runs of the large models (those of the corpus run already reused;
+    the same output files)."""
+    runs = {m: corpus_runs[m][:2] for m in models if m in corpus_runs}
+    missing = [m for m in models if m not in runs and m.exists()]
+    runs.update(tflite_cli_runs(missing, peers, tmp, tflite2onnx=False))
+    return {m: runs[m] for m in models if m in runs}
+
+
+def verdict(ok: bool, target: str, figure: str) -> None:
+    print(f"  {'PASS' if ok else 'FAIL'}  {target}: {figure}")
+
+
+def large_section(runs: dict[Path, list[Row]], missing: list[str], tmp: Path) -> None:
+    """Whole CLI runs, ours against tf2onnx, on models large in operators, with the issue's
+    targets for dp_net (and the same ratios, for reference, on the generated model)."""
+    import onnx
+
+    from tflite2qonnx.reader import read_model
+
+    print("\n== Large models: whole CLI runs, ours (tflite2qonnx) and tf2onnx --tflite")
+    print(
+        "   x weights: output bytes over the TFLite file's constant-tensor bytes (sum of "
+        "data.nbytes);\n   targets (the issue's, for dp_net): ours <= "
+        f"{MAX_TIME_VS_PEER:g}x tf2onnx's time and < {DP_NET_MAX_CLI_SECONDS:g} s, output <= "
+        f"{MAX_SIZE_VS_WEIGHTS:g}x the weights, peak memory < {MAX_MEMORY_VS_PEER:g}x tf2onnx's"
+    )
+    for name in missing:
+        print(f"\n{name}: n/a (not found or not generated)")
+    header = (
+        f"{'tool':{TOOL_WIDTH}} {'status':7} {'cli s':>6} {'peak MB':>7} {'out bytes':>11} "
+        f"{'x weights':>9} {'nodes':>6} {'initializers':>12}"
+    )
+    for model, rows in runs.items():
+        subgraphs = read_model(model).subgraphs
+        constants = [t for g in subgraphs for t in g.tensors if t.data is not None]
+        weights = sum(t.data.nbytes for t in constants)
+        operators = sum(len(g.operators) for g in subgraphs)
+        print(
+            f"\n{model.name}: {operators:,} operators, {len(constants):,} constant tensors, "
+            f"{weights:,} weight bytes, file {model.stat().st_size:,} bytes"
+        )
+        print(header)
+        print("-" * len(header))
+        sizes: list[float | None] = []
+        for k, (row, suffix) in enumerate(zip(rows, (".onnx", ".tf2onnx.onnx"), strict=False)):
+            cells = (
+                f"{row.name:{TOOL_WIDTH}} {status(row, k == 0):7} {fmt(row.cli_seconds, '.2f', 6)}"
+                f" {fmt(row.peak_mb, '.0f', 7)} "
+            )
+            out = tmp / f"{model.stem}{suffix}"
+            if row.error or not out.exists():
+                sizes.append(None)
+                print(cells + shorten(row.error.removeprefix(UNAVAILABLE) if row.error else "?"))
+                continue
+            graph = onnx.load(str(out), load_external_data=False).graph
+            size = out.stat().st_size
+            sizes.append(size / weights if weights else None)
+            print(
+                cells + f"{size:11,d} {fmt(sizes[-1], '.2f', 9)} {len(graph.node):6d} "
+                f"{len(graph.initializer):12d}"
+            )
+        ours, peer = rows[0], rows[1] if len(rows) > 1 else None
+        if ours.error:
+            continue
+        compared = peer is not None and peer.error is None
+        if model.name != DP_NET:  # the targets are dp_net's: figures only
+            line = f"ours: output {fmt(sizes[0], '.2f', 0)}x the weight bytes"
+            if compared:
+                line += (
+                    f" (tf2onnx {fmt(sizes[1], '.2f', 0)}x); ours / tf2onnx: time "
+                    f"{ours.cli_seconds / peer.cli_seconds:.3f}x, peak memory "
+                    f"{ours.peak_mb / peer.peak_mb:.2f}x"
+                )
+            print(line)
+            continue
+        if compared:
+            ratio = ours.cli_seconds / peer.cli_seconds
+            verdict(
+                ratio <= MAX_TIME_VS_PEER,
+                f"whole CLI run <= {MAX_TIME_VS_PEER:g}x tf2onnx's",
+                f"{ours.cli_seconds:.2f} s vs {peer.cli_seconds:.2f} s ({ratio:.3f}x)",
+            )
+        verdict(
+            ours.cli_seconds < DP_NET_MAX_CLI_SECONDS,
+            f"whole CLI run < {DP_NET_MAX_CLI_SECONDS:g} s",
+            f"{ours.cli_seconds:.2f} s",
+        )
+        if sizes[0] is not None:
+            verdict(
+                sizes[0] <= MAX_SIZE_VS_WEIGHTS,
+                f"output <= {MAX_SIZE_VS_WEIGHTS:g}x the weight bytes",
+                f"{sizes[0]:.3f}x",
+            )
+        if compared:
+            ratio = ours.peak_mb / peer.peak_mb
+            verdict(
+                ratio < MAX_MEMORY_VS_PEER,
+                f"peak memory < {MAX_MEMORY_VS_PEER:g}x tf2onnx's",
+                f"{ours.peak_mb:.0f} MB vs {peer.peak_mb:.0f} MB ({ratio:.2f}x)",
+            )
+
+
+def best_cli(name: str, argv: list[str], repeat: int) -> Row:
+    """Best wall time of ``repeat`` whole CLI runs (one more only while a run is under 5 s),
+    with the peak RSS of the slowest; a failure is the row's error."""
+    row = Row(name)
+    for _ in range(max(1, repeat)):
+        code, seconds, peak_mb, err = run_command(argv)
+        if code != 0:
+            row.error = f"exit {code}: {one_line(err).removeprefix('tflite2qonnx: error: ')}"
+            return row
+        row.cli_seconds = min(seconds, row.cli_seconds or math.inf)
+        row.peak_mb = max(peak_mb, row.peak_mb or 0.0)
+        if seconds > 5:
+            break
+    return row
+
+
+def options_cli_runs(model: Path, tmp: Path, repeat: int) -> list[Row]:
+    """Plain conversion, then one row per ``OPTIONS`` entry, each best of ``repeat``."""
+    rows = []
+    for label, extra in (("(plain)", []), *OPTIONS):
+        progress(f"options: {model.name} {label}")
+        argv = [sys.executable, "-m", "tflite2qonnx", str(model), "-o", str(tmp / "options.onnx")]
+        rows.append(best_cli(label, argv + [a.format(tmp=tmp) for a in extra], repeat))
+    return rows
+
+
+def options_section(model: Path, rows: list[Row], repeat: int) -> None:
+    """What each option adds to the plain CLI run, against the conversion's own time
+    (in-process ``tflite2qonnx.convert``, best of ``repeat``): the target is added <= that."""
+    import tflite2qonnx.api  # noqa: F401  (imports out of the in-process timing)
+
+    conversion = Row(model.name)
+    if rows[0].error is None:
+        measure_in_process(conversion, model, repeat)
+    plain = rows[0].cli_seconds
+    own = conversion.convert_seconds
+    print(f"\n== Options overhead: tflite2qonnx on {model.name}")
+    print(
+        f"   whole CLI runs, best of {repeat} (one run past 5 s); the conversion's own time "
+        f"(in process): {fmt(own, '.3f', 0)} s;\n   target: each option adds at most the "
+        "conversion's own time"
+    )
+    header = (
+        f"{'option':18} {'status':7} {'cli s':>6} {'peak MB':>7} {'added s':>8} "
+        f"{'x plain cli':>11} {'x conversion':>12}  target"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        cells = (
+            f"{row.name:18} {status(row, True):7} {fmt(row.cli_seconds, '.2f', 6)} "
+            f"{fmt(row.peak_mb, '.0f', 7)} "
+        )
+        if row.error:
+            print(cells + shorten(row.error))
+            continue
+        if row is rows[0] or plain is None:
+            print(cells + f"{'-':>8}")
+            continue
+        added = row.cli_seconds - plain
+        if own is None:
+            print(cells + f"{added:+8.2f} {added / plain:11.2f}x")
+            continue
+        ok = "PASS" if added <= own else "FAIL"
+        print(
+            cells + f"{added:+8.2f} {added / plain:10.2f}x {added / own:11.2f}x  {ok} "
+            f"({added:.2f} s vs {own:.2f} s)"
+        )
+
+
+def ratio_line(label: str, figures: dict[int, float], target: bool) -> None:
+    """ms/operator at the deepest over ms/operator at ``REFERENCE_DEPTH`` (else the next
+    depth): a verdict against ``FLAT_RATIO`` when ``target``, else flat / NOT flat."""
+    if len(figures) < 2:
+        return
+    high, high_ms = max(figures.items())
+    lows = [d for d in figures if d < high]
+    low = REFERENCE_DEPTH if REFERENCE_DEPTH in lows else max(lows)
+    ratio = high_ms / figures[low]
+    if target:
+        verdict = "PASS" if ratio <= FLAT_RATIO else "FAIL"
+        verdict += f" (target <= {FLAT_RATIO:g}x)"
+    else:
+        verdict = "flat" if ratio <= FLAT_RATIO else f"NOT flat (> {FLAT_RATIO:g}x)"
+    print(f"{label} {high}/{low}: {figures[low]:.2f} -> {high_ms:.2f} ms, {ratio:.2f}x, {verdict}")
+
+
+def scaling_table(
+    title: str, rows: list[tuple[int, Row, Row | None]], peer: str, added_target: bool
+) -> None:
+    """Per size (operators of the source model): seconds, ms/operator, counts, and the peer's
+    (tf2onnx); then the deepest-over-reference ms-per-operator ratios. ``added_target``: the
+    target is on ours minus the peer (QKeras), else on ours."""
+    has_peer = any(p is not None for _, _, p in rows)
+    header = f"{'ops':>6} {'convert s':>9} {'ms/op':>7} {'nodes':>6} {'quant':>5}"
+    header += f" {peer + ' s':>12} {peer + ' ms/op':>14}" if has_peer else ""
     print(f"\n{title}")
     print(header)
     print("-" * len(header))
-    per_layer: dict[int, float] = {}
-    floor_per_layer: dict[int, float] = {}
-    for depth, row, floor_row in rows:
+    per_op: dict[int, float] = {}
+    peer_per_op: dict[int, float] = {}
+    for ops, row, peer_row in rows:
         if row.error:
-            print(f"{depth:6d} {status(row, True)}: {shorten(row.error)}")
+            print(f"{ops:6d} {status(row, True)}: {shorten(row.error)}")
             continue
-        per_layer[depth] = row.convert_seconds / depth * 1000
+        per_op[ops] = row.convert_seconds / ops * 1000
         cells = (
-            f"{depth:6d} {row.convert_seconds:9.3f} {per_layer[depth]:8.2f} {row.nodes:6d} "
-            f"{row.quants:5d}"
+            f"{ops:6d} {row.convert_seconds:9.3f} {per_op[ops]:7.2f} {row.nodes:6d} {row.quants:5d}"
         )
-        if floor_row is not None and floor_row.error is None:
-            floor_per_layer[depth] = floor_row.convert_seconds / depth * 1000
-            cells += f" {floor_row.convert_seconds:8.3f} {floor_per_layer[depth]:14.2f}"
-        elif floor_row is not None:
-            cells += f" floor failed: {shorten(floor_row.error, 60)}"
+        if peer_row is not None and peer_row.error is None:
+            peer_per_op[ops] = peer_row.convert_seconds / ops * 1000
+            cells += f" {peer_row.convert_seconds:12.3f} {peer_per_op[ops]:14.2f}"
+        elif peer_row is not None:
+            cells += f" {peer} {status(peer_row, False)}: {shorten(peer_row.error, 60)}"
         print(cells)
-    added = {d: per_layer[d] - floor_per_layer[d] for d in floor_per_layer if d in per_layer}
-    for label, figures in (
-        ("ms/layer", per_layer),
-        ("floor ms/layer", floor_per_layer),
-        ("ours minus floor, ms/layer", added),
-    ):
-        if len(figures) >= 2:
-            (low, low_ms), (high, high_ms) = sorted(figures.items())[-2:]
-            ratio = high_ms / low_ms
-            verdict = "flat" if ratio <= FLAT_RATIO else f"NOT flat (> {FLAT_RATIO:g}x)"
-            print(f"{label} {high}/{low}: {ratio:.2f}x, {verdict}")
+    added = {d: per_op[d] - peer_per_op[d] for d in peer_per_op if d in per_op}
+    ratio_line("ours, ms/op", per_op, not added_target)
+    ratio_line(f"{peer}, ms/op", peer_per_op, False)
+    if added_target:
+        ratio_line(f"ours minus {peer}, ms/op", added, True)
 
 
-def scaling_section(depths: list[int], repeat: int, cache: Path) -> None:
+def scaling_chains(depths: list[int]) -> dict[int, Chain]:
+    return {depth: Chain.scaling(depth) for depth in depths}
+
+
+def scaling_section(
+    depths: list[int], qkeras_max: int, peers: Peers, repeat: int, cache: Path
+) -> None:
     import tflite2qonnx
+    from tflite2qonnx.reader import read_model
 
-    progress(f"scaling: generating missing TFLite chains in {cache}")
-    _, failure = run_worker("make-tflite", [str(cache), *map(str, depths)])
-    smallest = tflite_chain_path(cache, depths[0])
+    chains = scaling_chains(depths)
+    smallest = chains[depths[0]].path(cache)
     if smallest.exists():
         tflite2qonnx.convert(smallest)  # lazy imports out of the timing (with --no-corpus)
+    peer_times: dict[str, Any] = {}
+    peer_failure = peers.tf2onnx if peers.enabled else None
+    paths = [str(c.path(cache)) for c in chains.values() if c.path(cache).exists()]
+    if peers.enabled and peers.tf2onnx is None and paths:
+        progress(f"scaling: tf2onnx from_tflite, {len(paths)} chains")
+        peer_times, peer_failure = run_worker("tf2onnx-scaling", [str(repeat), *paths])
     rows = []
-    for depth in depths:
-        row, path = Row(str(depth)), tflite_chain_path(cache, depth)
+    for depth, chain in chains.items():
+        row, path = Row(str(depth)), chain.path(cache)
+        ops = depth
         if not path.exists():
-            row.error = failure or "not generated"
+            row.error = "not generated (see the make-tflite worker's error above)"
         else:
-            progress(f"scaling: tflite2qonnx, depth {depth}")
+            ops = sum(len(g.operators) for g in read_model(path).subgraphs)
+            progress(f"scaling: tflite2qonnx, {ops} operators")
             try:
                 row.convert_seconds, proto = best_of(
                     lambda p=path: tflite2qonnx.convert(p), repeat, SINGLE_RUN_SECONDS
@@ -669,24 +973,53 @@ def scaling_section(depths: list[int], repeat: int, cache: Path) -> None:
                 count_ops(row, proto, OURS_QUANT)
             except Exception as exc:
                 row.error = f"{type(exc).__name__}: {one_line(str(exc))}"
-        rows.append((depth, row, None))
-    print("\n== Scaling: conversion time per layer (should stay flat)")
-    scaling_table("TFLite: N x int8 FULLY_CONNECTED(8)+RELU, tflite2qonnx.convert", rows)
+        peer_row = None
+        if peers.enabled:
+            peer_row = Row(str(depth))
+            value = peer_times.get(path.name, peer_failure or "no result")
+            if isinstance(value, float):
+                peer_row.convert_seconds = value
+            else:
+                peer_row.error = value
+        rows.append((ops, row, peer_row))
+    print("\n== Scaling: conversion time per operator (should stay flat)")
+    scaling_table(
+        f"TFLite: int8 cells of 2 FULLY_CONNECTED({SCALING_WIDTH}) on ONE shared weight tensor "
+        f"+ TANH + LOGISTIC + MUL,\na distinct bias constant per FULLY_CONNECTED, "
+        f"{CHAIN_OUTPUTS} graph outputs; tflite2qonnx.convert and tf2onnx from_tflite",
+        rows,
+        "tf2onnx",
+        added_target=False,
+    )
 
-    progress(f"scaling: qkeras2qonnx and the floor, depths {depths}")
-    results, failure = run_worker("qkeras-scaling", [str(repeat), *map(str, depths)])
+    qkeras_depths = sorted({min(d, qkeras_max) for d in depths})
+    progress(f"scaling: qkeras2qonnx and the floor, {qkeras_depths} layers")
+    results, failure = run_worker("qkeras-scaling", [str(repeat), *map(str, qkeras_depths)])
     rows = []
-    for depth in depths:
+    builds = []
+    for depth in qkeras_depths:
         if str(depth) in results:
-            ours, floor = (Row(**r) for r in results[str(depth)])
+            ours, floor, build = results[str(depth)]
+            ours, floor = Row(**ours), Row(**floor)
+            builds.append(f"{depth}: {build:.0f} s")
         else:
             ours, floor = Row(str(depth), error=failure), None
         rows.append((depth, ours, floor))
     scaling_table(
-        "QKeras: N x QDense(8, quantized_bits(4,0,alpha=1), activation=quantized_relu(4)),\n"
-        "qkeras2qonnx.convert; floor: tf2onnx from_keras on the stripped model",
+        "QKeras: N x QDense(8, quantized_bits(4,0,alpha=1), activation=quantized_relu(4)), each "
+        f"its own weights,\n{CHAIN_OUTPUTS} graph outputs (a shared layer is refused by "
+        "design); qkeras2qonnx.convert; floor: tf2onnx from_keras\non the stripped model",
         rows,
+        "floor",
+        added_target=True,
     )
+    if builds:
+        print(f"(Keras build of the chain, not timed above: {', '.join(builds)})")
+    if qkeras_depths != depths:
+        print(
+            f"(QKeras chains are capped at {qkeras_max} layers, --qkeras-max-depth: Keras takes"
+            " ~0.1 s per QDense layer to build here, and each conversion as long again)"
+        )
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -731,12 +1064,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="run ours only")
     parser.add_argument("--no-corpus", action="store_true", help="skip the per-model tables")
     parser.add_argument(
+        "--no-large", action="store_true", help="skip the large-models section (dp_net, shared)"
+    )
+    parser.add_argument(
+        "--no-options", action="store_true", help=f"skip the options-overhead section ({CORAL})"
+    )
+    parser.add_argument(
         "--depths",
         nargs="+",
         type=int,
-        default=[10, 100, 1000],
+        default=list(DEFAULT_DEPTHS),
         metavar="N",
-        help="scaling depths (default: 10 100 1000)",
+        help="scaling sizes, in operators of the source model (TFLite operators, Keras layers; "
+        f"default: {' '.join(map(str, DEFAULT_DEPTHS))})",
+    )
+    parser.add_argument(
+        "--qkeras-max-depth",
+        type=int,
+        default=QKERAS_MAX_DEPTH,
+        metavar="N",
+        help="QKeras scaling chains stop at N layers: a deeper size is measured at N "
+        f"(default: {QKERAS_MAX_DEPTH}; Keras alone takes minutes to build 5000 QDense layers)",
     )
     parser.add_argument("--no-scaling", action="store_true", help="skip the scaling section")
     parser.add_argument(
@@ -747,27 +1095,53 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=CACHE_DIR,
         metavar="DIR",
-        help=f"where the generated TFLite chains are kept (default: {CACHE_DIR})",
+        help=f"where the generated TFLite models are kept (default: {CACHE_DIR})",
     )
     args = parser.parse_args(argv)
-    if any(d < 1 for d in args.depths):
+    if any(d < 1 for d in args.depths) or args.qkeras_max_depth < 1:
         parser.error("depths must be positive")
     start = time.perf_counter()
+    depths = sorted(set(args.depths))
     tflite, qkeras = ([], []) if args.no_corpus else select_models(args.models)
-    peers = find_peers(not args.no_peers and bool(tflite))
+    large = [] if args.no_large else [TFLITE_CORPUS / DP_NET]
+    large_chain = Chain(LARGE_CELLS, LARGE_WIDTH, int8=False)
+    chains = [] if args.no_large else [large_chain]
+    chains += [] if args.no_scaling else list(scaling_chains(depths).values())
+    coral = None if args.no_options else TFLITE_CORPUS / CORAL
+    peers = find_peers(
+        not args.no_peers and bool(tflite or large or not args.no_scaling), bool(tflite)
+    )
     print(machine_line())
     print(versions_line(peers))
+    if chains:
+        progress(f"generating the missing TFLite models in {args.cache_dir}")
+        _, failure = run_worker("make-tflite", [str(args.cache_dir), *map(str, chains)])
+        if failure:
+            print(f"\ngenerating the TFLite models failed: {failure}")
+    if not args.no_large:
+        large.append(large_chain.path(args.cache_dir))
+    missing = [m.name for m in large if not m.exists()]
     with tempfile.TemporaryDirectory(prefix="bench_") as name:
         tmp = Path(name)
         # every CLI run first: a child's ru_maxrss starts at this process's RSS at fork time
         tflite_runs = tflite_cli_runs(tflite, peers, tmp)
         qkeras_runs = qkeras_cli_runs(qkeras, tmp)
+        large_runs = large_cli_runs(large, peers, tmp, tflite_runs)
+        option_runs = []
+        if coral is not None and coral.exists():
+            option_runs = options_cli_runs(coral, tmp, args.repeat)
         if tflite_runs:
             tflite_section(tflite_runs, peers, args.repeat, tmp)
         if qkeras_runs:
             qkeras_section(qkeras, qkeras_runs, args.repeat)
+        if large:
+            large_section(large_runs, missing, tmp)
+        if option_runs:
+            options_section(coral, option_runs, args.repeat)
+        elif coral is not None:
+            print(f"\n== Options overhead: n/a ({coral} not found)")
     if not args.no_scaling:
-        scaling_section(sorted(set(args.depths)), args.repeat, args.cache_dir)
+        scaling_section(depths, args.qkeras_max_depth, peers, args.repeat, args.cache_dir)
     print(f"\ntotal bench time {time.perf_counter() - start:.0f} s")
     return 0
 
