@@ -59,7 +59,7 @@ def save_model(
     Models larger than ``external_data_threshold`` bytes are written with their tensors in
     ``<output>.data``. ``model`` is left as it was (tensors in memory) either way. A device or
     FIFO (``-o /dev/stdout``, ``/dev/null``, a pipe) is written through, never renamed over;
-    a symlink is replaced by the new file, so its target is never written.
+    a symlink to anything else is replaced by the new file, so its target is never written.
     """
     out = check_output_path(output, inputs)
     if is_special_file(out):
