@@ -17,9 +17,7 @@ from qonnx_ingest import DEFAULT_OPSET, __version__
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
-from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION
-
-QUANT_OP_TYPES = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
+from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION, QUANT_OP_TYPES
 
 
 def finish_model(

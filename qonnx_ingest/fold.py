@@ -16,10 +16,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.quant import QUANT_OP_TYPES
+
 # Never folded: folding a quantizer would replace it by its output and lose the annotation.
-PRESERVED_OP_TYPES = frozenset(
-    {"Quant", "IntQuant", "BipolarQuant", "Trunc", "QuantizeLinear", "DequantizeLinear"}
-)
+PRESERVED_OP_TYPES = QUANT_OP_TYPES | {"QuantizeLinear", "DequantizeLinear"}
 # Random ops have no one value to fold to.
 _NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -55,8 +55,9 @@ def fold_constants(model: onnx.ModelProto) -> bool:
     kept: list[onnx.NodeProto] = []
     folded = False
     for node in graph.node:
-        result = _fold(node, inits, values, infos, opset)
-        if result is None or any(name in outputs for name in node.output):
+        produces_output = any(name in outputs for name in node.output)
+        result = None if produces_output else _fold(node, inits, values, infos, opset)
+        if result is None:
             kept.append(node)
             continue
         for name, value in zip(node.output, result, strict=True):

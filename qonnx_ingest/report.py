@@ -8,7 +8,6 @@ additions and the accumulator width that qonnx's ``b_a * b_w`` per MAC leaves ou
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 
@@ -221,7 +220,7 @@ def _batch_one(model: onnx.ModelProto) -> onnx.ModelProto:
             d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
         ]
         feeds[vi.name] = np.zeros(dims, dtype=np.float32)
-    return with_static_shapes(copy.deepcopy(model), feeds)
+    return with_static_shapes(model, feeds)  # a copy
 
 
 def _row(q: QuantizedTensor) -> dict:

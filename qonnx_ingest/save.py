@@ -18,21 +18,25 @@ from qonnx_ingest.errors import InputError
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20
 
 
-def is_special_file(path: Path) -> bool:
-    """A device, FIFO or socket (through a symlink too): written through, never replaced."""
+def _mode(path: Path) -> int:
+    """The file type bits of what ``path`` names (through symlinks), 0 if nothing is there."""
     try:
-        mode = os.stat(path).st_mode
+        return stat.S_IFMT(os.stat(path).st_mode)
     except OSError:
-        return False
-    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        return 0
+
+
+def is_special_file(path: Path) -> bool:
+    """A device or FIFO (through a symlink too): written through, never replaced."""
+    return _mode(path) in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO)
 
 
 def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """Fail before an expensive conversion when the output cannot or must not be written."""
     out = Path(output)
+    if _mode(out) == stat.S_IFSOCK:
+        raise InputError("output path is a socket", str(out))
     if is_special_file(out):
-        if stat.S_ISSOCK(os.stat(out).st_mode):
-            raise InputError("output path is a socket", str(out))
         return out
     if out.is_dir():
         raise InputError("output path is a directory", str(out))
@@ -121,7 +125,7 @@ def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathL
 
 
 def _write_through(out: Path, data: bytes) -> None:
-    with open(out, "wb") as f:  # no truncation or rename on a device; a FIFO's reader gets it
+    with open(out, "wb") as f:  # the device or FIFO itself, never a rename over it
         f.write(data)
 
 

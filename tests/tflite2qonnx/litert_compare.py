@@ -15,6 +15,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from layout import stored_perms
 from qonnx_ingest.execute import execute_qonnx
+from qonnx_ingest.verification import run_converted
 from tflite2qonnx.api import convert_subgraph, slice_subgraph
 
 
@@ -73,17 +74,13 @@ def run_ours(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
 
 
 def _execute(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """qonnx's executor for QONNX graphs; a graph of standard ops only runs in one onnxruntime
-    session (the same kernels, without qonnx's node-by-node cost: minutes on dp_net)."""
+    """qonnx's executor for QONNX graphs; a graph of standard ops only runs as --verify runs it,
+    in one onnxruntime session (the same kernels, without qonnx's node-by-node cost: minutes
+    on dp_net)."""
     if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
         return execute_qonnx(model, feeds)
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options)
-    names = [o.name for o in model.graph.output]
-    return dict(zip(names, session.run(names, feeds), strict=True))
+    (outputs,), _ = run_converted(model, [feeds])
+    return outputs
 
 
 @dataclass
