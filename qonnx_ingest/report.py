@@ -37,11 +37,13 @@ def mlir_type(q: QuantizedTensor, max_channels: int | None = None) -> str | None
     if q.narrow:
         lo, hi = q.storage_range
         storage += f"<{lo}:{hi}>"
-    pairs = [_scale_zp(s, z) for s, z in zip(q.scale, q.zero_point, strict=True)]
     if not q.per_axis:
-        return f"!quant.uniform<{storage}:f32, {pairs[0]}>"
-    if max_channels is not None and len(pairs) > max_channels:
-        pairs = [*pairs[:max_channels], "..."]
+        return f"!quant.uniform<{storage}:f32, {_scale_zp(q.scale[0], q.zero_point[0])}>"
+    shown = len(q.scale) if max_channels is None else min(len(q.scale), max_channels)
+    # only the channels shown are formatted: a float's shortest text is slow to find
+    pairs = [_scale_zp(s, z) for s, z in zip(q.scale[:shown], q.zero_point[:shown], strict=True)]
+    if shown < len(q.scale):
+        pairs.append("...")
     return f"!quant.uniform<{storage}:f32:{q.axis}, {{{','.join(pairs)}}}>"
 
 
