@@ -123,7 +123,8 @@ MAX_OPSET = 26
 
 
 def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
-    """Default domain first (qonnx's folding reads opset_import[0]), then the QONNX domain."""
+    """Default domain first (qonnx's folding reads opset_import[0]), then the QONNX domain;
+    the IR version is the lowest those opsets allow."""
     newest = min(MAX_OPSET, onnx.defs.onnx_opset_version())
     if not MIN_OPSET <= opset <= newest:
         raise InputError(f"opset {opset} is not supported: choose {MIN_OPSET} to {newest}")
@@ -133,6 +134,9 @@ def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
         [helper.make_opsetid("", opset), helper.make_opsetid(QONNX_DOMAIN, QONNX_DOMAIN_VERSION)]
     )
     model.opset_import.extend(others)
+    # the IR version the opsets need, not the installed onnx's newest: onnx 1.23 writes IR 14,
+    # which onnxruntime 1.31 refuses to load
+    model.ir_version = helper.find_min_ir_version_for(model.opset_import, ignore_unknown=True)
 
 
 def sort_nodes(graph: onnx.GraphProto) -> None:

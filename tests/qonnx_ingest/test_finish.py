@@ -166,6 +166,24 @@ def test_the_newest_accepted_opset_loads_in_onnxruntime():
     np.testing.assert_array_equal(out, [0.0, 2.0])
 
 
+@pytest.mark.parametrize("opset", [13, MAX_OPSET])
+def test_ir_version_is_the_opsets_own_so_onnxruntime_loads_a_newer_onnxs_output(opset):
+    """onnx 1.23 (what a base install may resolve) stamps IR 14, which onnxruntime 1.31
+    refuses; a finished model carries the IR version its opsets need (ONNX's version table)."""
+    import onnxruntime as ort
+
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    relu = onnx.helper.make_node("Relu", ["x"], ["y"])
+    model = onnx.helper.make_model(onnx.helper.make_graph([relu], "g", [x], [y]))
+    model.ir_version = 14  # as onnx 1.23 writes it
+    finished = finish_model(model, opset=opset)
+    assert finished.ir_version == {13: 7, 26: 13}[opset]  # onnx.helper.VERSION_TABLE
+    session = ort.InferenceSession(finished.SerializeToString(), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"x": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(out, [0.0, 2.0])
+
+
 def _activation_shapes(model: onnx.ModelProto) -> dict[str, str]:
     inits = {t.name for t in model.graph.initializer}
     return {
