@@ -47,6 +47,7 @@ from tflite2qonnx.ops.record import (
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
 from tflite2qonnx.ops.softmax import log_softmax, softmax
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
+from tflite2qonnx.ops.topk import topk_v2
 
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
 
@@ -149,6 +150,7 @@ OPERATORS: dict[str, Op] = {
     "SUM": Op(reduce.reduce_sum, operands=rules.reduction),
     "TANH": Op(ew.tanh),
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
+    "TOPK_V2": Op(topk_v2, bit_exact=EXACT),
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,))),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
