@@ -23,6 +23,7 @@ from tflite2qonnx.ops.conv import (
     transpose_conv,
 )
 from tflite2qonnx.ops.densify import densify
+from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
@@ -157,12 +158,13 @@ OPERATORS: dict[str, Op] = {
     "ZEROS_LIKE": Op(shape.zeros_like),
 }
 
-# MediaPipe's custom ops, by custom code
+# Custom ops (MediaPipe's, TFLite's detection post-processing), by custom code
 CUSTOM_OPERATORS: dict[str, Op] = {
     "Convolution2DTransposeBias": Op(convolution_2d_transpose_bias),
     "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
     "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
     "MaxUnpooling2D": Op(max_unpooling_2d),
+    "TFLite_Detection_PostProcess": Op(detection_postprocess),
     "TransformLandmarks": Op(transform_landmarks),
     "TransformTensorBilinear": Op(transform_tensor_bilinear),
 }
