@@ -19,11 +19,14 @@ Follows the kernel, tensorflow/lite/kernels/detection_postprocess.cc:
   D = max_detections * max_classes_per_detection, zeros past the detections (the kernel
   leaves those slots as they were; zeros are what a fresh interpreter holds).
 
-Where the kernel leaves an order unspecified, equal scores follow one fixed rule here: with
-max_classes_per_detection > 1 the classes of an anchor come from std::partial_sort, and with
-use_regular_nms the classes' detections are merged by std::partial_sort; equal scores come
-out lower class (then earlier detection) first here. Boxes with ymin > ymax (a negative
-anchor size) make the kernel fail; here they only never overlap.
+Equal scores: the NMS candidates and (with use_regular_nms) the merge of the classes'
+detections are ordered stably by the kernel (stable_sort, inplace_merge): lower anchor, then
+lower class, then earlier detection first, as here. An anchor's best class is the first
+maximum (ArgMaxVector), as ONNX ArgMax's. With fast NMS and max_classes_per_detection > 1
+the kernel ranks each anchor's classes with std::partial_sort, whose order among equal
+scores is the C++ library's heap order (and uint8 scores tie often): that is refused.
+Boxes with ymin > ymax (a negative anchor size) make the kernel fail; here they only never
+overlap.
 """
 
 from __future__ import annotations
@@ -258,17 +261,18 @@ def _gather_rows(e: _Emitter, x: str, index: str) -> str:
 
 
 def _fast(b, op, e, boxes, class_scores, n, c, o: _Options) -> None:
-    """One NMS over each anchor's best score; each kept anchor reports its top classes."""
+    """One NMS over each anchor's best score; each kept anchor reports its best class."""
     k = min(o.max_classes_per_detection, c)
-    if k == 1:
-        best = reduce_axes(b, "ReduceMax", class_scores, [1], 0)  # [N]
-        top_classes = e("ArgMax", class_scores, axis=1, keepdims=1)  # [N, 1], first maximum
-        top_scores = e.reshape(best, [n, 1])
-    else:
-        top_scores, top_classes = b.emit(
-            "TopK", [class_scores, e.i64([k])], 2, axis=1, largest=1, sorted=1
+    if k > 1:
+        raise ConversionError(
+            f"fast NMS with max_classes_per_detection = {o.max_classes_per_detection}: the "
+            "kernel ranks an anchor's classes with std::partial_sort, whose order among equal "
+            "scores is the C++ library's heap order, not a stable one; only 1 is converted",
+            op.where,
         )
-        best = e.reshape(e.slice(top_scores, 0, 1, 1), [n])
+    best = reduce_axes(b, "ReduceMax", class_scores, [1], 0)  # [N]
+    top_classes = e("ArgMax", class_scores, axis=1, keepdims=1)  # [N, 1], the first maximum
+    top_scores = e.reshape(best, [n, 1])
     steps = min(o.max_detections, n)
     if steps == 0:
         return _outputs(b, op, e, [None, None, None, e.f32([0.0])], 0, o)
