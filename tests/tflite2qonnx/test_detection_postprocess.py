@@ -256,10 +256,10 @@ def test_ssd_end_to_end_runs_in_onnxruntime_at_xnnpack_agreement() -> None:
         for it in (builtin, xnnpack):
             it.set_tensor(image["index"], x)
             it.invoke()
-        feed = real_value(x, image["quantization"]).transpose(perms[image["name"]])
-        (ours,), runner = run_converted(network, [{image["name"]: real_value(x, image["quantization"])}])
+        real = real_value(x, image["quantization"])
+        (ours,), runner = run_converted(network, [{image["name"]: real}])
         assert runner.startswith("onnxruntime")
-        (whole,), _ = run_converted(model, [{image["name"]: feed}])
+        (whole,), _ = run_converted(model, [{image["name"]: real.transpose(perms[image["name"]])}])
         assert 0 <= whole["TFLite_Detection_PostProcess:3"][0] <= 10
         for idx in post.inputs[:2]:
             detail = builtin.get_tensor_details()[idx]
