@@ -103,6 +103,8 @@ def _options(op: Operator) -> _Options:
         problems.append("nms_score_threshold must be finite")
     if opts.num_classes <= 0:
         problems.append("num_classes must be > 0")
+    if opts.max_detections * max(opts.max_classes_per_detection, 1) >= 2**31:
+        problems.append("max_detections * max_classes_per_detection overflows the kernel's int")
     if problems:
         raise ConversionError("; ".join(problems), op.where)
     return opts
@@ -245,10 +247,9 @@ def _outputs(b: GraphBuilder, op: Operator, e: _Emitter, rows: list[str], n_rows
     total = o.max_detections * o.max_classes_per_detection
     outs = []
     for value, tail in zip(rows[:3], ([4], [], []), strict=True):
-        if n_rows == 0:
-            value = e.f32(np.zeros([total, *tail]))
-        elif total > n_rows:
-            value = e("Concat", value, e.f32(np.zeros([total - n_rows, *tail])), axis=0)
+        if total > n_rows:  # zeros made at run time: max_detections may be far above N
+            pad = e("ConstantOfShape", e.i64([total - n_rows, *tail]))
+            value = pad if n_rows == 0 else e("Concat", value, pad, axis=0)
         outs.append(e.reshape(value, [1, total, *tail]))
     shapes = ([1, total, 4], [1, total], [1, total], [1])
     for idx, value, shape in zip(op.outputs, [*outs, rows[3]], shapes, strict=True):
@@ -343,8 +344,9 @@ def detection_postprocess(b: GraphBuilder, op: Operator) -> None:
             "[1, N, 4+], [1, N, C], [N, 4]",
             op.where,
         )
-    if b.tensor(op.inputs[0]).dtype == "float32" and b.tensor(op.inputs[2]).dtype != "float32":
-        raise ConversionError("float box encodings need float anchors", op.where)
+    if b.tensor(op.inputs[0]).dtype != b.tensor(op.inputs[2]).dtype:
+        # the kernel reads the anchors with the encodings' type
+        raise ConversionError("box encodings and anchors must have one type", op.where)
     offset = score_shape[2] - o.num_classes
     if offset not in (0, 1):
         raise ConversionError(

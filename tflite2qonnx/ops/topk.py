@@ -23,6 +23,13 @@ def topk_v2(b: GraphBuilder, op: Operator) -> None:
     x = b.tensor(op.inputs[0])
     if x.dtype not in _SUPPORTED:
         raise ConversionError(f"TOPK_V2 on {x.dtype} is not a TFLite kernel", op.where)
+    values_out, indices_out = b.tensor(op.outputs[0]), b.tensor(op.outputs[1])
+    if values_out.dtype != x.dtype or indices_out.dtype != "int32":
+        raise ConversionError(
+            f"outputs are {values_out.dtype} and {indices_out.dtype}; the kernel writes "
+            f"{x.dtype} values and int32 indices",
+            op.where,
+        )
     if len(x.shape) < 1:
         raise ConversionError("TOPK_V2 needs an input of rank 1 or more", op.where)
     if b.tensor(op.inputs[1]).data is not None:
@@ -41,6 +48,5 @@ def topk_v2(b: GraphBuilder, op: Operator) -> None:
         "TopK", [b.input(op.inputs[0]), k_name], 2, axis=axis, largest=1, sorted=1
     )
     b.set_output(op.outputs[0], b.reinterpret(values, op.inputs[0], op.outputs[0]))
-    if b.tensor(op.outputs[1]).dtype != "int64":
-        indices = b.emit("Cast", [indices], to=TensorProto.INT32)[0]
+    indices = b.emit("Cast", [indices], to=TensorProto.INT32)[0]
     b.set_output(op.outputs[1], indices)
