@@ -16,15 +16,17 @@ Follows the kernel, tensorflow/lite/kernels/detection_postprocess.cc:
   each step keeps the first of the best remaining scores (ArgMax over the candidates that
   reach the maximum) and drops the candidates it overlaps.
 - Outputs: boxes [1, D, 4], classes [1, D], scores [1, D], num_detections [1], with
-  D = max_detections * max_classes_per_detection, zeros past the detections (the kernel
-  leaves those slots as they were; zeros are what a fresh interpreter holds).
+  D = max_detections * max_classes_per_detection. Fast NMS leaves the slots past its
+  detections unwritten (whatever the buffer held) and regular NMS writes zeros there:
+  zeros here in both.
 
-Equal scores: the NMS candidates and (with use_regular_nms) the merge of the classes'
-detections are ordered stably by the kernel (stable_sort, inplace_merge): lower anchor, then
-lower class, then earlier detection first, as here. An anchor's best class is the first
-maximum (ArgMaxVector), as ONNX ArgMax's. With fast NMS and max_classes_per_detection > 1
-the kernel ranks each anchor's classes with std::partial_sort, whose order among equal
-scores is the C++ library's heap order (and uint8 scores tie often): that is refused.
+Equal scores: the kernel orders the NMS candidates with a stable sort (lower anchor first),
+and its merge of the classes' detections (use_regular_nms) keeps lower class, then earlier
+detection first (measured on ai-edge-litert with heavily tied scores): as here. An anchor's
+best class is the first maximum (ArgMaxVector), as ONNX ArgMax's. With fast NMS and
+max_classes_per_detection > 1 the kernel ranks each anchor's classes with std::partial_sort,
+whose order among equal scores is the C++ library's heap order (and uint8 scores tie often):
+that is refused.
 Boxes with ymin > ymax (a negative anchor size) make the kernel fail; here they only never
 overlap.
 """
@@ -241,7 +243,9 @@ def _greedy_nms(
     return _Selection(cat(picks), cat(best_scores), cat(valids))
 
 
-def _outputs(b: GraphBuilder, op: Operator, e: _Emitter, rows: list[str], n_rows: int, o) -> None:
+def _outputs(
+    b: GraphBuilder, op: Operator, e: _Emitter, rows: list, n_rows: int, o: _Options
+) -> None:
     """Write the four outputs from the first ``n_rows`` detection slots (boxes [S, 4], classes
     [S], scores [S]) and the float count [1]; the slots after them are zeros."""
     total = o.max_detections * o.max_classes_per_detection
