@@ -16,9 +16,9 @@ Follows the kernel, tensorflow/lite/kernels/detection_postprocess.cc:
   each step keeps the first of the best remaining scores (ArgMax over the candidates that
   reach the maximum) and drops the candidates it overlaps.
 - Outputs: boxes [1, D, 4], classes [1, D], scores [1, D], num_detections [1], with
-  D = max_detections * max_classes_per_detection. Fast NMS leaves the slots past its
-  detections unwritten (whatever the buffer held) and regular NMS writes zeros there:
-  zeros here in both.
+  D = max_detections * max_classes_per_detection. The kernel leaves the slots past its
+  detections unwritten (whatever the buffer held), except the first max_detections of
+  regular NMS, which it zeroes: all are zeros here.
 
 Equal scores: the kernel orders the NMS candidates with a stable sort (lower anchor first),
 and its merge of the classes' detections (use_regular_nms) keeps lower class, then earlier
