@@ -26,11 +26,6 @@ ALL_MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() els
 # test_refused_models_still_stop_at_their_operator fails once one converts: remove its entry.
 NOT_YET_CONVERTED = {
     "coral__keras_lstm_mnist_ptq.tflite": ("UNIDIRECTIONAL_SEQUENCE_LSTM", "recurrent ops"),
-    "tfexamples__recommendation_history10_top100.tflite": ("TOPK_V2", "TOPK_V2"),
-    "tfexamples__ssd_mobilenet_v1_coco_quant_detect.tflite": (
-        "TFLite_Detection_PostProcess",
-        "detection post-processing",
-    ),
 }
 # Converted (and compared with the interpreter elsewhere) but with Transposes the layout pass
 # should not need ("Layout" in the same issue): how many, pinned exactly, so that one more

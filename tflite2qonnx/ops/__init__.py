@@ -23,6 +23,7 @@ from tflite2qonnx.ops.conv import (
     transpose_conv,
 )
 from tflite2qonnx.ops.densify import densify
+from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
@@ -47,6 +48,7 @@ from tflite2qonnx.ops.record import (
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
 from tflite2qonnx.ops.softmax import log_softmax, softmax
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
+from tflite2qonnx.ops.topk import topk_v2
 
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
 
@@ -149,18 +151,20 @@ OPERATORS: dict[str, Op] = {
     "SUM": Op(reduce.reduce_sum, operands=rules.reduction),
     "TANH": Op(ew.tanh),
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
+    "TOPK_V2": Op(topk_v2, bit_exact=EXACT),
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,))),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }
 
-# MediaPipe's custom ops, by custom code
+# Custom ops (MediaPipe's, TFLite's detection post-processing), by custom code
 CUSTOM_OPERATORS: dict[str, Op] = {
     "Convolution2DTransposeBias": Op(convolution_2d_transpose_bias),
     "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
     "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
     "MaxUnpooling2D": Op(max_unpooling_2d),
+    "TFLite_Detection_PostProcess": Op(detection_postprocess),
     "TransformLandmarks": Op(transform_landmarks),
     "TransformTensorBilinear": Op(transform_tensor_bilinear),
 }
