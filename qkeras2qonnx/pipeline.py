@@ -15,6 +15,7 @@ from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.finish import DEFAULT_OPSET, finish_model
+from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
 
 
@@ -134,4 +135,7 @@ def _metadata(layer_map: LayerMap) -> dict[str, str]:
         metadata["qkeras2qonnx.lost_quantizers"] = json.dumps(layer_map.lost)
     if layer_map.folded:
         metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
+    composite = {node_name(e): e.spec.composite.form for e in layer_map.entries if e.spec.composite}
+    if composite:  # quantizers emitted as exact standard ops followed by an identity Quant
+        metadata[COMPOSITE_QUANTIZERS] = json.dumps(composite)
     return metadata
