@@ -171,10 +171,34 @@ def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
     except ConversionError:
         raise
     except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
-        if len(message) > 300:  # Keras quotes whole configurations
-            message = message[:300] + "..."
+        message = _line(f"{type(exc).__name__}: {exc}", first=True)
+        root = _root_cause(exc)
+        cause = _line(str(root), first=False)
+        if ":" not in cause.split(" ")[0]:  # "ValueError: ..." is already typed
+            cause = f"{type(root).__name__}: {cause}"
+        if cause.split(": ", 1)[-1] not in message:  # Keras wraps the reason away
+            message += f" (root cause: {cause})"
         raise InputError(f"Keras cannot load this model: {message}", str(path)) from exc
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The last exception of the chain: causes, and contexts too (Keras re-raises its layers'
+    errors ``from None`` with a summary, leaving the reason in the context)."""
+    seen = {id(exc)}
+    while True:
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None or id(nxt) in seen:
+            return exc
+        seen.add(id(nxt))
+        exc = nxt
+
+
+def _line(text: str, *, first: bool, limit: int = 300) -> str:
+    """The first (or last) non-blank line of ``text``: Keras puts its summary first and a
+    traced error's own line last. Long ones are cut (Keras quotes whole configurations)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
+    line = lines[0] if first else lines[-1]
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _json(text: str | bytes, path: Path) -> Any:
