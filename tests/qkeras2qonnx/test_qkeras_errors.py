@@ -208,10 +208,10 @@ def test_separable_kernel_refusal_names_layer_and_quantizer(role):
     quantizers = {
         "depthwise_quantizer": quantized_bits(6, 0, alpha=1),
         "pointwise_quantizer": quantized_bits(6, 0, alpha=1),
-        role: "quantized_tanh(4)",
+        role: "bernoulli()",
     }
     out = QSeparableConv2D(3, 3, name="culprit", **quantizers)(inp)
-    with pytest.raises(ConversionError, match=f"^culprit {role}: quantized_tanh"):
+    with pytest.raises(ConversionError, match=f"^culprit {role}: unsupported quantizer bernoulli"):
         qkeras2qonnx.convert(k.Model(inp, out))
 
 
