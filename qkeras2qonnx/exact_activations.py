@@ -15,6 +15,7 @@ Round; ``_round_through(v)`` is ``v + (round(v) - v)``, which equals round(v) in
 * ternary on activations: ``alpha * (|x| >= threshold) * sign(x)`` (threshold 0.33 unless set).
 * quantized_relu with negative_slope ns: with m = 2**(bits-1), m_i = 2**integer,
   p = x * m / m_i: ``m_i clip(round(p)/m, 0, 1-1/m) + m_i ns clip(round(p ns) / (ns m), -1, 0)``.
+* binary(use_01=True) on activations: ``alpha * (x >= 0)`` (0 gives alpha).
 * binary_tanh (a function): ``2 round(clip(0.5 x + 0.5, 0, 1)) - 1``: x = 0 gives -1 (the tie
   0.5 rounds to even), unlike binary(), whose 0 gives +1; binary_sigmoid: the same in {0, 1}.
 
@@ -142,6 +143,29 @@ def ternary_activation(q: Any, where: str) -> QuantSpec:
     spec = QuantSpec(QUANT, s, bit_width=2, signed=True, narrow=True)
     form = f"{s:g} * sign(x) where |x| >= {float(t):g}, else 0"
     return _with(spec, Composite(form, emit, np.array([-t, _F32(0), t], dtype=_F32)))
+
+
+def binary_01_activation(q: Any, where: str) -> QuantSpec:
+    """binary(use_01=True) on activations: ``alpha * (x >= 0)``, as QKeras computes it:
+    ``k = sign(x); k += 1 - |k|; (k + 1) / 2`` (so 0 -> 1)."""
+    alpha = q.alpha
+    if isinstance(alpha, str):
+        raise ConversionError(
+            f"{_name(q)}: alpha={alpha!r} derives the scale from each input at run time", where
+        )
+    scale = 1.0 if alpha is None else np.asarray(alpha, dtype=np.float64)
+    if np.size(scale) != 1 or not np.isfinite(scale) or float(scale) <= 0:
+        raise ConversionError(f"{_name(q)}: activation alpha must be one finite value > 0", where)
+    s = float(scale)
+
+    def emit(b: Builder, x: str) -> str:
+        sign = b.op("Sign", x)
+        k = b.op("Add", sign, b.op("Sub", 1.0, b.op("Abs", sign)))
+        return b.op("Mul", b.op("Div", b.op("Add", k, 1.0), 2.0), s)
+
+    spec = QuantSpec(QUANT, s, bit_width=2, signed=False)
+    form = f"{s:g} * (x >= 0), else 0"
+    return _with(spec, Composite(form, emit, np.array([-(2.0**-23), 0, 2.0**-23], dtype=_F32)))
 
 
 def leaky_quantized_relu(q: Any, where: str) -> QuantSpec:

@@ -20,7 +20,8 @@ Formulas (m = 2**(bits - keep_negative), m_i = 2**integer, x the input):
   the node is fed QKeras's ternary weights. On activations ``|x| >= t`` would need t == s/2 and
   round-half-up, but qonnx's HALF_UP (``floor(|x| + 0.5)`` in float32) rounds the float just
   below 0.5 up: a composite instead.
-* binary(use_01=True): {0, alpha}; on weights a 2-bit unsigned Quant fed QKeras's values.
+* binary(use_01=True): {0, alpha}; on weights a 2-bit unsigned Quant fed QKeras's values, on
+  activations a composite.
 * stochastic_binary / stochastic_ternary: their inference form is binary / ternary.
 * quantized_tanh, quantized_sigmoid, quantized_hswish, ternary and quantized_relu with
   negative_slope on activations, and the binary_tanh / binary_sigmoid functions: a composite
@@ -201,12 +202,8 @@ def _relu_bound_range(q: Any, bound: float, scale: float, bits: int, where: str)
 def _binary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     config = q.get_config()
     if config.get("use_01"):
-        if weight is None:
-            raise ConversionError(
-                f"{describe(q)}: use_01 produces {{0, alpha}} with 0 -> alpha, which neither "
-                "BipolarQuant ({-s, +s}) nor Quant (bit_width >= 2) computes from activations",
-                where,
-            )
+        if weight is None:  # {0, alpha} with 0 -> alpha: a comparison, not a rounding
+            return exact_activations.binary_01_activation(q, where)
         # On weights the node is fed QKeras's {0, s} values: a 2-bit unsigned grid holds them.
         _, scale = qkeras_call(q, weight)
         scale = np.asarray(1.0 if scale is None else scale, dtype=np.float64)

@@ -83,6 +83,8 @@ def _cases():
         "binary_tanh": (lambda: "binary_tanh", _TINY),
         "binary_sigmoid": (lambda: "binary_sigmoid", _TINY),
         "binary": (lambda: "binary()", _TINY),
+        "binary_01": (lambda: "binary(use_01=True)", _TINY),
+        "binary_01_alpha": (lambda: "binary(use_01=True, alpha=0.5)", _TINY),
     }
 
 
