@@ -37,6 +37,20 @@ def _restore_array_ops_stack() -> None:
         from tensorflow.python.ops import array_ops_stack
 
         array_ops.stack = array_ops_stack.stack
+    _restore_recurrent_names()
+
+
+def _restore_recurrent_names() -> None:
+    """QKeras 0.9's QSimpleRNN/QLSTM/QGRU call ``nest.is_sequence`` and ``array_ops.unstack``,
+    which TensorFlow 2.19 keeps as ``nest.is_nested`` and ``array_ops_stack.unstack``: without
+    them such models cannot be called (loaded, predicted). Only missing names are added."""
+    from tensorflow.python.ops import array_ops, array_ops_stack
+    from tensorflow.python.util import nest
+
+    if not hasattr(nest, "is_sequence"):
+        nest.is_sequence = nest.is_nested
+    if not hasattr(array_ops, "unstack"):
+        array_ops.unstack = array_ops_stack.unstack
 
 
 @functools.cache

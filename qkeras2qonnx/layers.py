@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx import pruning
 from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.batchnorm import strip_qbatchnorm
 from qkeras2qonnx.pooling import pooling_rule
@@ -42,6 +43,8 @@ def rule_for_layer(layer: Any, where: str) -> LayerRule:
     name = type(layer).__name__
     if name in LAYERS:
         return LAYERS[name]
+    if name in pruning.WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
+        return pruning.unwrapped(rule_for_layer(layer.layer, where))
     if name in _RECURRENT:
         raise ConversionError(
             f"recurrent QKeras layer {name} is not supported: its quantized recurrence has no "

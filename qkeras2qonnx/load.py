@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qkeras2qonnx.backend import custom_objects, keras
+from qkeras2qonnx.pruning import wrapper_objects
 from qonnx_ingest.errors import ConversionError, InputError
 
 # Modules a configuration may name (``module`` keys): the frameworks' own, and builtins,
@@ -103,7 +104,8 @@ def _load_hdf5(path: Path, allow_lambda: bool) -> Any:
         raise InputError(f"HDF5 file without a Keras model; expected {_FORMATS}", str(path))
     _refuse_lambda(_json(config, path), allow_lambda, path)
     # tf_keras reads any non-directory, non-.keras-zip path as a legacy HDF5 model.
-    return _keras_load(path, lambda: keras().models.load_model(str(path), **_load_args()))
+    args = _load_args(config)
+    return _keras_load(path, lambda: keras().models.load_model(str(path), **args))
 
 
 def _load_keras_archive(path: Path, allow_lambda: bool) -> Any:
@@ -117,9 +119,9 @@ def _load_keras_archive(path: Path, allow_lambda: bool) -> Any:
     _refuse_lambda(_json(config, path), allow_lambda, path)
     if path.suffix != ".keras":
         raise InputError("a Keras v3 model archive must be named *.keras", str(path))
+    args = _load_args(config)
     return _keras_load(
-        path,
-        lambda: keras().models.load_model(str(path), safe_mode=not allow_lambda, **_load_args()),
+        path, lambda: keras().models.load_model(str(path), safe_mode=not allow_lambda, **args)
     )
 
 
@@ -137,7 +139,8 @@ def _load_saved_model(path: Path, allow_lambda: bool) -> Any:
     saved = saved_metadata_pb2.SavedMetadata()
     saved.ParseFromString(metadata.read_bytes())
     _refuse_lambda([_json(n.metadata or "{}", path) for n in saved.nodes], allow_lambda, path)
-    return _keras_load(path, lambda: keras().models.load_model(str(path), **_load_args()))
+    args = _load_args("".join(n.metadata for n in saved.nodes))
+    return _keras_load(path, lambda: keras().models.load_model(str(path), **args))
 
 
 def _load_json(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
@@ -153,13 +156,13 @@ def _load_json(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
         raise InputError(
             "a .json architecture has no weights: pass the weights file (--weights)", str(path)
         )
-    return _keras_load(
-        path, lambda: keras().models.model_from_json(text, custom_objects=custom_objects())
-    )
+    objects = _load_args(text)["custom_objects"]
+    return _keras_load(path, lambda: keras().models.model_from_json(text, custom_objects=objects))
 
 
-def _load_args() -> dict[str, Any]:
-    return {"custom_objects": custom_objects(), "compile": False}
+def _load_args(config: str | bytes) -> dict[str, Any]:
+    """QKeras's objects, plus the pruning wrappers' when the configuration names one."""
+    return {"custom_objects": {**custom_objects(), **wrapper_objects(config)}, "compile": False}
 
 
 def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
@@ -168,10 +171,34 @@ def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
     except ConversionError:
         raise
     except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
-        if len(message) > 300:  # Keras quotes whole configurations
-            message = message[:300] + "..."
+        message = _line(f"{type(exc).__name__}: {exc}", first=True)
+        root = _root_cause(exc)
+        cause = _line(str(root), first=False)
+        if ":" not in cause.split(" ")[0]:  # "ValueError: ..." is already typed
+            cause = f"{type(root).__name__}: {cause}"
+        if cause.split(": ", 1)[-1] not in message:  # Keras wraps the reason away
+            message += f" (root cause: {cause})"
         raise InputError(f"Keras cannot load this model: {message}", str(path)) from exc
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The last exception of the chain: causes, and contexts too (Keras re-raises its layers'
+    errors ``from None`` with a summary, leaving the reason in the context)."""
+    seen = {id(exc)}
+    while True:
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None or id(nxt) in seen:
+            return exc
+        seen.add(id(nxt))
+        exc = nxt
+
+
+def _line(text: str, *, first: bool, limit: int = 300) -> str:
+    """The first (or last) non-blank line of ``text``: Keras puts its summary first and a
+    traced error's own line last. Long ones are cut (Keras quotes whole configurations)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
+    line = lines[0] if first else lines[-1]
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _json(text: str | bytes, path: Path) -> Any:

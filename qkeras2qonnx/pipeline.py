@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any
 
 import onnx
@@ -13,9 +14,14 @@ from qkeras2qonnx.load import load_model
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
-from qonnx_ingest.errors import ConversionError, InputError
-from qonnx_ingest.finish import DEFAULT_OPSET, finish_model
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
+from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, finish_model
+from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
+
+
+class OpsetRaised(ConversionWarning):
+    """``from_keras`` was asked for an opset below the lowest it emits and used that one."""
 
 
 def convert(
@@ -78,7 +84,18 @@ def from_keras(
 ) -> tuple[onnx.ModelProto, None]:
     """Drop-in for the removed ``qonnx.converters.from_keras``: same arguments, same
     ``(model_proto, external_storage)`` result (external storage is always None: models that
-    need it are written as external data by ``save_model``)."""
+    need it are written as external data by ``save_model``).
+
+    The old converter's default was opset 9; an opset below the lowest we emit (its tests pass
+    ``opset=9``) is raised to that one with one ``OpsetRaised`` warning.
+    """
+    if opset is not None and not isinstance(opset, bool) and int(opset) < MIN_OPSET:
+        warnings.warn(
+            f"opset {opset} is below the lowest opset qkeras2qonnx emits; using {MIN_OPSET}",
+            OpsetRaised,
+            stacklevel=2,
+        )
+        opset = MIN_OPSET
     if large_model:
         raise ConversionError(
             "large_model=True is not supported; save_model writes models over 2 GiB with "
@@ -134,4 +151,7 @@ def _metadata(layer_map: LayerMap) -> dict[str, str]:
         metadata["qkeras2qonnx.lost_quantizers"] = json.dumps(layer_map.lost)
     if layer_map.folded:
         metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
+    composite = {node_name(e): e.spec.composite.form for e in layer_map.entries if e.spec.composite}
+    if composite:  # quantizers emitted as exact standard ops followed by an identity Quant
+        metadata[COMPOSITE_QUANTIZERS] = json.dumps(composite)
     return metadata

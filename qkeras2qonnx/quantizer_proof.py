@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qkeras2qonnx import composite
 from qkeras2qonnx.activations import PlainActivation
 from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
@@ -46,10 +47,17 @@ def weight_values(quantizer, spec: QuantSpec, weight: np.ndarray, where: str) ->
 
 
 def check_activation(quantizer, spec: QuantSpec, activation: PlainActivation, where: str) -> None:
-    """Compare QKeras with ``Quant(plain activation(x))`` on probe inputs; raise on a mismatch."""
-    x = probes(spec)
+    """Compare QKeras with ``Quant(plain activation(x))`` (or, for a composite, with the Quant
+    of its ONNX ops run by onnxruntime) on probe inputs; raise on a mismatch."""
+    if spec.composite is None:
+        x = probes(spec)
+        got = spec.apply(activation.apply(x))
+    else:
+        x = composite_probes(spec.composite.critical)
+        if spec.composite.tie_window:  # TF's float tanh/sigmoid is no function of x there
+            x = x[~_near(x, spec.composite.critical)]
+        got = spec.apply(composite.run(spec.composite, activation.apply(x)))
     expected, _ = qkeras_call(quantizer, x)
-    got = spec.apply(activation.apply(x))
     bad = np.flatnonzero(~_equal(got, expected))
     if bad.size:
         i = bad[0]
@@ -89,6 +97,38 @@ def probes(spec: QuantSpec, seed: int = 0) -> np.ndarray:
         ]
     )
     return x[(x == 0) | (np.abs(x) >= _TINY)]
+
+
+def composite_probes(critical: np.ndarray, seed: int = 0, ulps: int = 8) -> np.ndarray:
+    """Each critical input and its ``ulps`` float32 neighbours either side, random inputs
+    around them, zeros and large values (subnormals left out, as in ``probes``)."""
+    rng = np.random.default_rng(seed)
+    critical = np.asarray(critical, dtype=np.float32)
+    critical = critical[np.isfinite(critical)]
+    near = [critical]
+    up = down = critical
+    for _ in range(ulps):
+        up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(-np.inf))
+        near += [up, down]
+    span = float(np.max(np.abs(critical))) if critical.size else 1.0
+    span = max(span, 1.0) * 2
+    noise = rng.uniform(-span, span, 4096).astype(np.float32)
+    # Not beyond ~1e5: QKeras's ``x + (q - x)`` cancels q away for |x| near 2**24 steps.
+    huge = np.float32([0.0, -0.0, 1e5, -1e5, 1e3, -1e3, 1e-30, -1e-30])
+    x = np.concatenate([*near, noise, huge])
+    return x[(x == 0) | (np.abs(x) >= _TINY)]
+
+
+def _near(x: np.ndarray, ties: np.ndarray, relative: float = 1e-3) -> np.ndarray:
+    """Inputs within ``relative`` (times max(1, |tie|)) of a tie."""
+    ties = np.sort(np.asarray(ties, dtype=np.float64))
+    if ties.size == 0:
+        return np.zeros(x.shape, dtype=bool)
+    k = np.clip(np.searchsorted(ties, x), 1, ties.size) - 1
+    near = np.zeros(x.shape, dtype=bool)
+    for j in (k, np.minimum(k + 1, ties.size - 1)):
+        near |= np.abs(x - ties[j]) <= relative * np.maximum(1.0, np.abs(ties[j]))
+    return near
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -19,10 +19,13 @@ Formulas (m = 2**(bits - keep_negative), m_i = 2**integer, x the input):
   scale s. On weights s is read back from QKeras (per channel for alpha 'auto'/'auto_po2') and
   the node is fed QKeras's ternary weights. On activations ``|x| >= t`` would need t == s/2 and
   round-half-up, but qonnx's HALF_UP (``floor(|x| + 0.5)`` in float32) rounds the float just
-  below 0.5 up: refused.
-* binary(use_01=True): {0, alpha}; on weights a 2-bit unsigned Quant fed QKeras's values.
+  below 0.5 up: a composite instead.
+* binary(use_01=True): {0, alpha}; on weights a 2-bit unsigned Quant fed QKeras's values, on
+  activations a composite.
 * stochastic_binary / stochastic_ternary: their inference form is binary / ternary.
-* quantized_tanh, quantized_sigmoid, quantized_hswish: refused by name (see QUANTIZERS).
+* quantized_tanh, quantized_sigmoid, quantized_hswish, ternary and quantized_relu with
+  negative_slope on activations, and the binary_tanh / binary_sigmoid functions: a composite
+  (exact standard ONNX ops, then an identity Quant), see ``exact_activations``.
 * quantized_po2, quantized_relu_po2, quantized_ulaw: non-uniform grids with no Quant form. On
   weights the rule returns a LOST spec (the weight becomes QKeras's quantized constant and a
   ``QuantizerAnnotationLost`` warning names layer and quantizer); on activations: an error.
@@ -41,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx import exact_activations
 from qkeras2qonnx.activations import LINEAR, RELU, PlainActivation
 from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, LOST, QUANT, QuantSpec
@@ -66,6 +70,12 @@ class QuantizerRule:
 
     resolve: Resolver
     activation: PlainActivation
+    # True for the quantizer objects this rule turns into a composite that reads the layer's
+    # raw output (e.g. quantized_relu with negative_slope): their plain activation is linear.
+    raw_input: Callable[[Any], bool] = lambda q: False
+
+    def activation_for(self, quantizer: Any) -> PlainActivation:
+        return LINEAR if self.raw_input(quantizer) else self.activation
 
 
 def describe(quantizer: Any) -> str:
@@ -82,6 +92,8 @@ def describe(quantizer: Any) -> str:
 
 
 def rule_for(quantizer: Any, where: str) -> QuantizerRule:
+    if inspect.isfunction(quantizer) and quantizer.__name__ in exact_activations.FUNCTIONS:
+        return QuantizerRule(exact_activations.FUNCTIONS[quantizer.__name__], LINEAR)
     rule = QUANTIZERS.get(type(quantizer).__name__)
     if rule is None or inspect.isfunction(quantizer):
         supported = ", ".join(sorted(QUANTIZERS))
@@ -155,11 +167,9 @@ def _quantized_relu(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     if config.get("use_sigmoid"):
         raise ConversionError(f"{describe(q)}: use_sigmoid has no QONNX Quant form", where)
     if config.get("negative_slope"):
-        raise ConversionError(
-            f"{describe(q)}: negative_slope quantizes slope*x on a separate grid, "
-            "which one Quant node cannot express",
-            where,
-        )
+        if weight is not None:
+            raise ConversionError(f"{describe(q)}: negative_slope on weights", where)
+        return exact_activations.leaky_quantized_relu(q, where)
     bits, integer = int(config["bits"]), float(config["integer"])
     if bits < 2:
         raise ConversionError(f"{describe(q)}: 1-bit quantized_relu has no Quant form", where)
@@ -192,12 +202,8 @@ def _relu_bound_range(q: Any, bound: float, scale: float, bits: int, where: str)
 def _binary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     config = q.get_config()
     if config.get("use_01"):
-        if weight is None:
-            raise ConversionError(
-                f"{describe(q)}: use_01 produces {{0, alpha}} with 0 -> alpha, which neither "
-                "BipolarQuant ({-s, +s}) nor Quant (bit_width >= 2) computes from activations",
-                where,
-            )
+        if weight is None:  # {0, alpha} with 0 -> alpha: a comparison, not a rounding
+            return exact_activations.binary_01_activation(q, where)
         # On weights the node is fed QKeras's {0, s} values: a 2-bit unsigned grid holds them.
         _, scale = qkeras_call(q, weight)
         scale = np.asarray(1.0 if scale is None else scale, dtype=np.float64)
@@ -220,18 +226,9 @@ def _ternary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
         # An all-zero channel gets scale 0 and output 0; any positive scale reproduces that.
         scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
         return QuantSpec(QUANT, scale, bit_width=2, narrow=True, rounding_mode="HALF_UP")
-    raise ConversionError(
-        f"{describe(q)}: on activations ternary keeps |x| >= threshold, which no QONNX Quant "
-        "computes exactly (its HALF_UP adds 0.5 in float32 and moves x just below alpha/2 up)",
-        where,
-    )
-
-
-def _refuse(reason: str) -> Resolver:
-    def resolve(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
-        raise ConversionError(f"{describe(q)}: {reason}", where)
-
-    return resolve
+    # On activations ``|x| >= t`` is no Quant's rounding (qonnx's HALF_UP adds 0.5 in float32
+    # and moves x just below alpha/2 up): the comparison itself is emitted.
+    return exact_activations.ternary_activation(q, where)
 
 
 def _non_uniform(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
@@ -279,7 +276,9 @@ def _require_plain_noise(q: Any, config: dict, where: str) -> None:
 
 QUANTIZERS: dict[str, QuantizerRule] = {
     "quantized_bits": QuantizerRule(_quantized_bits, activation=LINEAR),
-    "quantized_relu": QuantizerRule(_quantized_relu, activation=RELU),
+    "quantized_relu": QuantizerRule(
+        _quantized_relu, activation=RELU, raw_input=lambda q: bool(q.negative_slope)
+    ),
     "binary": QuantizerRule(_binary, activation=LINEAR),
     "ternary": QuantizerRule(_ternary, activation=LINEAR),
     "quantized_po2": QuantizerRule(_non_uniform, activation=LINEAR),
@@ -288,16 +287,8 @@ QUANTIZERS: dict[str, QuantizerRule] = {
     # At inference (learning phase 0) QKeras runs the plain binary/ternary computation.
     "stochastic_binary": QuantizerRule(_binary, activation=LINEAR),
     "stochastic_ternary": QuantizerRule(_ternary, activation=LINEAR),
-    # Named refusals: a float non-linearity (or product) precedes the rounding, and TF and the
-    # ONNX runtime compute it with different last bits, so grid ties can round differently.
-    "quantized_tanh": QuantizerRule(
-        _refuse("rounds a float tanh / hard-sigmoid of x, not x: no exact Quant form"), LINEAR
-    ),
-    "quantized_sigmoid": QuantizerRule(
-        _refuse("rounds a float sigmoid of x, not x: no exact Quant form"), LINEAR
-    ),
-    "quantized_hswish": QuantizerRule(
-        _refuse("rounds the float product x * relu6(x + 3) / 6, not x: no exact Quant form"),
-        LINEAR,
-    ),
+    # A function of x precedes the rounding: composites (see ``exact_activations``).
+    "quantized_tanh": QuantizerRule(exact_activations.quantized_tanh, LINEAR),
+    "quantized_sigmoid": QuantizerRule(exact_activations.quantized_sigmoid, LINEAR),
+    "quantized_hswish": QuantizerRule(exact_activations.quantized_hswish, LINEAR),
 }

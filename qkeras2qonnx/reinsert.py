@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qkeras2qonnx.composite import Builder
 from qkeras2qonnx.markers import decode_weight_markers, marker_id
 from qkeras2qonnx.spec import BIPOLAR
 from qkeras2qonnx.strip import LayerMap, MapEntry
@@ -123,7 +124,13 @@ def _place_outputs(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
             bypassed.append(node)
             continue
         scale = entry.spec.scale.reshape(())  # activation scales are per tensor (see strip)
-        qnode = _quant_node(entry, node.input[0], node.output[0], scale, op_type)
+        source = node.input[0]
+        if entry.spec.composite is not None:  # its exact computation, then the Quant
+            builder = Builder(node_name(entry))
+            source = entry.spec.composite.emit(builder, source)
+            nodes.extend(builder.nodes)
+            graph.initializer.extend(builder.initializers)
+        qnode = _quant_node(entry, source, node.output[0], scale, op_type)
         nodes.append(qnode.node)
         graph.initializer.extend(qnode.initializers)
         placed[id(entry)] += 1

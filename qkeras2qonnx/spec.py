@@ -6,8 +6,12 @@ Kept free of TensorFlow so the layer map can be inspected and tested without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from qkeras2qonnx.composite import Composite
 
 QUANT, BIPOLAR = "quant", "bipolar"
 # No node: a non-uniform weight quantizer (po2, ulaw) has no QONNX form, so the weight becomes
@@ -33,6 +37,9 @@ class QuantSpec:
     narrow: bool = False
     rounding_mode: str = "ROUND"
     axis: int | None = None
+    # Activations only: the exact float computation the Quant node follows (its input is then
+    # the layer's output passed through these standard ONNX ops; see ``composite``).
+    composite: Composite | None = None
 
     def __post_init__(self) -> None:
         self.scale = np.asarray(self.scale, dtype=np.float32)
@@ -64,13 +71,15 @@ class QuantSpec:
         if self.kind == LOST:
             return "no QONNX node (quantized constant)"
         if self.kind == BIPOLAR:
-            return f"BipolarQuant(scale={_show(self.scale)})"
+            text = f"BipolarQuant(scale={_show(self.scale)})"
+            return text if self.composite is None else f"{self.composite.form}, then {text}"
         sign = "signed" if self.signed else "unsigned"
         narrow = " narrow" if self.narrow else ""
-        return (
+        text = (
             f"Quant({self.bit_width}-bit {sign}{narrow}, scale={_show(self.scale)}, "
             f"zero_point={self.zero_point:g}, {self.rounding_mode})"
         )
+        return text if self.composite is None else f"{self.composite.form}, then {text}"
 
 
 def _show(a: np.ndarray) -> str:

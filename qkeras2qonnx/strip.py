@@ -107,7 +107,7 @@ def _record(slot: Slot, path: str, weights: list, marker: int, layer_map: LayerM
         spec = rule.resolve(q, None, where)
         if spec.scale.size != 1:
             raise ConversionError("per-channel activation quantizers are not supported", where)
-        quantizer_proof.check_activation(q, spec, rule.activation, where)
+        quantizer_proof.check_activation(q, spec, rule.activation_for(q), where)
         layer_map.entries.append(MapEntry(path, slot.role, describe(q), spec, None, marker))
         return
     weight = np.asarray(weights[slot.weight_index], dtype=np.float32)

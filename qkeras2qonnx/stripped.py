@@ -6,7 +6,6 @@ and not each other (``layers`` holds the table that names them).
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from typing import Any
 
 from qkeras2qonnx.backend import is_qkeras_object
 from qkeras2qonnx.quantizers import rule_for
-from qonnx_ingest.errors import ConversionError
 
 ACTIVATION = "activation"
 
@@ -58,10 +56,6 @@ def activation_slot(activation: Any, config: dict, where: str) -> list[Slot]:
     """A QKeras quantizer used as activation becomes its plain activation plus a slot."""
     if activation is None or not is_qkeras_object(activation):
         return []
-    if inspect.isfunction(activation):
-        raise ConversionError(
-            f"unsupported QKeras activation function {activation.__name__}", f"{where} activation"
-        )
     rule = rule_for(activation, f"{where} activation")
-    config["activation"] = rule.activation.name
+    config["activation"] = rule.activation_for(activation).name
     return [Slot(ACTIVATION, activation)]

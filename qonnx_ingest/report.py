@@ -8,6 +8,7 @@ additions and the accumulator width that qonnx's ``b_a * b_w`` per MAC leaves ou
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -25,6 +26,10 @@ from qonnx_ingest.quant_info import (
 )
 
 _SHOWN_CHANNELS = 4  # per-axis values written out in the text table before "..."
+# Model metadata key a converter sets to a JSON {quantizer node: what it computes} for the
+# quantizers written as exact standard ops followed by a Quant that is the identity on their
+# result's grid (e.g. QKeras's quantized_sigmoid): the report says which they are.
+COMPOSITE_QUANTIZERS = "qonnx_ingest.composite_quantizers"
 
 
 def mlir_type(q: QuantizedTensor, max_channels: int | None = None) -> str | None:
@@ -79,9 +84,12 @@ class Cost:
 class Report:
     tensors: list[QuantizedTensor]
     cost: Cost | None
+    composite: dict[str, str] = field(default_factory=dict)  # node -> its computation
 
     def as_dict(self) -> dict:
         rows = [_row(q) for q in self.tensors]
+        for row in rows:
+            row["composite"] = self.composite.get(row["node"])
         return {"quantized_tensors": rows, "cost": None if self.cost is None else vars(self.cost)}
 
     def as_text(self) -> str:
@@ -107,6 +115,10 @@ class Report:
         if not self.tensors:
             lines.append("(no quantized tensors)")
         lines.append("")
+        if self.composite:
+            lines.append("composite quantizers (exact standard ops, then an identity Quant):")
+            lines.extend(f"  {_shorten(node)}: {form}" for node, form in self.composite.items())
+            lines.append("")
         lines.extend(_cost_lines(self.cost))
         shifted = sum(bool(np.any(q.zero_point != 0)) for q in self.tensors)
         if self.cost is not None and shifted:
@@ -121,7 +133,15 @@ class Report:
 
 def report(model: onnx.ModelProto, cost: bool = True) -> Report:
     """The report of a converted model; ``cost=False`` skips the inference-cost analysis."""
-    return Report(quantized_tensors(model), inference_cost(model) if cost else None)
+    props = {p.key: p.value for p in model.metadata_props}
+    try:
+        composite = json.loads(props.get(COMPOSITE_QUANTIZERS, "{}"))
+    except json.JSONDecodeError:
+        composite = {}
+    if not isinstance(composite, dict):
+        composite = {}
+    composite = {str(k): str(v) for k, v in composite.items()}
+    return Report(quantized_tensors(model), inference_cost(model) if cost else None, composite)
 
 
 def inference_cost(model: onnx.ModelProto) -> Cost:

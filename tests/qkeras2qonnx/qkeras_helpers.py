@@ -142,6 +142,8 @@ def _all_layers(model):
     for layer in model.layers:
         if hasattr(layer, "layers"):
             yield from _all_layers(layer)
+        elif type(layer).__name__ == "PruneLowMagnitude":  # tensorflow-model-optimization
+            yield layer.layer
         else:
             yield layer
 

@@ -32,6 +32,10 @@ CONVERTIBLE = {
     "rn06": ("RN06_resnet_v1_eembc_quantized_tiny_model_best.h5", None, (0.0, 1.0, 2**-8)),
     # QBatchNormalization, binary/ternary alpha='auto_po2', quantized_po2 weights (lost)
     "ad03": ("AD03_autoqkeras_qbestModel.h5", None, (-2.0, 2.0)),
+    # quantized_sigmoid(2) as a QDense activation= (composite form), 1-bit alpha=True kernels
+    "neutdet": ("neutdet_quant_w1_a2_Vplane_nu.h5", None, (-2.0, 2.0)),
+    # saved with tensorflow-model-optimization PruneLowMagnitude wrappers on every layer
+    "mitbih_pruned": ("mitbih_Conv1D_int8_pqmodel.h5", None, (-2.0, 2.0)),
 }
 
 

@@ -34,6 +34,7 @@ def _cases():
     from qkeras import (
         binary,
         quantized_bits,
+        quantized_hswish,
         quantized_po2,
         quantized_relu,
         quantized_relu_po2,
@@ -42,48 +43,47 @@ def _cases():
     )
 
     return {
+        # (converted exactly since: quantized_tanh/sigmoid/hswish, ternary and leaky relu
+        # activations, binary_tanh; see test_qkeras_activations)
+        "ternary_auto_activation": (_qact(ternary(alpha="auto")), "alpha='auto'"),
+        "hswish_auto_activation": (_qact(quantized_hswish(6, 2, alpha="auto")), "alpha='auto'"),
+        "leaky_sigmoid_relu": (
+            _qact(quantized_relu(4, 0, use_sigmoid=1, negative_slope=0.5)),
+            "use_sigmoid",
+        ),
+        "qkeras_function": (_qact("smooth_tanh"), "smooth_tanh"),
         "po2_activation": (_qact(quantized_po2(4)), "quantized_po2"),
         "relu_po2_activation": (_qact(quantized_relu_po2(4)), "quantized_relu_po2"),
         "ulaw_activation": (_qact(quantized_ulaw(6)), "quantized_ulaw"),
-        "ternary_activation": (_qact(ternary(alpha=1.0, threshold=0.5)), "ternary"),
         "noise": (
             _qdense(kernel_quantizer=quantized_bits(6, 0, alpha=1, qnoise_factor=0.5)),
             "qnoise_factor",
         ),
-        "binary_01_activation": (_qact(binary(use_01=True)), "use_01"),
+        "binary_01_auto_activation": (_qact(binary(use_01=True, alpha="auto")), "alpha='auto'"),
         "auto_activation": (_qact(quantized_bits(8, 0, alpha="auto")), "alpha='auto'"),
         "alpha_activation": (_qact(quantized_bits(8, 0, alpha=0.5)), "alpha"),
-        "leaky_relu": (_qact(quantized_relu(4, 0, negative_slope=0.25)), "negative_slope"),
         "sigmoid_relu": (_qact(quantized_relu(4, 0, use_sigmoid=1)), "use_sigmoid"),
         "relu_bound": (
             _qact(quantized_relu(4, 2, relu_upper_bound=2.5, is_quantized_clip=False)),
             "relu_upper_bound",
         ),
-        "tanh_activation": (_qact("quantized_tanh(4)"), "quantized_tanh"),
-        "sigmoid_activation": (_qact("quantized_sigmoid(4)"), "quantized_sigmoid"),
-        "hswish_activation": (_qact("quantized_hswish(6,2)"), "quantized_hswish"),
-        "tanh_kernel": (_qdense(kernel_quantizer="quantized_tanh(4)"), "quantized_tanh"),
-        "qkeras_function": (_qact("binary_tanh"), "binary_tanh"),
     }
 
 
 CASES = [
+    "ternary_auto_activation",
+    "hswish_auto_activation",
+    "leaky_sigmoid_relu",
+    "qkeras_function",
     "po2_activation",
     "relu_po2_activation",
     "ulaw_activation",
-    "ternary_activation",
     "noise",
-    "binary_01_activation",
+    "binary_01_auto_activation",
     "auto_activation",
     "alpha_activation",
-    "leaky_relu",
     "sigmoid_relu",
     "relu_bound",
-    "tanh_activation",
-    "sigmoid_activation",
-    "hswish_activation",
-    "tanh_kernel",
-    "qkeras_function",
 ]
 
 
@@ -208,10 +208,10 @@ def test_separable_kernel_refusal_names_layer_and_quantizer(role):
     quantizers = {
         "depthwise_quantizer": quantized_bits(6, 0, alpha=1),
         "pointwise_quantizer": quantized_bits(6, 0, alpha=1),
-        role: "quantized_tanh(4)",
+        role: "bernoulli()",
     }
     out = QSeparableConv2D(3, 3, name="culprit", **quantizers)(inp)
-    with pytest.raises(ConversionError, match=f"^culprit {role}: quantized_tanh"):
+    with pytest.raises(ConversionError, match=f"^culprit {role}: unsupported quantizer bernoulli"):
         qkeras2qonnx.convert(k.Model(inp, out))
 
 

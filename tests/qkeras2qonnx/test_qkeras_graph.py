@@ -109,6 +109,50 @@ def test_from_keras_mirrors_the_old_api(model, tmp_path):
         qkeras2qonnx.from_keras(model, large_model=True)
 
 
+# The removed converter's signature: qonnx 0.x qonnx.converters.keras.from_keras.
+OLD_FROM_KERAS = (
+    ("name", "qkeras_to_qonnx_converted"),
+    ("input_signature", None),
+    ("opset", None),
+    ("custom_ops", None),
+    ("custom_op_handlers", None),
+    ("custom_rewriter", None),
+    ("inputs_as_nchw", None),
+    ("extra_opset", None),
+    ("shape_override", None),
+    ("target", None),
+    ("large_model", False),
+    ("output_path", None),
+)
+
+
+def test_from_keras_has_every_argument_of_the_removed_converter_in_order():
+    import inspect
+
+    import qkeras2qonnx
+
+    params = list(inspect.signature(qkeras2qonnx.from_keras).parameters.values())
+    assert params[0].name == "model"
+    assert [(p.name, p.default) for p in params[1:]] == list(OLD_FROM_KERAS)
+
+
+def test_from_keras_raises_opset_9_to_13_with_one_warning(model):
+    """qonnx's old converter tests call from_keras(..., opset=9)."""
+    import warnings
+
+    import qkeras2qonnx
+    from qkeras2qonnx.pipeline import OpsetRaised
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        proto, _ = qkeras2qonnx.from_keras(model, opset=9)
+    raised = [w for w in caught if issubclass(w.category, OpsetRaised)]
+    assert len(raised) == 1 and "opset 9" in str(raised[0].message)
+    default = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
+    assert default == [13]
+    assert_matches_qkeras(model, proto, batch=8)
+
+
 def test_lost_output_marker_is_an_error(stripped):
     """If tf2onnx ever drops a quantized layer's output, the conversion fails naming it."""
     from qkeras2qonnx.markers import marker_id

@@ -210,3 +210,28 @@ def test_allow_lambda_lets_keras_import_the_named_module(archive_naming_a_module
     with pytest.raises(InputError, match="Keras cannot load"):
         qkeras2qonnx.convert(path, allow_lambda=True)
     assert marker.exists()
+
+
+def test_load_failure_names_the_root_cause(tmp_path):
+    """Keras summarizes a layer's error on its first line ("Exception encountered when calling
+    layer ..."); the reason (here a quantizer's bits given as text) must be in the message."""
+    import json
+
+    from qkeras import QDense, quantized_bits
+
+    from qkeras2qonnx.load import load_model
+
+    k = keras()
+    inp = k.Input((4,))
+    model = k.Model(inp, QDense(2, kernel_quantizer=quantized_bits(4, 0, alpha=1), name="qd")(inp))
+    config = json.loads(model.to_json())
+    for layer in config["config"]["layers"]:
+        if layer["class_name"] == "QDense":
+            layer["config"]["kernel_quantizer"]["config"]["bits"] = "eight"
+    (tmp_path / "bad.json").write_text(json.dumps(config))
+    model.save_weights(tmp_path / "bad_weights.h5")
+    with pytest.raises(InputError) as info:
+        load_model(tmp_path / "bad.json", weights=tmp_path / "bad_weights.h5")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "root cause: TypeError: unsupported operand type(s) for -: 'str' and 'bool'" in message

@@ -264,7 +264,7 @@ def test_conv_bias_slot_and_per_channel_row():
 COST_FIELDS = {"macs", "weights", "weight_bits", "bops", "bops_eq5", "unsupported"}
 ROW_FIELDS = {
     "tensor", "node", "op_type", "role", "bit_width", "signed", "narrow", "bipolar",
-    "rounding_mode", "axis", "scale", "zero_point", "mlir",
+    "rounding_mode", "axis", "scale", "zero_point", "mlir", "composite",
 }  # fmt: skip
 
 
@@ -288,7 +288,7 @@ def check_json_report(document: dict):
         "tensor": "w", "node": "w_quant", "op_type": "Quant", "role": "weight",
         "bit_width": 4.0, "signed": True, "narrow": False, "bipolar": False,
         "rounding_mode": "ROUND", "axis": None, "scale": [0.5], "zero_point": [0.0],
-        "mlir": None,
+        "mlir": None, "composite": None,
     }  # fmt: skip
 
 
