@@ -15,6 +15,13 @@ ops and computation as they are. hls4ml itself cannot take an exact TFLite-born 
   (hls4ml/model/layers.py) indexes ``inputs[0]`` of a layer whose ``inputs`` are ``[]``:
   IndexError. That is where the hello_world MLP stops even with ROUND forced in.
 
+``tflite2qonnx.hls4ml_form.hls4ml_compatible`` (explicit opt-in) rounds ROUND instead of
+HALF_UP (different at exact ties only; the interpreter check still passes) and reads constant
+biases without their identity Quant: the hello_world MLP then goes through hls4ml and its
+``predict`` gives qonnx's outputs on all 256 inputs of its int8 input grid. The CNN still stops:
+hls4ml's ``ScaleDownConv`` cannot move a per-channel (not power-of-two) weight scale past a
+Conv that has a bias, and the weight Constant is left for the same IndexError.
+
 Each limit is asserted as it stands, so a fixed hls4ml fails a test here and asks for the
 README entry to go.
 """
@@ -22,6 +29,7 @@ README entry to go.
 from __future__ import annotations
 
 import copy
+import json
 import warnings
 
 import numpy as np
@@ -73,9 +81,9 @@ def _prepare(model: onnx.ModelProto):
     return cleanup_model(wrapper)
 
 
-def _hls4ml(prepared, tmp_path):
+def _hls4ml(prepared, tmp_path, default_precision: str = "fixed<32,16>"):
     config = hls4ml.utils.config.config_from_onnx_model(
-        prepared, granularity="name", backend="Vivado", default_precision="fixed<32,16>"
+        prepared, granularity="name", backend="Vivado", default_precision=default_precision
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -90,8 +98,6 @@ def _hls4ml(prepared, tmp_path):
 
 def _grid_inputs(model: onnx.ModelProto, count: int = 8) -> list[np.ndarray]:
     """Inputs on the model's int8 input grid, scale * (q - zero_point)."""
-    import json
-
     props = {p.key: p.value for p in model.metadata_props}
     vi = model.graph.input[0]
     info = json.loads(props["tflite2qonnx.io_quantization"])[vi.name]
@@ -156,3 +162,59 @@ def test_hls4ml_fails_on_rescaled_bias_constant_even_with_round(mlp, tmp_path):
     tensors = read_model(HELLO_WORLD).subgraphs[0].tensors
     (bias,) = [t for t in tensors if t.name == "sequential/dense/BiasAdd/ReadVariableOp"]
     np.testing.assert_allclose(layer.get_attr("value"), bias.data, atol=0.01)
+
+
+# hls4ml applies TFLite's (not power-of-two) scales as fixed-point ApplyAlpha multiplications
+# of the default precision: fixed<32,16> keeps 16 fractional bits, too few for a 1e-4 scale
+# (hello_world is then 5 output steps off); 40 fractional bits leave float32 rounding only.
+WIDE = "fixed<64,24>"
+
+
+def test_hls4ml_compatible_passes_interpreter_check(mlp):
+    from tflite2qonnx.hls4ml_form import HLS4ML_KEY, hls4ml_compatible
+    from tflite2qonnx.reference import verify
+
+    compatible = hls4ml_compatible(mlp)
+    assert _rounding_modes(compatible) == {"ROUND"}
+    props = {p.key: p.value for p in compatible.metadata_props}
+    assert json.loads(props[HLS4ML_KEY]) == {
+        "rounding HALF_UP to ROUND": 10,
+        "bias Quant dropped": 3,
+    }
+    verify(HELLO_WORLD, compatible, inputs=256).require_pass()
+
+
+def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
+    """All 256 int8 inputs of hello_world: hls4ml's outputs, on the int8 output grid, equal
+    qonnx's execution of the hls4ml-compatible graph."""
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    compatible = hls4ml_compatible(mlp)
+    hls_model = _hls4ml(_prepare(compatible), tmp_path, WIDE)
+    hls_model.compile()
+    io = json.loads({p.key: p.value for p in mlp.metadata_props}["tflite2qonnx.io_quantization"])
+    (i_name,), (o_name,) = [vi.name for vi in mlp.graph.input], [vi.name for vi in mlp.graph.output]
+    x = io[i_name]["scale"][0] * (np.arange(-128, 128) - io[i_name]["zero_point"][0])
+    x = x.astype(np.float32).reshape(-1, 1)
+    expected = np.concatenate([execute_qonnx(compatible, {i_name: v[None]})[o_name] for v in x])
+    actual = np.asarray(hls_model.predict(np.ascontiguousarray(x))).reshape(expected.shape)
+    scale, zero_point = io[o_name]["scale"][0], io[o_name]["zero_point"][0]
+    q_expected = np.round(expected / scale) + zero_point
+    q_actual = np.round(actual / scale) + zero_point
+    assert len(np.unique(q_expected)) > 50  # a sine, not a constant
+    np.testing.assert_array_equal(q_actual, q_expected)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=scale * 1e-3)
+
+
+@pytest.mark.keras
+def test_hls4ml_cnn_stops_on_per_channel_conv_weight_scale(cnn, tmp_path):
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    prepared = _prepare(hls4ml_compatible(cnn))
+    first_conv = next(n for n in prepared.graph.node if n.op_type == "Conv")
+    weight_quant = next(n for n in prepared.graph.node if n.output[0] == first_conv.input[1])
+    with pytest.raises(IndexError) as failure:
+        _hls4ml(prepared, tmp_path, WIDE)
+    layer = failure.traceback[-1].locals["self"]
+    assert layer.class_name == "Constant"
+    assert layer.name == weight_quant.input[0]
