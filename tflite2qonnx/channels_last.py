@@ -75,7 +75,7 @@ def wrap_implicit(model: onnx.ModelProto) -> onnx.ModelProto:
         rank_out = _rank(g, node, node.input[0])
         for slot in op.ports_in:
             name = node.input[slot] if slot < len(node.input) else ""
-            if name and not g.is_const(name):
+            if name:  # a constant too: finishing folds its Transpose
                 rank = _rank(g, node, name)
                 node.input[slot] = f"{name}__{node.output[0]}_nchw"
                 nodes.append(_transpose(name, node.input[slot], channels_first(rank)))
