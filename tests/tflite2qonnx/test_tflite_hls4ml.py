@@ -218,3 +218,34 @@ def test_hls4ml_cnn_stops_on_per_channel_conv_weight_scale(cnn, tmp_path):
     layer = failure.traceback[-1].locals["self"]
     assert layer.class_name == "Constant"
     assert layer.name == weight_quant.input[0]
+
+
+def test_hls4ml_compatible_refuses_channels_first_conversion():
+    from qonnx_ingest.errors import InputError
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    default = tflite2qonnx.convert(CORPUS / "tflite" / "t2o__conv.uint8.tflite")
+    with pytest.raises(InputError, match="channels_last=True"):
+        hls4ml_compatible(default)
+
+
+def test_hls4ml_compatible_refuses_bias_off_its_grid(mlp):
+    """Dropping a bias Quant is exact only when it is the identity; otherwise it is refused."""
+    from qonnx_ingest.errors import ConversionError
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    model = copy.deepcopy(mlp)
+    inits = {t.name: t for t in model.graph.initializer}
+    bias = next(
+        n
+        for n in model.graph.node
+        if n.op_type == "Quant"
+        and n.input[0] in inits
+        and onnx.numpy_helper.to_array(inits[n.input[3]]) == 32  # int32: a bias
+    )
+    value = onnx.numpy_helper.to_array(inits[bias.input[0]]).copy()
+    value.flat[0] += 0.25 * float(onnx.numpy_helper.to_array(inits[bias.input[1]]))
+    inits[bias.input[0]].CopyFrom(onnx.numpy_helper.from_array(value, bias.input[0]))
+    with pytest.raises(ConversionError, match="not on its quantizer's grid") as failure:
+        hls4ml_compatible(model)
+    assert bias.input[0] in str(failure.value)
