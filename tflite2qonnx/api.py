@@ -33,6 +33,7 @@ def convert(
     layouts: Mapping[str, str] | None = None,
     verify: bool = False,
     bit_exact: bool = False,
+    channels_last: bool = False,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
@@ -48,6 +49,10 @@ def convert(
     ``bit_exact`` emulates the builtin integer kernels' fixed-point requantization of int8 /
     uint8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and AVERAGE_POOL_2D bit for
     bit (see ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK.
+
+    ``channels_last`` keeps every tensor NHWC (graph I/O too) with the batch fixed at 1 and
+    writes Conv / MaxPool / BatchNormalization as qonnx's channels-last ops, as qonnx's
+    ConvertToChannelsLastAndClean would (the form hls4ml's QONNX frontend reads).
     """
     tfl = read_model(source)
     if len(tfl.subgraphs) != 1:
@@ -65,6 +70,7 @@ def convert(
         metadata={"source": tfl.source_name},
         where=tfl.source_name,
         bit_exact=bit_exact,
+        channels_last=channels_last,
     )
     if verify:
         from tflite2qonnx.reference import verify as run_verification
@@ -89,6 +95,7 @@ def convert_subgraph(
     metadata: Mapping[str, str] | None = None,
     where: str = "<subgraph>",
     bit_exact: bool = False,
+    channels_last: bool = False,
 ) -> onnx.ModelProto:
     """Convert one subgraph; tests use it on slices of a model (one operator, a few layers)."""
     quant_op_type = "IntQuant" if int_quant else "Quant"
@@ -117,6 +124,10 @@ def convert_subgraph(
     if builder.io_quantization:
         metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
     set_opset_imports(model, opset)
+    if channels_last:
+        from tflite2qonnx.channels_last import finish_channels_last
+
+        return finish_channels_last(model, opset=opset, metadata=metadata, layouts=layouts)
     model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
     return finish_model(model, opset=opset, metadata=metadata)
 

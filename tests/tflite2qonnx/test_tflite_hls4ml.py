@@ -1,0 +1,251 @@
+"""TFLite models through hls4ml 1.3.0's QONNX frontend (issue 17): what works and the
+documented limits (README, "hls4ml").
+
+Our channels-last output is the graph hls4ml's QONNX recipe asks for: the recipe's qonnx
+preparation (cleanup, ConvertToChannelsLastAndClean, GemmToMatMul) leaves its channels-last
+ops and computation as they are. hls4ml itself cannot take an exact TFLite-born graph:
+
+* TFLite rounds half away from zero, our Quant nodes say ``HALF_UP``, and hls4ml's
+  ``_calculate_precision_quantizer`` (hls4ml/model/optimizer/passes/quant_opt.py) raises
+  NotImplementedError for any rounding mode but ROUND and FLOOR.
+* TFLite scales are not powers of two. hls4ml turns a Quant of a constant with such a scale
+  into Constant + ApplyAlpha (``ConstQuantToConstAlpha``); a bias so rescaled is never folded
+  into its Dense (``FuseBiasAdd`` wants the Constant itself), and ``InferPrecisionTypes.match``
+  then asks the leftover Constant for its input variable: ``Layer.get_input_variable``
+  (hls4ml/model/layers.py) indexes ``inputs[0]`` of a layer whose ``inputs`` are ``[]``:
+  IndexError. That is where the hello_world MLP stops even with ROUND forced in.
+
+``tflite2qonnx.hls4ml_form.hls4ml_compatible`` (explicit opt-in) rounds ROUND instead of
+HALF_UP (different at exact ties only; the interpreter check still passes) and reads constant
+biases without their identity Quant: the hello_world MLP then goes through hls4ml and its
+``predict`` gives qonnx's outputs on all 256 inputs of its int8 input grid. The CNN still stops:
+hls4ml's ``ScaleDownConv`` cannot move a per-channel (not power-of-two) weight scale past a
+Conv that has a bias, and the weight Constant is left for the same IndexError.
+
+Each limit is asserted as it stands, so a fixed hls4ml fails a test here and asks for the
+README entry to go.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+import tflite2qonnx
+from qonnx_ingest.execute import execute_qonnx
+from support import CORPUS, requires_corpus
+from tflite2qonnx.channels_last import CHANNELS_LAST_DOMAIN
+
+hls4ml = pytest.importorskip(
+    "hls4ml", reason="hls4ml is not installed: pip install -c constraints.txt -e '.[hls4ml]'"
+)
+
+pytestmark = [
+    pytest.mark.hls4ml,
+    requires_corpus,
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::qonnx_ingest.errors.ConversionWarning"),
+]
+
+HELLO_WORLD = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"
+
+
+@pytest.fixture(scope="module")
+def mlp() -> onnx.ModelProto:
+    return tflite2qonnx.convert(HELLO_WORLD, channels_last=True)
+
+
+@pytest.fixture(scope="module")
+def cnn() -> onnx.ModelProto:
+    pytest.importorskip("tensorflow", reason="needs the keras extra (TensorFlow)")
+    from small_tflite import small_cnn
+
+    return tflite2qonnx.convert(small_cnn(), channels_last=True)
+
+
+def _prepare(model: onnx.ModelProto):
+    """hls4ml's documented QONNX preparation (as tests/qkeras2qonnx/test_hls4ml_acceptance)."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+    from qonnx.util.cleanup import cleanup_model
+
+    wrapper = cleanup_model(ModelWrapper(copy.deepcopy(model)))
+    wrapper = wrapper.transform(ConvertToChannelsLastAndClean())
+    wrapper = wrapper.transform(GemmToMatMul())
+    return cleanup_model(wrapper)
+
+
+def _hls4ml(prepared, tmp_path, default_precision: str = "fixed<32,16>"):
+    config = hls4ml.utils.config.config_from_onnx_model(
+        prepared, granularity="name", backend="Vivado", default_precision=default_precision
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return hls4ml.converters.convert_from_onnx_model(
+            prepared,
+            output_dir=str(tmp_path / "hls_prj"),
+            io_type="io_parallel",
+            backend="Vivado",
+            hls_config=config,
+        )
+
+
+def _grid_inputs(model: onnx.ModelProto, count: int = 8) -> list[np.ndarray]:
+    """Inputs on the model's int8 input grid, scale * (q - zero_point)."""
+    props = {p.key: p.value for p in model.metadata_props}
+    vi = model.graph.input[0]
+    info = json.loads(props["tflite2qonnx.io_quantization"])[vi.name]
+    shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    q = np.random.default_rng(5).integers(-128, 128, (count, *shape))
+    return [(info["scale"][0] * (x - info["zero_point"][0])).astype(np.float32) for x in q]
+
+
+def _rounding_modes(model) -> set[str]:
+    return {
+        onnx.helper.get_attribute_value(a).decode()
+        for n in model.graph.node
+        for a in n.attribute
+        if a.name == "rounding_mode"
+    }
+
+
+@pytest.mark.parametrize("name", ["mlp", pytest.param("cnn", marks=pytest.mark.keras)])
+def test_hls4ml_preparation_keeps_channels_last_graph_and_values(name, request):
+    model = request.getfixturevalue(name)
+    prepared = _prepare(model)
+    ops = sorted((n.domain, n.op_type) for n in prepared.graph.node)
+    assert ops == sorted((n.domain, n.op_type) for n in model.graph.node)
+    assert ("", "Transpose") not in ops
+    if name == "cnn":
+        assert (CHANNELS_LAST_DOMAIN, "Conv") in ops and (CHANNELS_LAST_DOMAIN, "MaxPool") in ops
+    ours_in, ours_out = model.graph.input[0].name, model.graph.output[0].name
+    theirs_in, theirs_out = prepared.graph.input[0].name, prepared.graph.output[0].name
+    for x in _grid_inputs(model):
+        np.testing.assert_array_equal(
+            execute_qonnx(prepared.model, {theirs_in: x})[theirs_out],
+            execute_qonnx(model, {ours_in: x})[ours_out],
+        )
+
+
+@pytest.mark.parametrize("name", ["mlp", pytest.param("cnn", marks=pytest.mark.keras)])
+def test_hls4ml_refuses_tflite_half_up_rounding(name, request, tmp_path):
+    model = request.getfixturevalue(name)
+    assert _rounding_modes(model) == {"HALF_UP"}
+    with pytest.raises(NotImplementedError, match="Only ROUND and FLOOR supported"):
+        _hls4ml(_prepare(model), tmp_path)
+
+
+def test_hls4ml_fails_on_rescaled_bias_constant_even_with_round(mlp, tmp_path):
+    """With every HALF_UP replaced by ROUND (a test-only edit: it changes exact ties), hls4ml
+    stops in InferPrecisionTypes on a Constant left over from a bias Quant with TFLite's
+    (not power-of-two) scale."""
+    model = copy.deepcopy(mlp)
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if attr.name == "rounding_mode":
+                attr.s = b"ROUND"
+    with pytest.raises(IndexError) as failure:
+        _hls4ml(_prepare(model), tmp_path)
+    frame = failure.traceback[-1]
+    assert frame.name == "get_input_variable"
+    layer = frame.locals["self"]
+    assert layer.class_name == "Constant" and layer.inputs == []
+    # hls4ml divided the bias Quant's input by its scale: TFLite's int32 bias of the first Dense
+    from tflite2qonnx.flatbuffer import read_model
+
+    tensors = read_model(HELLO_WORLD).subgraphs[0].tensors
+    (bias,) = [t for t in tensors if t.name == "sequential/dense/BiasAdd/ReadVariableOp"]
+    np.testing.assert_allclose(layer.get_attr("value"), bias.data, atol=0.01)
+
+
+# hls4ml applies TFLite's (not power-of-two) scales as fixed-point ApplyAlpha multiplications
+# of the default precision: fixed<32,16> keeps 16 fractional bits, too few for a 1e-4 scale
+# (hello_world is then 5 output steps off); 40 fractional bits leave float32 rounding only.
+WIDE = "fixed<64,24>"
+
+
+def test_hls4ml_compatible_passes_interpreter_check(mlp):
+    from tflite2qonnx.hls4ml_form import HLS4ML_KEY, hls4ml_compatible
+    from tflite2qonnx.reference import verify
+
+    compatible = hls4ml_compatible(mlp)
+    assert _rounding_modes(compatible) == {"ROUND"}
+    props = {p.key: p.value for p in compatible.metadata_props}
+    assert json.loads(props[HLS4ML_KEY]) == {
+        "rounding HALF_UP to ROUND": 10,
+        "bias Quant dropped": 3,
+    }
+    verify(HELLO_WORLD, compatible, inputs=256).require_pass()
+
+
+def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
+    """All 256 int8 inputs of hello_world: hls4ml's outputs, on the int8 output grid, equal
+    qonnx's execution of the hls4ml-compatible graph."""
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    compatible = hls4ml_compatible(mlp)
+    hls_model = _hls4ml(_prepare(compatible), tmp_path, WIDE)
+    hls_model.compile()
+    io = json.loads({p.key: p.value for p in mlp.metadata_props}["tflite2qonnx.io_quantization"])
+    (i_name,), (o_name,) = [vi.name for vi in mlp.graph.input], [vi.name for vi in mlp.graph.output]
+    x = io[i_name]["scale"][0] * (np.arange(-128, 128) - io[i_name]["zero_point"][0])
+    x = x.astype(np.float32).reshape(-1, 1)
+    expected = np.concatenate([execute_qonnx(compatible, {i_name: v[None]})[o_name] for v in x])
+    actual = np.asarray(hls_model.predict(np.ascontiguousarray(x))).reshape(expected.shape)
+    scale, zero_point = io[o_name]["scale"][0], io[o_name]["zero_point"][0]
+    q_expected = np.round(expected / scale) + zero_point
+    q_actual = np.round(actual / scale) + zero_point
+    assert len(np.unique(q_expected)) > 50  # a sine, not a constant
+    np.testing.assert_array_equal(q_actual, q_expected)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=scale * 1e-3)
+
+
+@pytest.mark.keras
+def test_hls4ml_cnn_stops_on_per_channel_conv_weight_scale(cnn, tmp_path):
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    prepared = _prepare(hls4ml_compatible(cnn))
+    first_conv = next(n for n in prepared.graph.node if n.op_type == "Conv")
+    weight_quant = next(n for n in prepared.graph.node if n.output[0] == first_conv.input[1])
+    with pytest.raises(IndexError) as failure:
+        _hls4ml(prepared, tmp_path, WIDE)
+    layer = failure.traceback[-1].locals["self"]
+    assert layer.class_name == "Constant"
+    assert layer.name == weight_quant.input[0]
+
+
+def test_hls4ml_compatible_refuses_channels_first_conversion():
+    from qonnx_ingest.errors import InputError
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    default = tflite2qonnx.convert(CORPUS / "tflite" / "t2o__conv.uint8.tflite")
+    with pytest.raises(InputError, match="channels_last=True"):
+        hls4ml_compatible(default)
+
+
+def test_hls4ml_compatible_refuses_bias_off_its_grid(mlp):
+    """Dropping a bias Quant is exact only when it is the identity; otherwise it is refused."""
+    from qonnx_ingest.errors import ConversionError
+    from tflite2qonnx.hls4ml_form import hls4ml_compatible
+
+    model = copy.deepcopy(mlp)
+    inits = {t.name: t for t in model.graph.initializer}
+    bias = next(
+        n
+        for n in model.graph.node
+        if n.op_type == "Quant"
+        and n.input[0] in inits
+        and onnx.numpy_helper.to_array(inits[n.input[3]]) == 32  # int32: a bias
+    )
+    value = onnx.numpy_helper.to_array(inits[bias.input[0]]).copy()
+    value.flat[0] += 0.25 * float(onnx.numpy_helper.to_array(inits[bias.input[1]]))
+    inits[bias.input[0]].CopyFrom(onnx.numpy_helper.from_array(value, bias.input[0]))
+    with pytest.raises(ConversionError, match="not on its quantizer's grid") as failure:
+        hls4ml_compatible(model)
+    assert bias.input[0] in str(failure.value)
