@@ -33,6 +33,8 @@ def convert(
     layouts: Mapping[str, str] | None = None,
     verify: bool = False,
     bit_exact: bool = False,
+    batch_size: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
@@ -66,6 +68,10 @@ def convert(
         where=tfl.source_name,
         bit_exact=bit_exact,
     )
+    if batch_size is not None or input_shapes:
+        from qonnx_ingest.static_shapes import fix_input_shapes
+
+        model = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
     if verify:
         from tflite2qonnx.reference import verify as run_verification
 

@@ -32,6 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TENSOR=NHWC|NCHW",
         help="force a tensor's layout, overriding propagation (repeatable)",
     )
+    parser.add_argument(
+        "--batch-size",
+        type=cli.positive_int,
+        metavar="N",
+        help="fix a dynamic batch to N (FINN, hls4ml and qonnx's inference cost need static "
+        "shapes; default: as the model says)",
+    )
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=DIMS",
+        help="give input NAME the static shape DIMS, e.g. input=1,3,224,224 (in the converted "
+        "model's layout; only its dynamic dimensions may change; repeatable)",
+    )
     return parser
 
 
@@ -47,6 +62,19 @@ def _layouts(pairs: list[str]) -> dict[str, str]:
     return layouts
 
 
+def _input_shapes(pairs: list[str]) -> dict[str, tuple[int, ...]]:
+    from qonnx_ingest.errors import InputError
+    from qonnx_ingest.static_shapes import parse_dims
+
+    shapes = {}
+    for pair in pairs:
+        name, sep, dims = pair.rpartition("=")
+        if not sep or not name:
+            raise InputError(f"--input-shape expects NAME=DIMS (e.g. x=1,3,224,224), got {pair!r}")
+        shapes[name] = parse_dims(dims)
+    return shapes
+
+
 def _convert(args: argparse.Namespace):
     from tflite2qonnx.api import convert
 
@@ -57,6 +85,8 @@ def _convert(args: argparse.Namespace):
         keep_io_layout=args.keep_io_layout,
         layouts=_layouts(args.layout),
         bit_exact=args.bit_exact,
+        batch_size=args.batch_size,
+        input_shapes=_input_shapes(args.input_shape),
     )
 
 
@@ -67,4 +97,5 @@ def _verify(args: argparse.Namespace, model):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run(build_parser(), _convert, argv, verify=_verify)
+    scan = cli.ModelScan((".tflite",))
+    return cli.run(build_parser(), _convert, argv, verify=_verify, scan=scan)
