@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import onnx
 
 from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
-from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
@@ -112,9 +114,11 @@ def convert_subgraph(
             raise MissingOperandError(exc.message, f"{op.where}: {exc.where}") from None
     builder.current = None
     if bit_exact and (rounded := rounded_once(builder, subgraph.operators)):
+        counts = Counter(rounded)
+        kinds = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(counts.items()))
         warnings.warn(
-            f"{where}: --bit-exact leaves {len(rounded)} integer operator(s) rounding once, "
-            f"as XNNPACK does: {', '.join(sorted(set(rounded)))}",
+            f"{where}: --bit-exact leaves {_count(len(rounded), 'integer operator')} rounding "
+            f"once, as XNNPACK does: {kinds}",
             ConversionWarning,
             stacklevel=2,
         )
@@ -123,8 +127,53 @@ def convert_subgraph(
     if builder.io_quantization:
         metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
     set_opset_imports(model, opset)
-    model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+    if layouts:
+        _check_layout_names(model, layouts)
+    try:
+        model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+    except ConversionError as exc:
+        raise _with_layout_hint(exc, model, layouts) from None
     return finish_model(model, opset=opset, metadata=metadata)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _check_layout_names(model: onnx.ModelProto, layouts: Mapping[str, str]) -> None:
+    """A --layout naming no tensor: say which names would do (close ones, inputs, outputs)."""
+    graph = model.graph
+    known = [i.name for i in graph.input] + [o for n in graph.node for o in n.output]
+    known_set = {*known, *(t.name for t in graph.initializer)}
+    for name in layouts:
+        if name in known_set:
+            continue
+        close = difflib.get_close_matches(name, known, n=3)
+        ins = ", ".join(i.name for i in graph.input)
+        outs = ", ".join(o.name for o in graph.output)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise InputError(
+            f"--layout names a tensor this model does not have; {hint}inputs: {ins}; outputs: "
+            f"{outs} ({len(known)} tensors in all, named as in the .tflite file)",
+            name,
+        )
+
+
+def _with_layout_hint(
+    exc: ConversionError, model: onnx.ModelProto, layouts: Mapping[str, str] | None
+) -> ConversionError:
+    """A layout conflict caused by ``--layout IO=NHWC``: what the user wants is
+    --keep-io-layout, which keeps the graph's inputs and outputs NHWC around a channels-first
+    inside."""
+    io = {v.name for v in (*model.graph.input, *model.graph.output)}
+    pinned = [n for n, v in (layouts or {}).items() if n in io and str(v).upper() == "NHWC"]
+    if not pinned or "layout conflict" not in exc.message:
+        return exc
+    hint = (
+        f"; to keep {', '.join(pinned)} in NHWC at the graph boundary, drop --layout and use "
+        "--keep-io-layout (one Transpose per input/output, channels-first inside)"
+    )
+    return type(exc)(exc.message + hint, exc.where)
 
 
 def slice_subgraph(
