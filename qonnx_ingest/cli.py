@@ -77,10 +77,14 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
         if not source.exists():
             raise InputError("no such file or directory", args.input)
         inputs = [args.input, *extra_inputs(args)]
-        to_stdout = args.output == "-"
+        # -o - and -o /dev/stdout (any name of the file stdout writes to) write through stdout:
+        # never a rename over the name, whatever it resolves to
+        to_stdout = args.output == "-" or bool(args.output and _is_stdout(Path(args.output)))
         if to_stdout:
             if "-" in (args.encodings, args.report_json):
-                raise InputError("-o - writes the model to stdout: give the JSON a file name")
+                raise InputError(
+                    f"-o {args.output} writes the model to stdout: give the JSON a file name"
+                )
             output, make_dir = Path("-"), None
         else:
             output, make_dir = output_path(args.output, args.input)
@@ -132,7 +136,7 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
         message = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
         return _fail(prog, message, EXIT_CONVERSION, args.verbose)
     # stdout keeps a model or a JSON document ('-') alone: the human-readable text goes to stderr
-    on_stdout = to_stdout or "-" in (args.encodings, args.report_json) or _is_stdout(output)
+    on_stdout = to_stdout or "-" in (args.encodings, args.report_json)
     text = sys.stderr if on_stdout else sys.stdout
     where = "the model to stdout" if to_stdout else output
     print(f"{prog}: wrote {where} ({summarize(written)}) in {seconds:.2f} s", file=text)
