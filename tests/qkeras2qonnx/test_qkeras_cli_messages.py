@@ -96,3 +96,32 @@ def test_the_blocker_really_blocks(tmp_path):
         env={**os.environ, "PYTHONPATH": str(site)},
     )
     assert probe.returncode == 1 and "No module named 'h5py'" in probe.stderr, probe.stderr
+
+
+@pytest.mark.keras
+def test_a_directory_of_keras_models_converts_each(tmp_path):
+    """The batch machinery with the QKeras suffixes: .h5 files are models, notes are not."""
+    import json
+
+    (tmp_path / "models").mkdir()
+    shutil.copy(H5, tmp_path / "models" / "a.h5")
+    shutil.copy(TFLITE, tmp_path / "models" / "b.h5")  # a TFLite file behind a Keras suffix
+    (tmp_path / "models" / "notes.txt").write_text("not a model")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "qkeras2qonnx", "models", "-o", "out/", "--json", "-j", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    document = json.loads(result.stdout)
+    status = {m["input"]: (m["status"], m["message"]) for m in document["models"]}
+    assert status["models/a.h5"][0] == "converted"
+    assert status["models/b.h5"] == (
+        "refused",
+        "models/b.h5: this is a TFLite model: use tflite2qonnx",
+    )
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.onnx"]
