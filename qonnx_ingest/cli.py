@@ -244,8 +244,11 @@ def summarize(model: onnx.ModelProto) -> str:
     dq = sum(n.op_type == "DequantizeLinear" for n in nodes)
     parts = [f"{len(nodes)} nodes"]
     if q or dq:
-        pairs = f"{q} QuantizeLinear/DequantizeLinear pairs"
-        parts.append(pairs if q == dq else f"{q} QuantizeLinear, {dq} DequantizeLinear")
+        parts.append(f"{q} QuantizeLinear/DequantizeLinear pairs")
+        if dq > q:  # weights and biases: integer constants behind a DequantizeLinear alone
+            parts.append(f"{dq - q} dequantized constants")
+        elif dq < q:
+            parts.append(f"{q - dq} QuantizeLinear without DequantizeLinear")
     if quant or not (q or dq):
         parts.append(f"{quant} quantizers")
     return ", ".join(parts)
