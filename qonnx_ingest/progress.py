@@ -1,10 +1,12 @@
 """Status lines on stderr for the phases that can take a while (TensorFlow import, conversion,
 report, verification, lowering).
 
-A phase is announced only once it has run for ``QONNX_INGEST_STATUS_AFTER`` seconds (default
-1): quick conversions stay silent, slow ones say what they are doing. The line goes to the
-stderr the user sees even while the conversion's native stderr is silenced, and never to
-stdout, where a model or a JSON document may be going.
+A phase is announced only once it has run for a second: quick conversions stay silent, slow
+ones say what they are doing. Lines are shown when stderr is a terminal; scripts and logs that
+read stderr keep the one-line error unless they ask for the lines with
+``QONNX_INGEST_STATUS_AFTER=SECONDS`` (which also sets the delay; 0 announces every phase at
+once). The line goes to the stderr the user sees even while the conversion's native stderr is
+silenced, and never to stdout, where a model or a JSON document may be going.
 """
 
 from __future__ import annotations
@@ -17,11 +19,22 @@ from typing import TextIO
 DEFAULT_DELAY = 1.0
 
 
-def _delay() -> float:
+def _delay() -> float | None:
+    """The delay asked for in the environment, or None when nothing was asked."""
+    text = os.environ.get("QONNX_INGEST_STATUS_AFTER")
+    if text is None:
+        return None
     try:
-        return max(0.0, float(os.environ.get("QONNX_INGEST_STATUS_AFTER", DEFAULT_DELAY)))
+        return max(0.0, float(text))
     except ValueError:
         return DEFAULT_DELAY
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 class Status:
@@ -29,8 +42,11 @@ class Status:
     ends the last. With ``quiet`` nothing is ever printed."""
 
     def __init__(self, prog: str, quiet: bool = False, stream: TextIO | None = None):
+        asked = _delay()
+        if asked is None and not _is_terminal(stream or sys.stderr):
+            quiet = True  # a pipe or a file: only the result and the errors
         self.prog, self.quiet = prog, quiet
-        self.delay = _delay()
+        self.delay = DEFAULT_DELAY if asked is None else asked
         self._stream, self._owned = stream, False
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()

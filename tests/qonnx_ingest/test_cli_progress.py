@@ -1,9 +1,10 @@
-"""Status lines: each slow phase says what it is doing on stderr (after
-QONNX_INGEST_STATUS_AFTER seconds, 1 by default), never on stdout, never with --quiet; a model
-written to stdout (-o -, -o /dev/stdout) is the only thing there."""
+"""Status lines: each slow phase says what it is doing on stderr (on a terminal after a second;
+elsewhere only when QONNX_INGEST_STATUS_AFTER asks, after that many seconds), never on stdout,
+never with --quiet; a model written to stdout (-o -, -o /dev/stdout) is the only thing there."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ MODEL = EXAMPLES / "int8_dense.tflite"
 
 
 def slow_model(args):
-    time.sleep(0.6)
+    time.sleep(getattr(args, "sleep", 0.6))
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "g",
@@ -45,6 +46,29 @@ def test_a_phase_longer_than_the_delay_is_announced_a_short_one_is_not(
     monkeypatch.setenv("QONNX_INGEST_STATUS_AFTER", "5")
     assert run(make_parser("tool", "t", "m"), slow_model, [str(tmp_path / "m.h5")]) == 0
     assert capsys.readouterr().err == ""
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("stream, shown", [(Terminal, True), (io.StringIO, False)])
+def test_by_default_a_terminal_sees_slow_phases_and_a_pipe_does_not(
+    stream, shown, tmp_path, monkeypatch
+):
+    """A script reading stderr keeps its one-line errors; a person at a terminal is told."""
+    monkeypatch.delenv("QONNX_INGEST_STATUS_AFTER", raising=False)
+    (tmp_path / "m.h5").write_bytes(b"x")
+    err = stream()
+    monkeypatch.setattr(sys, "stderr", err)
+
+    def slower(args):
+        args.sleep = 1.4  # past the one-second default
+        return slow_model(args)
+
+    assert run(make_parser("tool", "t", "m"), slower, [str(tmp_path / "m.h5")]) == 0
+    assert err.getvalue() == (f"tool: converting {tmp_path / 'm.h5'} ...\n" if shown else "")
 
 
 def test_every_phase_of_a_tflite_run_has_its_line_and_quiet_has_none(tmp_path, monkeypatch, capsys):
