@@ -10,7 +10,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from qonnx_ingest.cli import ModelScan, make_parser, positive_int, run
+from qonnx_ingest.cli import ModelScan, default_output, make_parser, positive_int, run
 from qonnx_ingest.versions import BASE, KERAS
 
 
@@ -74,13 +74,15 @@ def _convert(args: argparse.Namespace):
 
     # Loaded once: --verify runs this same Keras model as the reference.
     args.keras_model = load_model(args.input, weights=args.weights, allow_lambda=args.allow_lambda)
-    return convert(
+    model = convert(
         args.keras_model,
         opset=args.opset,
         batch_size=args.batch_size,
         int_quant=args.int_quant,
         channels_last=args.channels_last,
     )
+    model.graph.name = default_output(args.input).stem  # the file's name, not "tf2onnx"
+    return model
 
 
 def _verify(args: argparse.Namespace, model):

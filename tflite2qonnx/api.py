@@ -58,10 +58,12 @@ def convert(
         raise ConversionError(
             f"{len(tfl.subgraphs)} subgraphs (control flow) are not supported", tfl.source_name
         )
-    name = Path(tfl.source_name).stem if tfl.source_name != "<bytes>" else "tflite"
+    # the graph is named after the file (subgraph names are mostly "main" or empty)
+    from_file = tfl.source_name != "<bytes>"
+    name = Path(tfl.source_name).stem if from_file else tfl.subgraphs[0].name or "tflite"
     model = convert_subgraph(
         tfl.subgraphs[0],
-        name=tfl.subgraphs[0].name or name,
+        name=name,
         opset=opset,
         int_quant=int_quant,
         keep_io_layout=keep_io_layout,
