@@ -20,15 +20,32 @@ from typing import TYPE_CHECKING
 # setdefault: a caller's explicit choice wins (and is reported by backend.keras() if unusable).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+from qonnx_ingest import __version__  # noqa: E402
+from qonnx_ingest.errors import (  # noqa: E402
+    ConversionError,
+    ConversionWarning,
+    InputError,
+    VerificationError,
+)
+
 if TYPE_CHECKING:
     from qkeras2qonnx.pipeline import convert, from_keras
 
-__all__ = ["convert", "from_keras"]
+__all__ = [
+    "ConversionError",
+    "ConversionWarning",
+    "InputError",
+    "VerificationError",
+    "__version__",
+    "convert",
+    "from_keras",
+]
+_LAZY = ("convert", "from_keras")
 
 
 def __getattr__(name: str):
     """``convert`` and ``from_keras`` load the pipeline (and TensorFlow) on first use."""
-    if name in __all__:
+    if name in _LAZY:
         from qkeras2qonnx import pipeline
 
         return getattr(pipeline, name)

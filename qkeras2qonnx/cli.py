@@ -10,7 +10,8 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from qonnx_ingest.cli import make_parser, run
+from qonnx_ingest.cli import ModelScan, default_output, make_parser, positive_int, run
+from qonnx_ingest.versions import BASE, KERAS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,13 +21,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "or an error naming the layer and quantizer that cannot be converted exactly.",
         "QKeras model: full-model .h5, .keras, Keras SavedModel directory, or .json "
         "architecture (with --weights)",
+        versions=(*BASE, *KERAS),
     )
     parser.add_argument(
         "--weights", metavar="WEIGHTS.h5", help="weights file (required for a .json architecture)"
     )
     parser.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="fix the batch dimension to N (default: dynamic)",
     )
@@ -48,24 +50,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv,
         extra_inputs=lambda a: [a.weights] if a.weights else [],
         verify=_verify,
+        scan=ModelScan((".h5", ".keras"), marker="saved_model.pb"),
     )
 
 
+# what loading and converting a QKeras model imports: all in the keras extra (h5py with TF)
+KERAS_MODULES = ("h5py", "tensorflow", "tf_keras", "qkeras", "tf2onnx")
+TFLITE_IDENTIFIER = b"TFL3"
+
+
 def _convert(args: argparse.Namespace):
+    _refuse_tflite(args.input)
+    status = getattr(args, "status", None)
+    if status is not None:
+        status.phase("importing TensorFlow")
     # Quieten TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _require_keras_extra()
+    if status is not None:
+        status.phase(f"converting {args.input}")
     from qkeras2qonnx.load import load_model
     from qkeras2qonnx.pipeline import convert
 
     # Loaded once: --verify runs this same Keras model as the reference.
     args.keras_model = load_model(args.input, weights=args.weights, allow_lambda=args.allow_lambda)
-    return convert(
+    model = convert(
         args.keras_model,
         opset=args.opset,
         batch_size=args.batch_size,
         int_quant=args.int_quant,
         channels_last=args.channels_last,
     )
+    model.graph.name = default_output(args.input).stem  # the file's name, not "tf2onnx"
+    return model
 
 
 def _verify(args: argparse.Namespace, model):
@@ -74,11 +91,32 @@ def _verify(args: argparse.Namespace, model):
     return verify(args.keras_model, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
 
 
-def _positive_int(text: str) -> int:
+def _refuse_tflite(path: str) -> None:
+    """A .tflite flatbuffer carries "TFL3" at bytes 4..8: name the tool that reads it."""
+    from qonnx_ingest.errors import InputError
+
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return  # a directory (SavedModel) or unreadable: loading says what is wrong
+    if head[4:8] == TFLITE_IDENTIFIER:
+        raise InputError("this is a TFLite model: use tflite2qonnx", path)
+
+
+def _require_keras_extra() -> None:
+    """Import what conversion needs now, so a base install (no TensorFlow) hears how to get it
+    instead of an import error from deep inside loading."""
+    import importlib
+
+    from qonnx_ingest.errors import InputError
+
+    for name in KERAS_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing = getattr(exc, "name", None) or name
+            raise InputError(
+                f"qkeras2qonnx needs TensorFlow and QKeras, and {missing} is not installed: "
+                "pip install 'qonnx-ingest[keras]'"
+            ) from None

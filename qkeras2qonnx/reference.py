@@ -92,9 +92,14 @@ def _shaped(samples: list[dict], shapes: dict, path) -> list[dict]:
         feed = {}
         for name, shape in shapes.items():
             x = np.asarray(s[name], np.float32)
-            if x.size != np.prod(shape, dtype=np.int64):
+            # exactly the Keras shape (channels last), with or without a batch of 1: an array
+            # of another layout with as many elements is refused, never silently reshaped
+            if x.shape not in (shape, (1, *shape)):
                 raise InputError(
-                    f"a sample of {name} has shape {x.shape}, the model takes {shape}", str(path)
+                    f"{name} has samples of shape {x.shape}, the Keras model takes {shape} "
+                    "(channels last, as Keras lays it out): transpose or reshape the array, "
+                    "samples first",
+                    str(path),
                 )
             feed[name] = x.reshape(shape)
         out.append(feed)

@@ -12,114 +12,31 @@ import contextlib
 import os
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qonnx_ingest import DEFAULT_OPSET, __version__
+from qonnx_ingest.cli_options import (  # noqa: F401  (the converters' CLIs import them here)
+    EXIT_CONVERSION,
+    EXIT_OK,
+    EXIT_VERIFY,
+    ModelScan,
+    default_output,
+    make_parser,
+    output_path,
+    positive_int,
+)
+from qonnx_ingest.cli_options import (
+    fail as _fail,
+)
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
+from qonnx_ingest.progress import Status
 
 if TYPE_CHECKING:
     import onnx
 
     from qonnx_ingest.verification import Verification
-
-EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY = 0, 1, 2, 3
-
-
-def make_parser(prog: str, description: str, input_help: str) -> argparse.ArgumentParser:
-    """The options every converter has: input, -o, --opset, --verbose, --version."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("input", metavar="MODEL", help=input_help)
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="OUT",
-        help="output file, or a directory (existing, or named with a trailing /) to write "
-        "MODEL.onnx into (default: MODEL with .onnx beside it)",
-    )
-    parser.add_argument(
-        "--opset",
-        type=int,
-        default=DEFAULT_OPSET,
-        help=f"ONNX opset of the default domain (default: {DEFAULT_OPSET})",
-    )
-    parser.add_argument(
-        "--int-quant",
-        action="store_true",
-        help="emit qonnx's IntQuant op type instead of Quant (qonnx 1.0 reads both)",
-    )
-    parser.add_argument(
-        "--format",
-        choices=("qonnx", "qcdq"),
-        default="qonnx",
-        help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
-        "onnxruntime and other QDQ consumers (default: qonnx)",
-    )
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="run the source model and the converted one on seeded random inputs and compare "
-        "them (exit code 3 when they disagree beyond the converter's tolerance)",
-    )
-    parser.add_argument(
-        "--verify-inputs",
-        metavar="INPUTS.npz",
-        help="verify on your own inputs (implies --verify): one array per model input, samples "
-        "first",
-    )
-    parser.add_argument(
-        "--verify-count",
-        type=int,
-        default=16,
-        metavar="N",
-        help="with --verify: number of seeded random inputs (default: 16)",
-    )
-    parser.add_argument(
-        "--report", action="store_true", help="print every quantized tensor and the model's cost"
-    )
-    parser.add_argument(
-        "--report-json", metavar="REPORT.json", help="write that report as JSON ('-': stdout)"
-    )
-    parser.add_argument(
-        "--encodings", metavar="ENCODINGS.json", help="write AIMET 2.0.0 quantization encodings"
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse what --encodings or --format qcdq can only approximate, instead of warning",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    return parser
-
-
-def default_output(input_path: str) -> Path:
-    """``model.h5`` -> ``model.onnx``; a SavedModel directory ``m/`` -> ``m.onnx`` beside it."""
-    path = Path(input_path.rstrip("/\\") or input_path)
-    return path.with_suffix(".onnx") if path.suffix else path.with_name(path.name + ".onnx")
-
-
-def output_path(output: str | None, input_path: str) -> tuple[Path, Path | None]:
-    """Where the model goes, and the directory to create first (``-o new_dir/``), if any.
-
-    ``-o DIR`` for an existing directory, or ``-o DIR/`` for one to create, means "into it",
-    under the default name; anything else is the file itself.
-    """
-    if not output:
-        return default_output(input_path), None
-    into_dir = output.endswith(("/", os.sep)) or Path(output).is_dir()
-    if not into_dir:
-        return Path(output), None
-    folder = Path(output)
-    out = folder / default_output(input_path).name
-    if folder.is_dir():
-        return out, None
-    if not folder.parent.is_dir():
-        raise InputError("output directory does not exist", str(folder.parent))
-    return out, folder
 
 
 def run(
@@ -128,15 +45,31 @@ def run(
     argv: Sequence[str] | None = None,
     extra_inputs: Callable[[argparse.Namespace], Sequence[str]] = lambda args: (),
     verify: Callable[[argparse.Namespace, onnx.ModelProto], Verification] | None = None,
+    scan: ModelScan | None = None,
 ) -> int:
     """Parse, convert, [verify], save atomically, report; map errors to one line and an exit
-    code.
+    code. Several models (or a directory, or --json) go to ``qonnx_ingest.batch``, which runs
+    this same command once per model in a process of its own.
 
     Exit codes: 0 done, 1 the model cannot be converted, 2 usage or unusable input, 3 the
     converted model (written for inspection) disagrees with its source under --verify.
     """
     args = parser.parse_args(argv)
-    prog = parser.prog
+    scan = scan or ModelScan()
+    if args.json or len(args.inputs) > 1 or scan.is_folder(args.inputs[0]):
+        from qonnx_ingest.batch import run_batch
+
+        return run_batch(parser, args, scan)
+    args.input = args.inputs[0]
+    status = Status(parser.prog, quiet=args.quiet)
+    args.status = status  # converters announce their own phases (TensorFlow import)
+    try:
+        return _run_one(parser.prog, args, convert, extra_inputs, verify, status)
+    finally:
+        status.close()
+
+
+def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
     try:
         from qonnx_ingest.save import check_output_path, save_model
 
@@ -144,49 +77,96 @@ def run(
         if not source.exists():
             raise InputError("no such file or directory", args.input)
         inputs = [args.input, *extra_inputs(args)]
-        output, make_dir = output_path(args.output, args.input)
-        check_output_path(make_dir.parent / output.name if make_dir else output, inputs)
+        # -o - and -o /dev/stdout (any name of the file stdout writes to) write through stdout:
+        # never a rename over the name, whatever it resolves to
+        to_stdout = args.output == "-" or bool(args.output and _is_stdout(Path(args.output)))
+        if to_stdout:
+            if "-" in (args.encodings, args.report_json):
+                raise InputError(
+                    f"-o {args.output} writes the model to stdout: give the JSON a file name"
+                )
+            output, make_dir = Path("-"), None
+        else:
+            output, make_dir = output_path(args.output, args.input)
+            check_output_path(make_dir.parent / output.name if make_dir else output, inputs)
         for side in (args.encodings, args.report_json):
             if side and side != "-":
                 check_output_path(side, [*inputs, output])
         if args.encodings == "-" and args.report_json == "-":
             raise InputError("--encodings and --report-json cannot both write to stdout")
         start = time.perf_counter()
+        status.phase(f"converting {args.input}")
         with _native_stderr_silenced(args.verbose), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConversionWarning)
             model = convert(args)
             seconds = time.perf_counter() - start
+            if args.format == "qcdq":
+                status.phase("lowering to QuantizeLinear/DequantizeLinear")
             written = _exported(model, args)
             # what is verified is what is written (the QCDQ form under --format qcdq)
             wants_verify = args.verify or args.verify_inputs is not None
+            if wants_verify and verify:
+                status.phase("verifying against the source model")
             checked = verify(args, written) if wants_verify and verify else None
+            if args.report or args.report_json:
+                status.phase("computing the report")
             quant_report = _report(model) if args.report or args.report_json else None
+            if args.encodings:
+                status.phase("writing the encodings")
             side_files = _side_files(model, quant_report, args)
         _report_warnings(prog, caught)
+        status.phase(f"writing {output}" if not to_stdout else "writing the model to stdout")
         if make_dir is not None:
             make_dir.mkdir(exist_ok=True)
-        save_model(written, output, inputs=inputs)
+        if to_stdout:
+            _model_to_stdout(written)
+        else:
+            save_model(written, output, inputs=inputs)
         for path, text in side_files:
             _write(path, text, [*inputs, output])
+        status.close()
     except ConversionError as exc:
+        status.close()
         return _fail(prog, str(exc), exc.exit_code, args.verbose)
     except KeyboardInterrupt:
+        status.close()
         return _fail(prog, "interrupted", 130, args.verbose)
     except Exception as exc:  # a bug of ours: still one line, and the traceback on request
+        status.close()
         message = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
         return _fail(prog, message, EXIT_CONVERSION, args.verbose)
-    # a JSON document on stdout ('-') stays alone there: the human-readable text moves to stderr
-    text = sys.stderr if "-" in (args.encodings, args.report_json) else sys.stdout
-    print(f"{prog}: wrote {output} ({summarize(written)}) in {seconds:.2f} s", file=text)
+    # stdout keeps a model or a JSON document ('-') alone: the human-readable text goes to stderr
+    on_stdout = to_stdout or "-" in (args.encodings, args.report_json)
+    text = sys.stderr if on_stdout else sys.stdout
+    where = "the model to stdout" if to_stdout else output
+    print(f"{prog}: wrote {where} ({summarize(written)}) in {seconds:.2f} s", file=text)
     if args.report:
         print(quant_report.as_text(), file=text)
     if checked is not None:
         print(checked.as_text(), file=text)
         if not checked.passed:
-            from qonnx_ingest.verification import VerificationError
+            from qonnx_ingest.errors import VerificationError
 
             return _fail(prog, str(VerificationError(checked)), EXIT_VERIFY, False)
     return EXIT_OK
+
+
+def _model_to_stdout(model: onnx.ModelProto) -> None:
+    from qonnx_ingest.save import EXTERNAL_DATA_THRESHOLD
+
+    if model.ByteSize() > EXTERNAL_DATA_THRESHOLD:
+        raise InputError("a model this large needs a file beside its .data, not stdout", "-o -")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(model.SerializeToString())
+    sys.stdout.buffer.flush()
+
+
+def _is_stdout(output: Path) -> bool:
+    """``-o /dev/stdout`` (or any path to the file stdout writes to)."""
+    try:
+        return os.path.samestat(os.stat(output), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _exported(model: onnx.ModelProto, args: argparse.Namespace) -> onnx.ModelProto:
@@ -254,11 +234,24 @@ def _native_stderr_silenced(verbose: bool) -> Iterator[None]:
 
 
 def summarize(model: onnx.ModelProto) -> str:
+    """``12 nodes, 3 quantizers``; a QCDQ model counts its QuantizeLinear/DequantizeLinear
+    pairs instead, so lowered quantizers do not read as lost ones."""
     from qonnx_ingest.finish import QUANT_OP_TYPES
 
     nodes = model.graph.node
     quant = sum(n.op_type in QUANT_OP_TYPES for n in nodes)
-    return f"{len(nodes)} nodes, {quant} quantizers"
+    q = sum(n.op_type == "QuantizeLinear" for n in nodes)
+    dq = sum(n.op_type == "DequantizeLinear" for n in nodes)
+    parts = [f"{len(nodes)} nodes"]
+    if q or dq:
+        parts.append(f"{q} QuantizeLinear/DequantizeLinear pairs")
+        if dq > q:  # weights and biases: integer constants behind a DequantizeLinear alone
+            parts.append(f"{dq - q} dequantized constants")
+        elif dq < q:
+            parts.append(f"{q - dq} QuantizeLinear without DequantizeLinear")
+    if quant or not (q or dq):
+        parts.append(f"{quant} quantizers")
+    return ", ".join(parts)
 
 
 def _report_warnings(prog: str, caught: list[warnings.WarningMessage]) -> None:
@@ -268,14 +261,3 @@ def _report_warnings(prog: str, caught: list[warnings.WarningMessage]) -> None:
             print(f"{prog}: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
-
-
-def _fail(prog: str, message: str, code: int, verbose: bool) -> int:
-    if verbose:
-        traceback.print_exc()
-    message = " ".join(message.split())
-    # names from a damaged file may hold control characters (NUL, ESC): escape, never emit
-    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    hint = "" if verbose else " (--verbose for details)" if code == EXIT_CONVERSION else ""
-    print(f"{prog}: error: {message}{hint}", file=sys.stderr)
-    return code

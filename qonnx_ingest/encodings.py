@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.names import name_list, readable
 from qonnx_ingest.quant_info import ACTIVATION, INPUT, QuantizedTensor, quantized_tensors
 
 VERSION = "2.0.0"
@@ -31,15 +32,17 @@ def aimet_encodings(model: onnx.ModelProto, strict: bool = False) -> dict:
     bipolar {-s, +s} becomes the int2 custom grid (zero point -0.5 on scale 2s) of which it is a
     subset.
     """
-    entries, inexact = [], []
+    entries, inexact = [], {}
     for q in quantized_tensors(model):
         entry, why = _entry(q)
         entries.append(entry)
         if why:
-            inexact.append(f"{q.tensor} ({why})")
+            inexact.setdefault(why, []).append(q.tensor)
     if inexact:
-        message = f"{len(inexact)} quantized tensors have no exact AIMET encoding: " + ", ".join(
-            inexact
+        count = sum(len(names) for names in inexact.values())
+        message = f"{count} quantized tensors have no exact AIMET encoding: " + "; ".join(
+            f"{readable(names[0])} ({why})" if len(names) == 1 else f"{why}: {name_list(names)}"
+            for why, names in inexact.items()
         )
         if strict:
             raise ConversionError(message + " (--strict refuses them)", "encodings")
@@ -49,7 +52,7 @@ def aimet_encodings(model: onnx.ModelProto, strict: bool = False) -> dict:
 
 def _entry(q: QuantizedTensor) -> tuple[dict, str | None]:
     """The encoding of ``q`` and, where it is not exact, why."""
-    where = f"{q.op_type} {q.node or q.output}"
+    where = f"{q.op_type} {readable(q.node or q.output)}"
     bits = q.integer_bits
     why = None
     if q.bipolar:

@@ -24,6 +24,22 @@ class InputError(ConversionError):
     exit_code = 2
 
 
+class VerificationError(ConversionError):
+    """The converted model does not agree with its source within the converter's tolerance.
+
+    Lives here (not in ``verification``) so every package exports it without importing numpy.
+    """
+
+    exit_code = 3
+
+    def __init__(self, verification):
+        """``verification``: a ``qonnx_ingest.verification.Verification`` (not imported here:
+        that module imports this one)."""
+        self.verification = verification
+        failed = ", ".join(a.name for a in verification.outputs if not a.passed)
+        super().__init__(f"verification failed on output {failed}", "--verify")
+
+
 class ConversionWarning(UserWarning):
     """Something converted, but not exactly as the source said (e.g. an annotation was lost).
 

@@ -29,3 +29,24 @@ def unique_name(hint: str, taken: set[str]) -> str:
         counters[hint] = k
     taken.add(name)
     return name
+
+
+def readable(name: str, limit: int = 48) -> str:
+    """A tensor name short enough for a message: the first of TFLite's ';'-joined fused names
+    (the op's own), its tail kept when still longer than ``limit``."""
+    first = name.split(";", 1)[0] or name
+    return first if len(first) <= limit else "..." + first[-(limit - 3) :]
+
+
+def name_list(names: list[str], shown: int = 3) -> str:
+    """``a, b, c and 7 more``: a list a person can read, whatever its length."""
+    head = ", ".join(readable(n) for n in names[:shown])
+    return head if len(names) <= shown else f"{head} and {len(names) - shown} more"
+
+
+def short_name(name: str, limit: int = 80) -> str:
+    """A node or parameter name from a tensor name: TFLite's fused names ``a;b;c`` joined
+    by ';' (up to hundreds of characters) become their first part, the op's own; still
+    longer than ``limit``, the tail is kept (it says the most about the op)."""
+    first = name.split(";", 1)[0] or name
+    return first if len(first) <= limit else first[-limit:].lstrip("/_")

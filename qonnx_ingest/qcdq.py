@@ -26,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
+from qonnx_ingest.names import name_list
 from qonnx_ingest.quant_info import (
     ACTIVATION,
     INPUT,
@@ -62,8 +63,7 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     if tied:
         message = (
             f"{len(tied)} activation quantizers round ties differently in QCDQ (QuantizeLinear "
-            f"rounds x/scale half to even before adding the zero point): {', '.join(tied[:5])}"
-            + (", ..." if len(tied) > 5 else "")
+            f"rounds x/scale half to even before adding the zero point): {name_list(tied)}"
         )
         if strict:
             raise ConversionError(message + " (--strict refuses them)", "qcdq")

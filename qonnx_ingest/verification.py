@@ -19,21 +19,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from qonnx_ingest.errors import ConversionError, InputError
+from qonnx_ingest.errors import ConversionError, InputError, VerificationError
 
 Feeds = dict[str, np.ndarray]
 DEFAULT_INPUTS = 16
-
-
-class VerificationError(ConversionError):
-    """The converted model does not agree with its source within the converter's tolerance."""
-
-    exit_code = 3
-
-    def __init__(self, verification: Verification):
-        self.verification = verification
-        failed = ", ".join(a.name for a in verification.outputs if not a.passed)
-        super().__init__(f"verification failed on output {failed}", "--verify")
 
 
 @dataclass

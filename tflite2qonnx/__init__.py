@@ -5,10 +5,20 @@
 
 from typing import TYPE_CHECKING
 
+from qonnx_ingest import __version__
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError, VerificationError
+
 if TYPE_CHECKING:
     from tflite2qonnx.api import convert
 
-__all__ = ["convert"]
+__all__ = [
+    "ConversionError",
+    "ConversionWarning",
+    "InputError",
+    "VerificationError",
+    "__version__",
+    "convert",
+]
 
 
 def __getattr__(name: str):

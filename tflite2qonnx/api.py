@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import onnx
 
 from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
-from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
@@ -34,6 +36,8 @@ def convert(
     verify: bool = False,
     bit_exact: bool = False,
     channels_last: bool = False,
+    batch_size: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
@@ -50,19 +54,22 @@ def convert(
     uint8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and AVERAGE_POOL_2D bit for
     bit (see ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK.
 
-    ``channels_last`` keeps every tensor NHWC (graph I/O too) with the batch fixed at 1 and
-    writes Conv / MaxPool / BatchNormalization as qonnx's channels-last ops, as qonnx's
-    ConvertToChannelsLastAndClean would (the form hls4ml's QONNX frontend reads).
+    ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1
+    unless ``batch_size``; ``input_shapes`` are NHWC) and writes Conv / MaxPool /
+    BatchNormalization as qonnx's channels-last ops, as qonnx's ConvertToChannelsLastAndClean
+    would (the form hls4ml's QONNX frontend reads).
     """
     tfl = read_model(source)
     if len(tfl.subgraphs) != 1:
         raise ConversionError(
             f"{len(tfl.subgraphs)} subgraphs (control flow) are not supported", tfl.source_name
         )
-    name = Path(tfl.source_name).stem if tfl.source_name != "<bytes>" else "tflite"
+    # the graph is named after the file (subgraph names are mostly "main" or empty)
+    from_file = tfl.source_name != "<bytes>"
+    name = Path(tfl.source_name).stem if from_file else tfl.subgraphs[0].name or "tflite"
     model = convert_subgraph(
         tfl.subgraphs[0],
-        name=tfl.subgraphs[0].name or name,
+        name=name,
         opset=opset,
         int_quant=int_quant,
         keep_io_layout=keep_io_layout,
@@ -71,7 +78,13 @@ def convert(
         where=tfl.source_name,
         bit_exact=bit_exact,
         channels_last=channels_last,
+        batch_size=batch_size if channels_last else None,
+        input_shapes=input_shapes if channels_last else None,
     )
+    if not channels_last and (batch_size is not None or input_shapes):
+        from qonnx_ingest.static_shapes import fix_input_shapes
+
+        model = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
     if verify:
         from tflite2qonnx.reference import verify as run_verification
 
@@ -96,8 +109,12 @@ def convert_subgraph(
     where: str = "<subgraph>",
     bit_exact: bool = False,
     channels_last: bool = False,
+    batch_size: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto:
-    """Convert one subgraph; tests use it on slices of a model (one operator, a few layers)."""
+    """Convert one subgraph; tests use it on slices of a model (one operator, a few layers).
+    ``batch_size`` and ``input_shapes`` (NHWC) apply to the channels-last form only, which
+    needs them before finishing; ``convert`` fixes the other form's shapes afterwards."""
     quant_op_type = "IntQuant" if int_quant else "Quant"
     builder = GraphBuilder(subgraph, quant_op_type=quant_op_type, opset=opset, bit_exact=bit_exact)
     for op in subgraph.operators:
@@ -113,9 +130,11 @@ def convert_subgraph(
             raise MissingOperandError(exc.message, f"{op.where}: {exc.where}") from None
     builder.current = None
     if bit_exact and (rounded := rounded_once(builder, subgraph.operators)):
+        counts = Counter(rounded)
+        kinds = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(counts.items()))
         warnings.warn(
-            f"{where}: --bit-exact leaves {len(rounded)} integer operator(s) rounding once, "
-            f"as XNNPACK does: {', '.join(sorted(set(rounded)))}",
+            f"{where}: --bit-exact leaves {_count(len(rounded), 'integer operator')} rounding "
+            f"once, as XNNPACK does: {kinds}",
             ConversionWarning,
             stacklevel=2,
         )
@@ -127,9 +146,58 @@ def convert_subgraph(
     if channels_last:
         from tflite2qonnx.channels_last import finish_channels_last
 
+        if batch_size is not None or input_shapes:
+            from qonnx_ingest.static_shapes import fix_input_shapes
+
+            model = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
         return finish_channels_last(model, opset=opset, metadata=metadata, layouts=layouts)
-    model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+    if layouts:
+        _check_layout_names(model, layouts)
+    try:
+        model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+    except ConversionError as exc:
+        raise _with_layout_hint(exc, model, layouts) from None
     return finish_model(model, opset=opset, metadata=metadata)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _check_layout_names(model: onnx.ModelProto, layouts: Mapping[str, str]) -> None:
+    """A --layout naming no tensor: say which names would do (close ones, inputs, outputs)."""
+    graph = model.graph
+    known = [i.name for i in graph.input] + [o for n in graph.node for o in n.output]
+    known_set = {*known, *(t.name for t in graph.initializer)}
+    for name in layouts:
+        if name in known_set:
+            continue
+        close = difflib.get_close_matches(name, known, n=3)
+        ins = ", ".join(i.name for i in graph.input)
+        outs = ", ".join(o.name for o in graph.output)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise InputError(
+            f"--layout names a tensor this model does not have; {hint}inputs: {ins}; outputs: "
+            f"{outs} ({len(known)} tensors in all, named as in the .tflite file)",
+            name,
+        )
+
+
+def _with_layout_hint(
+    exc: ConversionError, model: onnx.ModelProto, layouts: Mapping[str, str] | None
+) -> ConversionError:
+    """A layout conflict caused by ``--layout IO=NHWC``: what the user wants is
+    --keep-io-layout, which keeps the graph's inputs and outputs NHWC around a channels-first
+    inside."""
+    io = {v.name for v in (*model.graph.input, *model.graph.output)}
+    pinned = [n for n, v in (layouts or {}).items() if n in io and str(v).upper() == "NHWC"]
+    if not pinned or "layout conflict" not in exc.message:
+        return exc
+    hint = (
+        f"; to keep {', '.join(pinned)} in NHWC at the graph boundary, drop --layout and use "
+        "--keep-io-layout (one Transpose per input/output, channels-first inside)"
+    )
+    return type(exc)(exc.message + hint, exc.where)
 
 
 def slice_subgraph(

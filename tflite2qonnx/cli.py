@@ -20,6 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep graph inputs/outputs in TFLite's NHWC layout (one Transpose per 4D tensor)",
     )
     parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="keep every tensor NHWC with static shapes and write Conv/MaxPool/BatchNorm as "
+        "qonnx's channels-last ops (what qonnx's ConvertToChannelsLastAndClean makes; for "
+        "hls4ml and FINN)",
+    )
+    parser.add_argument(
         "--bit-exact",
         action="store_true",
         help="emulate TFLite's builtin integer kernels bit for bit: more nodes and 64-bit "
@@ -31,6 +38,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="TENSOR=NHWC|NCHW",
         help="force a tensor's layout, overriding propagation (repeatable)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=cli.positive_int,
+        metavar="N",
+        help="fix a dynamic batch to N (FINN, hls4ml and qonnx's inference cost need static "
+        "shapes; default: as the model says)",
+    )
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=DIMS",
+        help="give input NAME the static shape DIMS, e.g. input=1,3,224,224 (in the converted "
+        "model's layout; only its dynamic dimensions may change; repeatable)",
     )
     return parser
 
@@ -47,6 +69,19 @@ def _layouts(pairs: list[str]) -> dict[str, str]:
     return layouts
 
 
+def _input_shapes(pairs: list[str]) -> dict[str, tuple[int, ...]]:
+    from qonnx_ingest.errors import InputError
+    from qonnx_ingest.static_shapes import parse_dims
+
+    shapes = {}
+    for pair in pairs:
+        name, sep, dims = pair.rpartition("=")
+        if not sep or not name:
+            raise InputError(f"--input-shape expects NAME=DIMS (e.g. x=1,3,224,224), got {pair!r}")
+        shapes[name] = parse_dims(dims)
+    return shapes
+
+
 def _convert(args: argparse.Namespace):
     from tflite2qonnx.api import convert
 
@@ -57,6 +92,9 @@ def _convert(args: argparse.Namespace):
         keep_io_layout=args.keep_io_layout,
         layouts=_layouts(args.layout),
         bit_exact=args.bit_exact,
+        channels_last=args.channels_last,
+        batch_size=args.batch_size,
+        input_shapes=_input_shapes(args.input_shape),
     )
 
 
@@ -67,4 +105,5 @@ def _verify(args: argparse.Namespace, model):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.run(build_parser(), _convert, argv, verify=_verify)
+    scan = cli.ModelScan((".tflite",))
+    return cli.run(build_parser(), _convert, argv, verify=_verify, scan=scan)

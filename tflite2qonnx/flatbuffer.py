@@ -14,6 +14,7 @@ model takes milliseconds.
 from __future__ import annotations
 
 import os
+import re
 import struct
 import warnings
 from pathlib import Path
@@ -94,6 +95,15 @@ def read_model(source: str | os.PathLike | bytes | bytearray | memoryview) -> TF
         if isinstance(exc, TypeError) and not str(exc).startswith("bad number"):
             raise
         where = f"{name}: {reader.loc}" if reader.loc else name
+        needed = (
+            re.search(r"at least (\d+) bytes", str(exc)) if isinstance(exc, struct.error) else None
+        )
+        if needed and int(needed[1]) > len(data):
+            raise InputError(
+                f"the file looks truncated ({len(data)} bytes; the model refers to byte "
+                f"{int(needed[1]) - 1}): copy or download it again",
+                where=name,
+            ) from exc
         raise InputError(
             f"malformed flatbuffer: an offset or length points outside the file "
             f"({_exc_name(exc)}: {_one_line(exc)})",

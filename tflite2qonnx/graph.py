@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, InputError
-from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.names import TakenNames, short_name, unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.dtypes import ONNX_TYPES
 from tflite2qonnx.model import Operator, Subgraph, Tensor
@@ -199,11 +199,20 @@ class GraphBuilder:
         outputs = [
             self.fresh(f"{base}_out{k}" if n_outputs > 1 else base) for k in range(n_outputs)
         ]
-        node = helper.make_node(op_type, list(inputs), outputs, name=self.fresh(base), **attrs)
+        name = self.fresh(short_name(hint) if hint else self._op_node_name(op_type))
+        node = helper.make_node(op_type, list(inputs), outputs, name=name, **attrs)
         self.nodes.append(node)
         for out in outputs:
             self._producer[out] = node
         return outputs
+
+    def _op_node_name(self, op_type: str) -> str:
+        """``<TFLite tensor the current operator produces>/<ONNX op type>``: readable in
+        netron and in the layer names hls4ml makes of node names."""
+        op = self.current
+        if op is None or not op.outputs or not 0 <= op.outputs[0] < len(self.subgraph.tensors):
+            return op_type
+        return f"{short_name(self.tensor_name(op.outputs[0]))}/{op_type}"
 
     def set_output(self, idx: int, value: str) -> None:
         """``value`` computes tensor ``idx`` in float; a quantized tensor gets its Quant node."""
@@ -230,11 +239,12 @@ class GraphBuilder:
         return y
 
     def _add_quant(self, x: str, y: str, shape, tensor_name: str, kwargs: dict) -> None:
-        qnode = make_quant(
-            x, y, x_shape=shape, name=self.fresh(f"{y}_quant"), op_type=self.quant_op_type, **kwargs
-        )
+        base = short_name(y)  # the node and its parameters: no ';'-joined fused names
+        name = self.fresh(f"{base}_quant")
+        qnode = make_quant(x, y, x_shape=shape, name=name, op_type=self.quant_op_type, **kwargs)
         for init in qnode.initializers:
-            init.name = self.fresh(init.name)
+            suffix = init.name[len(y) :] if init.name.startswith(y) else f"_{init.name}"
+            init.name = self.fresh(base + suffix)
         qnode.node.input[1:] = [init.name for init in qnode.initializers]
         self.nodes.append(qnode.node)
         self.initializers.extend(qnode.initializers)
@@ -289,7 +299,8 @@ class GraphBuilder:
         if node is None or want in graph_inputs or want in self._taken:
             # a constant, an input or an already-used name: an Identity is unavoidable
             self._taken.add(want)
-            self.nodes.append(helper.make_node("Identity", [value], [want], name=self.fresh(want)))
+            node = helper.make_node("Identity", [value], [want], name=self.fresh(short_name(want)))
+            self.nodes.append(node)
             return want
         self._taken.add(want)
         for n in self.nodes:

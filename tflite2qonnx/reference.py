@@ -52,10 +52,10 @@ def verify(
     if inputs_path is None:
         check_count(inputs)
     try:
-        reference, reference_name = _interpreter(source, xnnpack=False), "builtin kernels"
+        reference, reference_name = _interpreter(source, False, model), "builtin kernels"
     except InputError:
         # MediaPipe's custom ops exist only in the XNNPACK delegate: let it be the reference
-        reference, reference_name = _interpreter(source, xnnpack=True), "XNNPACK"
+        reference, reference_name = _interpreter(source, True, model), "XNNPACK"
     in_details = reference.get_input_details()
     out_details = reference.get_output_details()
     samples = (
@@ -67,7 +67,7 @@ def verify(
     quantized = any(_grid(d) for d in out_details)
     xnn_outs = ref_outs
     if quantized and reference_name != "XNNPACK":
-        xnnpack = _interpreter(source, xnnpack=True)
+        xnnpack = _interpreter(source, True, model)
         xnn_outs = [_invoke(xnnpack, in_details, out_details, s) for s in samples]
     perms = stored_perms(model)
     feeds = [
@@ -104,7 +104,7 @@ def _against_xnnpack(ours: Agreement, xnn: Agreement) -> None:
     )
 
 
-def _interpreter(source, xnnpack: bool):
+def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError:
@@ -121,11 +121,36 @@ def _interpreter(source, xnnpack: bool):
     try:
         it = Interpreter(**kwargs)
         it.allocate_tensors()
+        if model is not None:
+            _resize_to(it, model)
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         first = text.split(". ")[0][:200]
         raise InputError(f"the TFLite interpreter cannot run this model: {first}") from None
     return it
+
+
+def _resize_to(it, model: onnx.ModelProto) -> None:
+    """Give the interpreter's inputs the converted model's static shapes (``--batch-size``,
+    ``--input-shape``), mapped back to the TFLite layout."""
+    perms = stored_perms(model)
+    shapes = {}
+    for vi in model.graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = [d.dim_value for d in dims]
+    resized = False
+    for d in it.get_input_details():
+        stored = shapes.get(d["name"])
+        if stored is None:
+            continue
+        perm = perms.get(d["name"])
+        source = stored if perm is None else [stored[i] for i in np.argsort(perm)]
+        if tuple(source) != tuple(int(n) for n in d["shape"]):
+            it.resize_tensor_input(d["index"], source)
+            resized = True
+    if resized:
+        it.allocate_tensors()
 
 
 def _random_inputs(details: list[dict], count: int, seed: int) -> list[Feeds]:
@@ -149,13 +174,16 @@ def _given_inputs(path, details: list[dict]) -> list[Feeds]:
         feed = {}
         for d in details:
             x = np.asarray(s[d["name"]])
-            if x.size != np.prod(d["shape"]):
+            shape = tuple(int(n) for n in d["shape"])
+            # samples first: each sample is one input (batch included, or without a batch of 1)
+            if x.shape != shape and not (shape[:1] == (1,) and x.shape == shape[1:]):
                 raise InputError(
-                    f"a sample of {d['name']} has shape {x.shape}, the model takes "
-                    f"{tuple(int(n) for n in d['shape'])}",
+                    f"{d['name']} has samples of shape {x.shape}, the TFLite model takes "
+                    f"{shape} (NHWC, as the source model lays it out): transpose or reshape "
+                    "the array, samples first",
                     str(path),
                 )
-            x = x.reshape(d["shape"])
+            x = x.reshape(shape)
             grid = _grid(d)
             if grid is not None and np.issubdtype(x.dtype, np.floating):
                 info = np.iinfo(d["dtype"])

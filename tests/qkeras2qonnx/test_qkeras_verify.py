@@ -168,11 +168,13 @@ def test_cli_verify_inputs(tmp_path, capsys, form):
     assert "verify: 5 inputs" in capsys.readouterr().out
 
 
-def test_cli_verify_inputs_of_the_wrong_shape(tmp_path, capsys):
+@pytest.mark.parametrize("sample", [(12,), (4, 4)], ids=["fewer_values", "as_many_values"])
+def test_cli_verify_inputs_of_the_wrong_shape(sample, tmp_path, capsys):
+    """An array with as many values per sample in another shape is refused, not reshaped."""
     path = tmp_path / "jets.npz"
-    np.savez(path, jets=np.zeros((5, 12), np.float32))
+    np.savez(path, jets=np.zeros((5, *sample), np.float32))
     out = tmp_path / "jet.onnx"
     assert run(MODEL, "-o", out, "--verify", "--verify-inputs", path) == 2
     err = capsys.readouterr().err
-    assert f"{path}: a sample of jets has shape (12,), the model takes (16,)" in err
+    assert f"{path}: jets has samples of shape {sample}, the Keras model takes (16,)" in err
     assert not out.exists()

@@ -169,7 +169,7 @@ def test_integer_operators_left_to_single_rounding_are_named():
     warning says so; a model of covered operators only converts without one."""
     from qonnx_ingest.errors import ConversionWarning
 
-    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator\(s\).*: SOFTMAX$"):
+    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator rounding.*: SOFTMAX$"):
         convert(CORPUS / "tflite" / V1, bit_exact=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConversionWarning)

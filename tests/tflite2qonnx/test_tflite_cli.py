@@ -84,7 +84,7 @@ def _missing(tmp):
 
 def _directory(tmp):
     (tmp / "folder.tflite").mkdir()
-    return [tmp / "folder.tflite"], ("folder.tflite", "is a directory")
+    return [tmp / "folder.tflite"], ("folder.tflite", "is a directory with no .tflite file")
 
 
 def _empty(tmp):
@@ -108,8 +108,9 @@ def _random_bytes_behind_identifier(tmp):
 def _truncated(fraction):
     def make(tmp):
         data = MODEL.read_bytes()
-        (tmp / "cut.tflite").write_bytes(data[: int(len(data) * fraction)])
-        return [tmp / "cut.tflite"], ("cut.tflite", "malformed flatbuffer")
+        size = int(len(data) * fraction)
+        (tmp / "cut.tflite").write_bytes(data[:size])
+        return [tmp / "cut.tflite"], ("cut.tflite", f"looks truncated ({size} bytes; the model")
 
     return make
 

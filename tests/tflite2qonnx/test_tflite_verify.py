@@ -204,7 +204,7 @@ def not_npz(path):
     "write, fragment",
     [
         (npz_wrong_name, "expected arrays named input (or arr_0..), found image"),
-        (npz_wrong_shape, "a sample of input has shape (5, 5, 3), the model takes (1, 4, 4, 3)"),
+        (npz_wrong_shape, "samples of shape (5, 5, 3), the TFLite model takes (1, 4, 4, 3)"),
         (not_npz, "cannot read inputs"),
     ],
     ids=["wrong_name", "wrong_shape", "not_npz"],

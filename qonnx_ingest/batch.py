@@ -1,0 +1,251 @@
+"""Many models per run: expand the inputs (directories, --recursive), plan one output per
+model, run the same command on each model in a process of its own (--jobs at a time), print
+a one-line result per model and a summary table (or --json), and exit with the worst code.
+
+A process per model means a crash, a hang in a native library or leaked global state in one
+model can never stop or corrupt the others; each child writes its own output atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from qonnx_ingest import __version__
+from qonnx_ingest.cli_options import default_output, fail
+from qonnx_ingest.errors import InputError
+
+if TYPE_CHECKING:
+    from qonnx_ingest.cli_options import ModelScan
+
+# options that name one file or print one model's text: meaningless for many models
+SINGLE_ONLY = {
+    "report": "--report",
+    "report_json": "--report-json",
+    "encodings": "--encodings",
+    "verify_inputs": "--verify-inputs",
+    "weights": "--weights",
+}
+# options the batch itself consumes; everything else is passed to each model's run
+NOT_FORWARDED = {"inputs", "output", "recursive", "jobs", "json", "quiet", "help", "version"}
+STATUS = {0: "converted", 1: "refused", 2: "refused", 3: "failed verification"}
+ORDER = ("converted", "refused", "failed verification", "crashed")
+
+
+@dataclass
+class Result:
+    input: str
+    output: str | None
+    status: str = "converted"
+    exit_code: int = 0
+    seconds: float = 0.0
+    message: str = ""
+
+
+def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: ModelScan) -> int:
+    prog = parser.prog
+    start = time.perf_counter()
+    created: list[Path] = []
+    try:
+        _refuse_single_only(args)
+        models = expand(args.inputs, scan, args.recursive)
+        plan = plan_outputs(models, args.output, created)
+    except InputError as exc:
+        return fail(prog, str(exc), exc.exit_code, False)
+    options = forwarded_options(parser, args)
+    results: list[Result] = []
+    err = sys.stderr
+    lines = err if args.json else sys.stdout
+
+    def one(item: tuple[str, str | None, Result | None]) -> Result:
+        model, output, refused = item
+        result = refused or _convert_one(prog, model, output, options)
+        print(_line(prog, result), file=lines, flush=True)
+        return result
+
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(one, plan))
+    except KeyboardInterrupt:
+        return fail(prog, "interrupted", 130, False)
+    finally:
+        for folder in reversed(created):  # directories made for outputs that never came
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    wall = time.perf_counter() - start
+    worst = max((r.exit_code for r in results), default=0)
+    if args.json:
+        print(json.dumps(summary_document(prog, results, wall, args.jobs, worst), indent=2))
+    else:
+        print(table(results, wall, args.jobs), file=lines)
+    return worst
+
+
+def _refuse_single_only(args: argparse.Namespace) -> None:
+    for dest, option in SINGLE_ONLY.items():
+        if getattr(args, dest, None):
+            raise InputError(f"{option} works on one model at a time: give a single MODEL")
+    if args.output == "-":
+        raise InputError("-o - writes one model to stdout: give a single MODEL")
+
+
+def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tuple[str, str]]:
+    """(model path, path relative to the directory it was found in, or its name)."""
+    models: list[tuple[str, str]] = []
+    for given in inputs:
+        path = Path(given)
+        if not path.exists():
+            models.append((given, path.name))  # its own run reports "no such file"
+            continue
+        if not scan.is_folder(path):
+            models.append((given, path.name))
+            continue
+        found = _scan(path, scan, recursive)
+        if not found:
+            where = "in it or below it" if recursive else "in it (--recursive looks below it)"
+            wanted = " or ".join(scan.suffixes) or "model"
+            raise InputError(f"is a directory with no {wanted} file {where}", given)
+        models.extend((str(p), str(p.relative_to(path))) for p in found)
+    return models
+
+
+def _scan(folder: Path, scan: ModelScan, recursive: bool) -> list[Path]:
+    found = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir() and scan.is_model_dir(entry):
+            found.append(entry)
+        elif entry.is_dir():
+            if recursive:
+                found.extend(_scan(entry, scan, recursive))
+        elif entry.suffix.lower() in scan.suffixes:
+            found.append(entry)
+    return found
+
+
+def plan_outputs(
+    models: list[tuple[str, str]], output: str | None, created: list[Path]
+) -> list[tuple[str, str | None, Result | None]]:
+    """(model, its output, or a refusal when another model already writes there)."""
+    folder = None
+    if output:
+        folder = Path(output)
+        if not folder.is_dir():
+            if not output.endswith(("/", os.sep)):
+                raise InputError("with several models, -o names a directory (add a /)", output)
+            if not folder.parent.is_dir():
+                raise InputError("output directory does not exist", str(folder.parent))
+            folder.mkdir()
+            created.append(folder)
+    plan, taken = [], {}
+    for model, relative in models:
+        out = default_output(model) if folder is None else folder / default_output(relative)
+        key = os.path.normcase(os.path.abspath(out))
+        if key in taken:
+            message = f"{model}: same output {out} as {taken[key]}: convert it separately"
+            plan.append((model, str(out), Result(model, str(out), "refused", 2, 0.0, message)))
+            continue
+        taken[key] = model
+        if folder is not None and not out.parent.is_dir():
+            for parent in reversed(out.parent.relative_to(folder).parents[:-1]):
+                _mkdir(folder / parent, created)
+            _mkdir(out.parent, created)
+        plan.append((model, str(out), None))
+    return plan
+
+
+def _mkdir(path: Path, created: list[Path]) -> None:
+    if not path.is_dir():
+        path.mkdir()
+        created.append(path)
+
+
+def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The command line options given, rebuilt from the parsed values for each model's run."""
+    argv: list[str] = []
+    for action in parser._actions:
+        if action.dest in NOT_FORWARDED or not action.option_strings:
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default or value is None:
+            continue
+        option = action.option_strings[-1]
+        if isinstance(action, argparse._StoreTrueAction):
+            argv.append(option)
+        elif isinstance(action, argparse._AppendAction):
+            for item in value:
+                argv.extend((option, str(item)))
+        else:
+            argv.extend((option, str(value)))
+    return argv
+
+
+def _convert_one(prog: str, model: str, output: str | None, options: list[str]) -> Result:
+    command = [sys.executable, "-m", prog, model, *options, "--quiet"]
+    if output is not None:
+        command[4:4] = ["-o", output]
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    for line in proc.stderr.splitlines():
+        if line.startswith(f"{prog}: warning: "):
+            print(line, file=sys.stderr)
+    code = proc.returncode
+    if code == 0:
+        detail = proc.stdout.strip().splitlines()
+        wrote = detail[0] if detail else ""
+        summary = wrote[wrote.find("(") + 1 : wrote.rfind(")")] if "(" in wrote else ""
+        return Result(model, output, "converted", 0, seconds, summary)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"{prog}: error: ")]
+    message = errors[-1][len(f"{prog}: error: ") :] if errors else ""
+    message = message.removesuffix(" (--verbose for details)")
+    if code in STATUS and "internal error" not in message:
+        return Result(model, output, STATUS[code], code, seconds, message)
+    tail = (proc.stderr.strip().splitlines() or [""])[-1]
+    message = message or (f"killed by signal {-code}" if code < 0 else tail or f"exit {code}")
+    return Result(model, output, "crashed", max(code, 1), seconds, message)
+
+
+def _line(prog: str, r: Result) -> str:
+    if r.status == "converted":
+        return f"{prog}: converted {r.input} -> {r.output} ({r.message}) in {r.seconds:.2f} s"
+    message = r.message.removeprefix(f"{r.input}: ")  # the line names the model already
+    return f"{prog}: {r.status} {r.input}: {message}"
+
+
+def table(results: Sequence[Result], wall: float, jobs: int) -> str:
+    """Models and seconds per outcome; seconds are each model's own process time, summed."""
+    rows = [("result", "models", "seconds")]
+    for status in ORDER:
+        chosen = [r for r in results if r.status == status]
+        if chosen or status != "crashed":
+            rows.append((status, str(len(chosen)), f"{sum(r.seconds for r in chosen):.2f}"))
+    rows.append(("total", str(len(results)), f"{sum(r.seconds for r in results):.2f}"))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{a:<{width}}  {b:>6}  {c:>8}" for a, b, c in rows]
+    lines.append(f"wall time {wall:.2f} s with --jobs {jobs}")
+    return "\n".join(lines)
+
+
+def summary_document(
+    prog: str, results: Sequence[Result], wall: float, jobs: int, worst: int
+) -> dict:
+    counts = {status: sum(r.status == status for r in results) for status in ORDER}
+    return {
+        "tool": prog,
+        "version": __version__,
+        "models": [asdict(r) | {"seconds": round(r.seconds, 3)} for r in results],
+        "summary": counts | {"total": len(results)},
+        "wall_seconds": round(wall, 3),
+        "jobs": jobs,
+        "exit_code": worst,
+    }

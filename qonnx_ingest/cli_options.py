@@ -1,0 +1,200 @@
+"""The options every converter shares, how MODEL and -o name files, and the error line.
+
+Standard library only, so that ``--help`` and ``--version`` stay instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from qonnx_ingest import DEFAULT_OPSET
+from qonnx_ingest.errors import InputError
+from qonnx_ingest.versions import BASE
+
+EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY = 0, 1, 2, 3
+
+
+def make_parser(
+    prog: str, description: str, input_help: str, versions: Sequence[str] = BASE
+) -> argparse.ArgumentParser:
+    """The options every converter has: inputs, -o, --opset, --verbose, --version, ...;
+    ``versions`` are the libraries ``--version`` lists after ours."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="MODEL",
+        help=f"{input_help}; several models or directories convert each (see --jobs, --json)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output file ('-': stdout), or a directory (existing, or named with a trailing /) "
+        "to write MODEL.onnx into (default: MODEL with .onnx beside it); with several models, "
+        "a directory",
+    )
+    parser.add_argument(
+        "-r",
+        "--recursive",
+        action="store_true",
+        help="look for models in the subdirectories of a directory given as MODEL too",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="with several models: convert N at a time, each in its own process (default: 1)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON summary of every model's result on stdout (the one-line results "
+        "go to stderr)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no status lines for slow phases on stderr"
+    )
+    parser.add_argument(
+        "--opset",
+        type=int,
+        default=DEFAULT_OPSET,
+        help=f"ONNX opset of the default domain (default: {DEFAULT_OPSET})",
+    )
+    parser.add_argument(
+        "--int-quant",
+        action="store_true",
+        help="emit qonnx's IntQuant op type instead of Quant (qonnx 1.0 reads both)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("qonnx", "qcdq"),
+        default="qonnx",
+        help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
+        "onnxruntime and other QDQ consumers (default: qonnx)",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the source model and the converted one on seeded random inputs and compare "
+        "them (exit code 3 when they disagree beyond the converter's tolerance)",
+    )
+    parser.add_argument(
+        "--verify-inputs",
+        metavar="INPUTS.npz",
+        help="verify on your own inputs (implies --verify): one array per model input, samples "
+        "first",
+    )
+    parser.add_argument(
+        "--verify-count",
+        type=int,
+        default=16,
+        metavar="N",
+        help="with --verify: number of seeded random inputs (default: 16)",
+    )
+    parser.add_argument(
+        "--report", action="store_true", help="print every quantized tensor and the model's cost"
+    )
+    parser.add_argument(
+        "--report-json", metavar="REPORT.json", help="write that report as JSON ('-': stdout)"
+    )
+    parser.add_argument(
+        "--encodings", metavar="ENCODINGS.json", help="write AIMET 2.0.0 quantization encodings"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what --encodings or --format qcdq can only approximate, instead of warning",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        libraries=tuple(versions),
+        help="show our version and those of the libraries a conversion uses, and exit",
+    )
+    return parser
+
+
+class _VersionAction(argparse.Action):
+    """Like argparse's version action, with several lines kept as they are."""
+
+    def __init__(self, option_strings, dest, libraries=(), help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+        self.libraries = libraries
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from qonnx_ingest.versions import version_text
+
+        print(version_text(parser.prog, self.libraries))
+        parser.exit()
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def default_output(input_path: str) -> Path:
+    """``model.h5`` -> ``model.onnx``; a SavedModel directory ``m/`` -> ``m.onnx`` beside it."""
+    path = Path(input_path.rstrip("/\\") or input_path)
+    return path.with_suffix(".onnx") if path.suffix else path.with_name(path.name + ".onnx")
+
+
+def output_path(output: str | None, input_path: str) -> tuple[Path, Path | None]:
+    """Where the model goes, and the directory to create first (``-o new_dir/``), if any.
+
+    ``-o DIR`` for an existing directory, or ``-o DIR/`` for one to create, means "into it",
+    under the default name; anything else is the file itself.
+    """
+    if not output:
+        return default_output(input_path), None
+    into_dir = output.endswith(("/", os.sep)) or Path(output).is_dir()
+    if not into_dir:
+        return Path(output), None
+    folder = Path(output)
+    out = folder / default_output(input_path).name
+    if folder.is_dir():
+        return out, None
+    if not folder.parent.is_dir():
+        raise InputError("output directory does not exist", str(folder.parent))
+    return out, folder
+
+
+class ModelScan:
+    """Which files in a directory given as MODEL are models (``suffixes``), and which
+    directories are models themselves (a SavedModel: ``marker`` inside)."""
+
+    def __init__(self, suffixes: Sequence[str] = (), marker: str | None = None):
+        self.suffixes = tuple(suffixes)
+        self.marker = marker
+
+    def is_model_dir(self, path: str | Path) -> bool:
+        return self.marker is not None and (Path(path) / self.marker).is_file()
+
+    def is_folder(self, path: str | Path) -> bool:
+        """A directory of models (not a model directory itself)."""
+        return Path(path).is_dir() and not self.is_model_dir(path)
+
+
+def fail(prog: str, message: str, code: int, verbose: bool) -> int:
+    if verbose:
+        traceback.print_exc()
+    message = " ".join(message.split())
+    # names from a damaged file may hold control characters (NUL, ESC): escape, never emit
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    hint = "" if verbose else " (--verbose for details)" if code == EXIT_CONVERSION else ""
+    print(f"{prog}: error: {message}{hint}", file=sys.stderr)
+    return code

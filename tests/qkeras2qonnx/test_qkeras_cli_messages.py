@@ -1,0 +1,127 @@
+"""qkeras2qonnx messages that say what to do next: a TFLite file names tflite2qonnx, a base
+install without TensorFlow names the extra to install (exit 2), and several models convert in a
+batch. None of these need TensorFlow in this process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from qkeras2qonnx.cli import main
+from support import EXAMPLES, ROOT, assert_cli_fails, snapshot
+
+TFLITE = EXAMPLES / "int8_dense.tflite"
+H5 = EXAMPLES / "qkeras_jet_dnn.h5"
+
+BLOCKER = """
+import importlib.abc
+import sys
+
+BLOCKED = {blocked!r}
+
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+"""
+
+
+def test_a_tflite_model_is_sent_to_tflite2qonnx(tmp_path, capsys):
+    source = tmp_path / "model.h5"  # the suffix does not matter: the bytes say TFLite
+    shutil.copy(TFLITE, source)
+    before = snapshot(tmp_path)
+    assert_cli_fails(
+        capsys,
+        main,
+        "qkeras2qonnx",
+        [source, "-q"],
+        2,
+        "model.h5",
+        "this is a TFLite model: use tflite2qonnx",
+    )
+    assert snapshot(tmp_path) == before
+
+
+def run_blocked(blocked, *args, cwd) -> subprocess.CompletedProcess:
+    site = cwd / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(textwrap.dedent(BLOCKER.format(blocked=blocked)))
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
+    return subprocess.run(
+        [sys.executable, "-m", "qkeras2qonnx", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    "blocked, named",
+    [(("tensorflow", "h5py"), "h5py"), (("tensorflow",), "tensorflow"), (("qkeras",), "qkeras")],
+)
+def test_without_the_keras_extra_says_what_to_install_and_exits_2(blocked, named, tmp_path):
+    shutil.copy(H5, tmp_path / "jet.h5")
+    result = run_blocked(blocked, "jet.h5", "-q", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "pip install 'qonnx-ingest[keras]'" in result.stderr
+    assert f"and {named} is not installed" in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jet.h5", "site"]
+
+
+def test_the_blocker_really_blocks(tmp_path):
+    """The test above would pass vacuously if the blocker never ran."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER.format(blocked=("h5py",)))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import h5py"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    assert probe.returncode == 1 and "No module named 'h5py'" in probe.stderr, probe.stderr
+
+
+@pytest.mark.keras
+def test_a_directory_of_keras_models_converts_each(tmp_path):
+    """The batch machinery with the QKeras suffixes: .h5 files are models, notes are not."""
+    import json
+
+    (tmp_path / "models").mkdir()
+    shutil.copy(H5, tmp_path / "models" / "a.h5")
+    shutil.copy(TFLITE, tmp_path / "models" / "b.h5")  # a TFLite file behind a Keras suffix
+    (tmp_path / "models" / "notes.txt").write_text("not a model")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "qkeras2qonnx", "models", "-o", "out/", "--json", "-j", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    document = json.loads(result.stdout)
+    status = {m["input"]: (m["status"], m["message"]) for m in document["models"]}
+    assert status["models/a.h5"][0] == "converted"
+    assert status["models/b.h5"] == (
+        "refused",
+        "models/b.h5: this is a TFLite model: use tflite2qonnx",
+    )
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.onnx"]

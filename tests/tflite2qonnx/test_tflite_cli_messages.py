@@ -1,0 +1,111 @@
+"""Messages a person can act on: each names what to do next, short enough to read."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+from qonnx_ingest.errors import ConversionWarning
+from support import CORPUS, assert_cli_fails, requires_corpus, snapshot
+from tflite2qonnx import convert
+from tflite2qonnx.cli import main
+
+TFLITE = CORPUS / "tflite"
+CONV = TFLITE / "t2o__conv.uint8.tflite"  # input 'input' [1,4,4,3] feeds a CONV_2D
+PERSON = TFLITE / "tflm__person_detect.tflite"
+CORAL = TFLITE / "coral__tf2_mobilenet_v2_1.0_224_ptq.tflite"
+
+pytestmark = [requires_corpus, pytest.mark.filterwarnings("ignore::UserWarning")]
+
+
+def test_pinning_an_input_to_nhwc_points_to_keep_io_layout(tmp_path, capsys):
+    argv = [CONV, "-o", tmp_path / "m.onnx", "--layout", "input=NHWC"]
+    err = assert_cli_fails(capsys, main, "tflite2qonnx", argv, 1, "layout conflict")
+    assert "drop --layout and use --keep-io-layout" in err
+    # and that advice works: the input stays NHWC
+    assert main([str(CONV), "-o", str(tmp_path / "m.onnx"), "--keep-io-layout"]) == 0
+    model = onnx.load(tmp_path / "m.onnx")
+    assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == [1, 4, 4, 3]
+
+
+def test_a_layout_for_a_missing_tensor_lists_what_exists(tmp_path, capsys):
+    argv = [CONV, "-o", tmp_path / "m.onnx", "--layout", "inptu=NCHW"]
+    assert_cli_fails(
+        capsys,
+        main,
+        "tflite2qonnx",
+        argv,
+        2,
+        "inptu",
+        "does not have",
+        "did you mean input?",
+        "inputs: input; outputs: output",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_strict_names_a_few_tensors_briefly(tmp_path, capsys):
+    argv = [PERSON, "-o", tmp_path / "m.onnx", "--format", "qcdq", "--strict"]
+    err = assert_cli_fails(capsys, main, "tflite2qonnx", argv, 1, "32 activation quantizers")
+    assert "and 29 more" in err and ";" not in err
+    assert len(err) < 400, err  # was 1.5 kB of ';'-joined fused names
+
+
+def test_qcdq_summary_counts_quantize_dequantize_pairs(tmp_path, capsys):
+    assert main([str(CONV), "-o", str(tmp_path / "m.onnx"), "--format", "qcdq"]) == 0
+    out = capsys.readouterr().out
+    nodes = onnx.load(tmp_path / "m.onnx").graph.node
+    q = sum(n.op_type == "QuantizeLinear" for n in nodes)
+    dq = sum(n.op_type == "DequantizeLinear" for n in nodes)
+    assert q > 0
+    assert 0 < q < dq  # the weights and biases are constants behind a DequantizeLinear alone
+    expected = f"{q} QuantizeLinear/DequantizeLinear pairs, {dq - q} dequantized constants)"
+    assert f"({len(nodes)} nodes, {expected}" in out and "quantizers" not in out
+
+
+def test_bit_exact_counts_every_operator_it_leaves():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConversionWarning)
+        convert(CORAL, bit_exact=True)
+    (message,) = [str(w.message) for w in caught if "--bit-exact leaves" in str(w.message)]
+    # coral's MobileNet v2: QUANTIZE at the input and before the output, one SOFTMAX
+    assert "leaves 3 integer operators rounding once" in message
+    assert message.endswith(": QUANTIZE x2, SOFTMAX")
+
+
+@pytest.fixture
+def verify_inputs(tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    rng = np.random.default_rng(3)
+    nhwc = rng.uniform(-1, 1, (2, 4, 4, 3)).astype(np.float32)
+    np.savez(tmp_path / "nhwc.npz", input=nhwc)
+    np.savez(tmp_path / "nhwc_batch.npz", input=nhwc[:, None])
+    np.savez(tmp_path / "nchw.npz", input=nhwc.transpose(0, 3, 1, 2))
+    return tmp_path
+
+
+def test_verify_inputs_in_the_wrong_layout_are_refused_naming_both_shapes(verify_inputs, capsys):
+    tmp = verify_inputs
+    before = snapshot(tmp)
+    argv = [CONV, "-o", tmp / "m.onnx", "--verify-inputs", tmp / "nchw.npz"]
+    assert_cli_fails(
+        capsys,
+        main,
+        "tflite2qonnx",
+        argv,
+        2,
+        "nchw.npz",
+        "samples of shape (3, 4, 4)",
+        "takes (1, 4, 4, 3) (NHWC",
+    )
+    assert snapshot(tmp) == before
+
+
+@pytest.mark.parametrize("name", ["nhwc.npz", "nhwc_batch.npz"])
+def test_verify_inputs_in_the_source_layout_are_taken(name, verify_inputs, capsys):
+    tmp = verify_inputs
+    assert main([str(CONV), "-o", str(tmp / "m.onnx"), "--verify-inputs", str(tmp / name)]) == 0
+    assert "verify: 2 inputs" in capsys.readouterr().out
