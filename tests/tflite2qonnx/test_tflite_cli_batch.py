@@ -170,3 +170,25 @@ def test_usage_errors_of_a_batch_are_one_line_and_write_nothing(args, fragment, 
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
     assert snapshot(tmp_path) == before
+
+
+def test_a_folder_converts_to_static_channels_last_models_in_one_command(models, tmp_path):
+    """Issue 17's done-when: a folder of TFLite models, static batch and channels-last, one
+    command; every model written has static NHWC I/O and qonnx's channels-last Conv, and
+    computes what the interpreter computes (its own --verify)."""
+    (models / "deep" / "bad.tflite").unlink()
+    out = tmp_path / "cl"
+    result = run_cli(
+        models, "-r", "--channels-last", "--batch-size", "1", "--verify", "-o", f"{out}/",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.onnx"))
+    assert written == ["conv.onnx", "deep/depthwise.onnx", "hello.onnx"]
+    for name in ("conv.onnx", "deep/depthwise.onnx"):
+        model = onnx.load(out / name)
+        (x,) = model.graph.input
+        assert [d.dim_value for d in x.type.tensor_type.shape.dim][0] == 1
+        assert all(d.HasField("dim_value") for d in x.type.tensor_type.shape.dim)
+        convs = [n for n in model.graph.node if n.op_type == "Conv"]
+        assert convs and {n.domain for n in convs} == {"qonnx.custom_op.channels_last"}
