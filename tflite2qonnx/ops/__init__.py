@@ -136,7 +136,7 @@ OPERATORS: dict[str, Op] = {
     "SIGN": Op(ew.sign),
     "SIN": Op(ew.sin),
     "SLICE": Op(slicing.slice_, operands=rules.per_dimension(1, 2), bit_exact=EXACT),
-    "SOFTMAX": Op(softmax),
+    "SOFTMAX": Op(softmax, bit_exact=EMULATED),
     "SPACE_TO_DEPTH": Op(space_to_depth, ranks=((4,), (4,)), bit_exact=EXACT),
     "SPLIT": Op(slicing.split, operands=rules.split, bit_exact=EXACT),
     "SPLIT_V": Op(slicing.split_v, operands=rules.split_v, bit_exact=EXACT),
