@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact
+from tflite2qonnx.ops import exact, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -58,6 +58,8 @@ mul = _binary("Mul")
 
 def _unary(onnx_op: str):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and exact_unary.convert(b, op):
+            return
         b.set_output(op.outputs[0], b.emit(onnx_op, [b.input(op.inputs[0])])[0])
 
     return convert
@@ -74,6 +76,8 @@ def prelu(b: GraphBuilder, op: Operator) -> None:
 
 def hard_swish(b: GraphBuilder, op: Operator) -> None:
     """x * relu6(x + 3) / 6; HardSwish exists from opset 14, x * HardSigmoid(x) before it."""
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     x = b.input(op.inputs[0])
     if b.opset >= 14:
         y = b.emit("HardSwish", [x])[0]
@@ -176,12 +180,16 @@ def square(b: GraphBuilder, op: Operator) -> None:
 
 
 def leaky_relu(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     alpha = float(np.float32(op.options.get("alpha", 0.2)))
     b.set_output(op.outputs[0], b.emit("LeakyRelu", [b.input(op.inputs[0])], alpha=alpha)[0])
 
 
 def _clip_op(lo: float, hi: float):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and exact_unary.convert(b, op):
+            return
         bounds = clip_bounds(b, lo, hi)  # before the input: node names follow this order
         b.set_output(op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), *bounds])[0])
 

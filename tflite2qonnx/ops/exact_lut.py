@@ -48,7 +48,10 @@ def unary_table(
     x_raw, g_in = raw_integers(b, op.inputs[0], where)
     g_out = grid(b, op.outputs[0], where)
     q_in = storage_range(g_in)
-    q_out = np.asarray(kernel(q_in, g_in, g_out), np.int64)
+    try:
+        q_out = np.asarray(kernel(q_in, g_in, g_out), np.int64)
+    except ConversionError as exc:
+        raise ConversionError(exc.message, where) from None
     lo, hi = storage_range(g_out)[[0, -1]]
     if q_out.shape != q_in.shape or q_out.min() < lo or q_out.max() > hi:
         raise ConversionError(f"bit_exact: {op.name} table leaves the output range", where)
