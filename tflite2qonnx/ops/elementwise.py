@@ -52,8 +52,20 @@ def add(b: GraphBuilder, op: Operator) -> None:
     return _add(b, op)
 
 
-sub = _binary("Sub")
-mul = _binary("Mul")
+_sub = _binary("Sub")
+_mul = _binary("Mul")
+
+
+def sub(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.add(b, op, subtract=True)
+    return _sub(b, op)
+
+
+def mul(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.mul(b, op)
+    return _mul(b, op)
 
 
 def _unary(onnx_op: str):

@@ -1,5 +1,5 @@
-"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and
-AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
+"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB, MUL, MEAN
+and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
 
 Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
 integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
@@ -102,9 +102,10 @@ def _finish_accumulator(
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def add(b: GraphBuilder, op: Operator) -> None:
-    """ADD (int8 / uint8): each input ``(q - zp) << 20`` scaled to twice the larger input
-    scale with its own multiplier (two roundings), summed, then requantized to the output."""
+def add(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
+    """ADD / SUB (int8 / uint8): each input ``(q - zp) << 20`` scaled to twice the larger
+    input scale with its own multiplier (two roundings), summed (subtracted), then
+    requantized to the output. SUB's Prepare derives its multipliers exactly as ADD's."""
     where = op.where
     g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
     g_out = grid(b, op.outputs[0], where)
@@ -122,9 +123,25 @@ def add(b: GraphBuilder, op: Operator) -> None:
         t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]
         parts.append(rounding_divide_by_pot(b, t, -e))
         bound += g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1
-    raw = b.emit("Add", parts)[0]
+    raw = b.emit("Sub" if subtract else "Add", parts)[0]
     m_out, e_out = quantize_multiplier(out_real)
     y = requantize(b, raw, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def mul(b: GraphBuilder, op: Operator) -> None:
+    """MUL (int8 / uint8): ``(q1 - zp1) * (q2 - zp2)`` requantized with the multiplier
+    ``s1 * s2 / s_out``, which its Prepare computes in float32 before QuantizeMultiplier."""
+    where = op.where
+    g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
+    g_out = grid(b, op.outputs[0], where)
+    # |products| <= 255 * 255: exact in float32
+    x1, x2 = offsets(b, op.inputs[0], where), offsets(b, op.inputs[1], where)
+    acc = cast(b, b.emit("Mul", [x1, x2])[0], TensorProto.DOUBLE)
+    f32 = np.float32
+    m0, shift = quantize_multiplier(float(f32(f32(g1.scale) * f32(g2.scale)) / f32(g_out.scale)))
+    bound = float(g1.max_abs_offset * g2.max_abs_offset)
+    y = requantize(b, acc, np.int64(m0), np.int64(shift), bound, g_out.scale, where)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
