@@ -28,6 +28,7 @@ from tflite2qonnx.cli import main
 from tflite2qonnx.reader import read_model
 
 COVERED = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MEAN", "AVERAGE_POOL_2D"}
+COVERED |= {"SOFTMAX", "QUANTIZE", "MUL", "SUB", "LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU"}
 V1 = "t2o__mobilenet_v1_0.25_128_quant.tflite"
 CORAL = "coral__tf2_mobilenet_v2_1.0_224_ptq.tflite"
 HELLO_WORLD = "tflm__hello_world_int8.tflite"
@@ -80,7 +81,7 @@ def test_single_op_int8_model_equals_builtin_kernels(name: str) -> None:
 def test_every_covered_operator_equals_builtin_kernels(model: str) -> None:
     """Op by op on the interpreter's own tensors (2 inputs): covered operators 100% equal
     (hello_world: per-tensor int8 FULLY_CONNECTED; the MobileNets: uint8 and per-channel int8
-    convolutions, ADD, MEAN, AVERAGE_POOL_2D)."""
+    convolutions, ADD, MEAN, AVERAGE_POOL_2D, SOFTMAX, Coral's int8 -> uint8 QUANTIZE)."""
     path = CORPUS / "tflite" / model
     per_op = steps_per_op(path, read_model(path).subgraphs[0], xnnpack=False, bit_exact=True)
     covered = {key: steps for key, steps in per_op.items() if key[1] in COVERED}
@@ -164,13 +165,15 @@ def test_float_model_is_unaffected_by_bit_exact() -> None:
 
 
 @requires_corpus
+@pytest.mark.keras
 def test_integer_operators_left_to_single_rounding_are_named():
-    """Never a silent approximation: SOFTMAX (a lookup table in TFLite) is not emulated, and the
-    warning says so; a model of covered operators only converts without one."""
+    """Never a silent approximation: PRELU (not emulated) is named by the warning; the corpus
+    MobileNets, SOFTMAX and QUANTIZE included, convert without one."""
     from qonnx_ingest.errors import ConversionWarning
 
-    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator\(s\).*: SOFTMAX$"):
-        convert(CORPUS / "tflite" / V1, bit_exact=True)
+    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator\(s\).*: PRELU$"):
+        convert(_int8_model("prelu"), bit_exact=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConversionWarning)
-        convert(CORPUS / "tflite" / "t2o__conv.uint8.tflite", bit_exact=True)
+        for model in (V1, CORAL, "t2o__conv.uint8.tflite"):
+            convert(CORPUS / "tflite" / model, bit_exact=True)
