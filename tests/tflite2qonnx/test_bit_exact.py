@@ -177,3 +177,28 @@ def test_integer_operators_left_to_single_rounding_are_named():
         warnings.simplefilter("error", ConversionWarning)
         for model in (V1, CORAL, "t2o__conv.uint8.tflite"):
             convert(CORPUS / "tflite" / model, bit_exact=True)
+
+
+@requires_corpus
+def test_hello_world_equals_builtin_kernels_on_every_stored_input() -> None:
+    """hello_world's one int8 input, all 256 values: its per-tensor int8 FULLY_CONNECTED layers
+    requantize with one rounding (the 64-bit multiply); two roundings differ on 23 inputs."""
+    from litert_compare import real_value
+
+    from qonnx_ingest.verification import run_converted
+
+    path = CORPUS / "tflite" / HELLO_WORLD
+    model = convert(path, bit_exact=True)
+    it = reference_interpreter(path)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    theirs, feeds = [], []
+    for q in range(-128, 128):
+        x = np.full(inp["shape"], q, np.int8)
+        it.set_tensor(inp["index"], x)
+        it.invoke()
+        theirs.append(int(it.get_tensor(out["index"]).ravel()[0]))
+        feeds.append({inp["name"]: real_value(x, inp["quantization"])})
+    outputs, _ = run_converted(model, feeds)
+    scale, zero_point = out["quantization"]
+    ours = [int(np.round(o[out["name"]].ravel()[0] / scale) + zero_point) for o in outputs]
+    assert ours == theirs, f"{sum(a != b for a, b in zip(ours, theirs))} of 256 differ"

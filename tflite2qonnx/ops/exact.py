@@ -74,9 +74,10 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     )
     s_w = b.tensor(op.inputs[1]).quantization.scale
     m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, len(s_w) == 1)
-    # per-channel weights: FullyConnectedPerChannel requantizes with the 64-bit
-    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits)
-    single = len(s_w) > 1
+    # int8 (per-channel and per-tensor weights alike) requantizes with the 64-bit
+    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits); uint8
+    # with the 32-bit one (two roundings). hello_world's second layer tells them apart.
+    single = len(s_w) > 1 or b.tensor(op.inputs[0]).dtype == "int8"
     _finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
     )
