@@ -201,4 +201,5 @@ def test_hello_world_equals_builtin_kernels_on_every_stored_input() -> None:
     outputs, _ = run_converted(model, feeds)
     scale, zero_point = out["quantization"]
     ours = [int(np.round(o[out["name"]].ravel()[0] / scale) + zero_point) for o in outputs]
-    assert ours == theirs, f"{sum(a != b for a, b in zip(ours, theirs))} of 256 differ"
+    differ = sum(a != b for a, b in zip(ours, theirs, strict=True))
+    assert ours == theirs, f"{differ} of 256 differ"

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.keras
 
 
 def _case(name: str):
-    from tf_models import TWO, CASES, OpCase, _conv_then, _fn
+    from tf_models import CASES, TWO, OpCase, _conv_then, _fn
 
     extra = {
         "mul_relu": OpCase("MUL", _fn(lambda tf, t: tf.nn.relu(t[0] * t[1])), TWO),

@@ -105,10 +105,10 @@ def relu_table(act_min: float, act_max: float):
         m0, shift = _multiplier(float(_F32(g_in.scale) / _F32(g_out.scale)))
         y = multiply_by_quantized_multiplier(q - g_in.zero_point, m0, shift) + g_out.zero_point
         y = _clamp(y, g_out)
-        lo = g_out.zero_point + int(_round_away(_F32(act_min) / _F32(g_out.scale)))
-        y = np.maximum(y, lo)
+        y = np.maximum(y, g_out.zero_point + int(_round_away(_F32(act_min) / _F32(g_out.scale))))
         if np.isfinite(act_max):
-            y = np.minimum(y, g_out.zero_point + int(_round_away(_F32(act_max) / _F32(g_out.scale))))
+            hi = g_out.zero_point + int(_round_away(_F32(act_max) / _F32(g_out.scale)))
+            y = np.minimum(y, hi)
         return _clamp(y, g_out)
 
     return table

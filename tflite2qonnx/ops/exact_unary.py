@@ -50,7 +50,10 @@ def convert(b: GraphBuilder, op: Operator) -> bool:
             f"bit_exact: {op.name} with a per-axis or non-8-bit side is not emulated", op.where
         )
     src, dst = b.tensor(op.inputs[0]).quant, b.tensor(op.outputs[0]).quant
-    one_grid = (float(src.scale), float(src.zero_point)) == (float(dst.scale), float(dst.zero_point))
+    one_grid = (float(src.scale), float(src.zero_point)) == (
+        float(dst.scale),
+        float(dst.zero_point),
+    )
     if one_grid and (op.name in _CLAMPS or op.name == "QUANTIZE"):
         return False  # a copy or clamp of the integers: the default graph is exact
     unary_table(b, op, _KERNELS[op.name](op))
