@@ -167,12 +167,12 @@ def test_float_model_is_unaffected_by_bit_exact() -> None:
 @requires_corpus
 @pytest.mark.keras
 def test_integer_operators_left_to_single_rounding_are_named():
-    """Never a silent approximation: PRELU (not emulated) is named by the warning; the corpus
-    MobileNets, SOFTMAX and QUANTIZE included, convert without one."""
+    """Never a silent approximation: LOG_SOFTMAX (not emulated) is named by the warning; the
+    corpus MobileNets, SOFTMAX and QUANTIZE included, convert without one."""
     from qonnx_ingest.errors import ConversionWarning
 
-    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator\(s\).*: PRELU$"):
-        convert(_int8_model("prelu"), bit_exact=True)
+    with pytest.warns(ConversionWarning, match=r"leaves 1 integer operator\(s\).*: LOG_SOFTMAX$"):
+        convert(_int8_model("log_softmax"), bit_exact=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConversionWarning)
         for model in (V1, CORAL, "t2o__conv.uint8.tflite"):

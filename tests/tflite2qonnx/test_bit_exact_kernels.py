@@ -1,5 +1,5 @@
 """--bit-exact's SOFTMAX, table (LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, RELU family,
-QUANTIZE) and MUL / SUB kernels against the interpreter's builtin reference kernels.
+QUANTIZE) and MUL / SUB / PRELU kernels against the interpreter's builtin reference kernels.
 
 Everything is compared with the interpreter (BUILTIN_REF resolver) on TF-generated int8
 models, some with one operator's output grid or code edited (``hand_built.edit_operator``);
@@ -118,11 +118,12 @@ def test_softmax_equals_builtin(name: str, edit: dict) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["mul", "mul_broadcast_constant", "mul_relu", "sub", "sub_then_mul_relu6"]
+    "name", ["mul", "mul_broadcast_constant", "mul_relu", "sub", "sub_then_mul_relu6", "prelu"]
 )
-def test_mul_and_sub_equal_builtin(name: str) -> None:
+def test_mul_sub_prelu_equal_builtin(name: str) -> None:
     """MUL's product requantized once with its float32-derived multiplier; SUB as ADD with
-    the second input negated; fused RELU / RELU6 clamps on the output grid."""
+    the second input negated; fused RELU / RELU6 clamps on the output grid; PRELU's two
+    multipliers, per sign, with a per-channel alpha broadcast."""
     data = _model(name)
     steps = _exactly_equal(data, n_inputs=8)
     assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"

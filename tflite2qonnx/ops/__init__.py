@@ -113,7 +113,7 @@ OPERATORS: dict[str, Op] = {
     "PAD": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "PADV2": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "POW": Op(ew.pow_),
-    "PRELU": Op(ew.prelu),
+    "PRELU": Op(ew.prelu, bit_exact=EMULATED),
     "QUANTIZE": Op(quantize, bit_exact=EMULATED),
     "REDUCE_MAX": Op(reduce.reduce_max, operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_MIN": Op(reduce.reduce_min, operands=rules.reduction, bit_exact=EXACT),

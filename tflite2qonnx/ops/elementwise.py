@@ -82,6 +82,8 @@ logistic = _unary("Sigmoid")
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
     """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does."""
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.prelu(b, op)
     y = b.emit("PRelu", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 

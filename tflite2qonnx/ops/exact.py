@@ -1,5 +1,5 @@
-"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB, MUL, MEAN
-and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
+"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB, MUL, PRELU,
+MEAN and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
 
 Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
 integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
@@ -144,6 +144,26 @@ def mul(b: GraphBuilder, op: Operator) -> None:
     bound = float(g1.max_abs_offset * g2.max_abs_offset)
     y = requantize(b, acc, np.int64(m0), np.int64(shift), bound, g_out.scale, where)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def prelu(b: GraphBuilder, op: Operator) -> None:
+    """PRELU (int8 / uint8): ``x = q - zp`` requantized by ``s_in / s_out`` where x >= 0, and
+    ``x * (alpha - zp_alpha)`` by ``s_in * s_alpha / s_out`` elsewhere (both in double, as
+    its Prepare computes them); alpha broadcasts against x as numpy's rules say."""
+    where = op.where
+    g_in, g_a = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
+    g_out = grid(b, op.outputs[0], where)
+    x = offsets(b, op.inputs[0], where)
+    x64 = cast(b, x, TensorProto.DOUBLE)
+    m1, sh1 = quantize_multiplier(g_in.scale / g_out.scale)
+    pos = requantize(b, x64, np.int64(m1), np.int64(sh1), g_in.max_abs_offset, g_out.scale, where)
+    product = cast(b, b.emit("Mul", [x, offsets(b, op.inputs[1], where)])[0], TensorProto.DOUBLE)
+    m2, sh2 = quantize_multiplier(g_in.scale * g_a.scale / g_out.scale)
+    bound = float(g_in.max_abs_offset * g_a.max_abs_offset)
+    neg = requantize(b, product, np.int64(m2), np.int64(sh2), bound, g_out.scale, where)
+    zero = b.const(np.array(0.0, np.float32), "zero")
+    y = b.emit("Where", [b.emit("Less", [x, zero])[0], neg, pos])[0]
+    b.set_output(op.outputs[0], y)
 
 
 def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
