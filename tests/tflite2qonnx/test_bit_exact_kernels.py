@@ -1,5 +1,6 @@
 """--bit-exact's SOFTMAX, table (LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, RELU family,
-QUANTIZE) and MUL / SUB / PRELU kernels against the interpreter's builtin reference kernels.
+QUANTIZE) and two-input (MUL, SUB, PRELU, SQUARED_DIFFERENCE) kernels against the
+interpreter's builtin reference kernels.
 
 Everything is compared with the interpreter (BUILTIN_REF resolver) on TF-generated int8
 models, some with one operator's output grid or code edited (``hand_built.edit_operator``);
@@ -29,6 +30,11 @@ def _case(name: str):
         "mul_relu": OpCase("MUL", _fn(lambda tf, t: tf.nn.relu(t[0] * t[1])), TWO),
         "sub_then_mul_relu6": OpCase(
             "SUB", _fn(lambda tf, t: tf.nn.relu6((t[0] - t[1]) * 4.0)), TWO
+        ),
+        "squared_difference_broadcast": OpCase(
+            "SQUARED_DIFFERENCE",
+            _fn(lambda tf, t: tf.math.squared_difference(t[0] * 3.0, t[1])),
+            ((1, 8, 8, 4), (1, 1, 1, 4)),
         ),
         "softmax_1001": OpCase("SOFTMAX", _fn(lambda tf, x: tf.nn.softmax(x * 8.0)), ((2, 1001),)),
         "conv_then_logistic": OpCase("LOGISTIC", _conv_then(lambda tf, x: tf.sigmoid(x * 3.0))),
@@ -117,13 +123,16 @@ def test_softmax_equals_builtin(name: str, edit: dict) -> None:
     assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"
 
 
-@pytest.mark.parametrize(
-    "name", ["mul", "mul_broadcast_constant", "mul_relu", "sub", "sub_then_mul_relu6", "prelu"]
-)
-def test_mul_sub_prelu_equal_builtin(name: str) -> None:
+BINARY_CASES = ["mul", "mul_broadcast_constant", "mul_relu", "sub", "sub_then_mul_relu6"]
+BINARY_CASES += ["prelu", "squared_difference", "squared_difference_broadcast"]
+
+
+@pytest.mark.parametrize("name", BINARY_CASES)
+def test_two_input_kernels_equal_builtin(name: str) -> None:
     """MUL's product requantized once with its float32-derived multiplier; SUB as ADD with
     the second input negated; fused RELU / RELU6 clamps on the output grid; PRELU's two
-    multipliers, per sign, with a per-channel alpha broadcast."""
+    multipliers, per sign, with a per-channel alpha broadcast; SQUARED_DIFFERENCE's inputs
+    rescaled as ADD's (a left shift of 7), the difference squared and requantized."""
     data = _model(name)
     steps = _exactly_equal(data, n_inputs=8)
     assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"

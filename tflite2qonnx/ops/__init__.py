@@ -142,7 +142,7 @@ OPERATORS: dict[str, Op] = {
     "SPLIT_V": Op(slicing.split_v, operands=rules.split_v, bit_exact=EXACT),
     "SQRT": Op(ew.sqrt),
     "SQUARE": Op(ew.square),
-    "SQUARED_DIFFERENCE": Op(ew.squared_difference),
+    "SQUARED_DIFFERENCE": Op(ew.squared_difference, bit_exact=EMULATED),
     "SQUEEZE": Op(shape.squeeze, bit_exact=EXACT),
     "STRIDED_SLICE": Op(slicing.strided_slice, operands=rules.strided_slice, bit_exact=EXACT),
     "SUB": Op(ew.sub, bit_exact=EMULATED),

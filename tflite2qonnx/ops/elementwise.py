@@ -113,6 +113,8 @@ def _is_int(b: GraphBuilder, idx: int) -> bool:
 
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.squared_difference(b, op)
     d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
 

@@ -1,5 +1,6 @@
 """The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB, MUL, PRELU,
-MEAN and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
+SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference
+kernels compute them.
 
 Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
 integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
@@ -103,31 +104,57 @@ def _finish_accumulator(
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def add(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
-    """ADD / SUB (int8 / uint8): each input ``(q - zp) << 20`` scaled to twice the larger
-    input scale with its own multiplier (two roundings), summed (subtracted), then
-    requantized to the output. SUB's Prepare derives its multipliers exactly as ADD's."""
+def _rescaled_inputs(b: GraphBuilder, op: Operator, left_shift: int):
+    """Both inputs' ``(q - zp) << left_shift`` on twice the larger input scale, each with its
+    own multiplier (SRDHM, then RoundingDivideByPOT): float64 values, their bounds, and that
+    doubled scale (a double of the larger float32 scale, as ADD, SUB and SQUARED_DIFFERENCE's
+    Prepare compute it)."""
     where = op.where
     g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
-    g_out = grid(b, op.outputs[0], where)
-    left_shift = 20
     twice_max = 2.0 * float(np.float32(max(np.float32(g1.scale), np.float32(g2.scale))))
-    out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
-    parts, bound = [], 0.0
+    parts, bounds = [], []
     for idx, g in ((op.inputs[0], g1), (op.inputs[1], g2)):
         m, e = quantize_multiplier(g.scale / twice_max)
         if e > 0:
-            raise ConversionError("bit_exact: ADD input multiplier >= 1", where)
+            raise ConversionError(f"bit_exact: {op.name} input multiplier >= 1", where)
         x = cast(b, offsets(b, idx, where), TensorProto.DOUBLE)
-        # (x << 20) * m / 2^31: x * m has at most 40 bits, so this product is exact
+        # (x << left_shift) * m / 2^31: x * m has at most 40 bits, so this product is exact
         v = b.emit("Mul", [x, f64(b, m * 2.0 ** (left_shift - 31), "multiplier")])[0]
         t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]
         parts.append(rounding_divide_by_pot(b, t, -e))
-        bound += g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1
+        bounds.append(g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1)
+    return parts, bounds, twice_max
+
+
+def add(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
+    """ADD / SUB (int8 / uint8): the inputs rescaled with a left shift of 20, summed
+    (subtracted), then requantized to the output. SUB's Prepare derives its multipliers
+    exactly as ADD's."""
+    where = op.where
+    g_out = grid(b, op.outputs[0], where)
+    left_shift = 20
+    parts, bounds, twice_max = _rescaled_inputs(b, op, left_shift)
+    out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
     raw = b.emit("Sub" if subtract else "Add", parts)[0]
     m_out, e_out = quantize_multiplier(out_real)
-    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
+    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), sum(bounds), g_out.scale, where)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def squared_difference(b: GraphBuilder, op: Operator) -> None:
+    """SQUARED_DIFFERENCE (int8): the inputs rescaled with a left shift of 7, their
+    difference squared (below 2^31, exact in float64), requantized by ``twice_max^2 /
+    (2^14 * s_out)``."""
+    where = op.where
+    g_out = grid(b, op.outputs[0], where)
+    parts, bounds, twice_max = _rescaled_inputs(b, op, 7)
+    out_real = twice_max * twice_max / float(np.float32((1 << 14) * np.float32(g_out.scale)))
+    diff = b.emit("Sub", parts)[0]
+    square = b.emit("Mul", [diff, diff])[0]
+    m_out, e_out = quantize_multiplier(out_real)
+    bound = sum(bounds) ** 2
+    y = requantize(b, square, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
+    b.set_output(op.outputs[0], y)
 
 
 def mul(b: GraphBuilder, op: Operator) -> None:
