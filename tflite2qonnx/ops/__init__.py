@@ -123,7 +123,9 @@ OPERATORS: dict[str, Op] = {
     "RELU_N1_TO_1": Op(ew.relu_n1_to_1, bit_exact=EMULATED),
     "RELU6": Op(relu6, bit_exact=EMULATED),
     "RESHAPE": Op(shape.reshape, bit_exact=EXACT),
-    "RESIZE_BILINEAR": Op(resize_bilinear, ranks=((4,), (4,)), operands=rules.resize),
+    "RESIZE_BILINEAR": Op(
+        resize_bilinear, ranks=((4,), (4,)), operands=rules.resize, bit_exact=EMULATED
+    ),
     "RESIZE_NEAREST_NEIGHBOR": Op(
         resize_nearest_neighbor, ranks=((4,), (4,)), operands=rules.resize, bit_exact=EXACT
     ),
