@@ -1,6 +1,6 @@
 """--bit-exact's SOFTMAX, table (LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, RELU family,
-QUANTIZE), two-input (MUL, SUB, PRELU, SQUARED_DIFFERENCE) and RESIZE_BILINEAR kernels
-against the interpreter's builtin reference kernels.
+QUANTIZE), two-input (MUL, SUB, PRELU, SQUARED_DIFFERENCE, BATCH_MATMUL) and
+RESIZE_BILINEAR kernels against the interpreter's builtin reference kernels.
 
 Everything is compared with the interpreter (BUILTIN_REF resolver) on TF-generated int8
 models, some with one operator's output grid or code edited (``hand_built.edit_operator``);
@@ -43,6 +43,11 @@ def _case(name: str):
                     x, (13, 7), half_pixel_centers=True
                 )
             ),
+        ),
+        "batch_matmul_adj_x_deep": OpCase(
+            "BATCH_MATMUL",
+            _fn(lambda tf, t: tf.matmul(t[0], t[1], transpose_a=True)),
+            ((2, 40, 5), (2, 40, 6)),
         ),
         "softmax_1001": OpCase("SOFTMAX", _fn(lambda tf, x: tf.nn.softmax(x * 8.0)), ((2, 1001),)),
         "conv_then_logistic": OpCase("LOGISTIC", _conv_then(lambda tf, x: tf.sigmoid(x * 3.0))),
@@ -133,6 +138,7 @@ def test_softmax_equals_builtin(name: str, edit: dict) -> None:
 
 BINARY_CASES = ["mul", "mul_broadcast_constant", "mul_relu", "sub", "sub_then_mul_relu6"]
 BINARY_CASES += ["prelu", "squared_difference", "squared_difference_broadcast"]
+BINARY_CASES += ["batch_matmul", "batch_matmul_adj_y", "batch_matmul_adj_x_deep"]
 
 
 @pytest.mark.parametrize("name", BINARY_CASES)
@@ -140,7 +146,8 @@ def test_two_input_kernels_equal_builtin(name: str) -> None:
     """MUL's product requantized once with its float32-derived multiplier; SUB as ADD with
     the second input negated; fused RELU / RELU6 clamps on the output grid; PRELU's two
     multipliers, per sign, with a per-channel alpha broadcast; SQUARED_DIFFERENCE's inputs
-    rescaled as ADD's (a left shift of 7), the difference squared and requantized."""
+    rescaled as ADD's (a left shift of 7), the difference squared and requantized;
+    BATCH_MATMUL's integer product requantized with two roundings."""
     data = _model(name)
     steps = _exactly_equal(data, n_inputs=8)
     assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"

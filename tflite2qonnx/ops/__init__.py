@@ -58,7 +58,7 @@ OPERATORS: dict[str, Op] = {
     "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
     "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
-    "BATCH_MATMUL": Op(batch_matmul),
+    "BATCH_MATMUL": Op(batch_matmul, bit_exact=EMULATED),
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "CAST": Op(ew.cast),
     "CEIL": Op(ew.ceil),

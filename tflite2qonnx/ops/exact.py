@@ -1,6 +1,6 @@
-"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB, MUL, PRELU,
-SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference
-kernels compute them.
+"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, ADD,
+SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8
+reference kernels compute them.
 
 Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
 integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
@@ -82,6 +82,32 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     _finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
     )
+
+
+def batch_matmul(b: GraphBuilder, op: Operator) -> None:
+    """BATCH_MATMUL (int8): the integer product of both operands' ``q - zp`` (adj_x / adj_y
+    transpose the last two axes first), requantized with the float32 product of the input
+    scales over the output scale (GetQuantizedConvolutionMultipler) by the 32-bit
+    MultiplyByQuantizedMultiplier (two roundings, unlike int8 FULLY_CONNECTED)."""
+    where = op.where
+    grids = [grid(b, i, where) for i in op.inputs[:2]]
+    g_out = grid(b, op.outputs[0], where)
+    operands = []
+    for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
+        x = offsets(b, idx, where)
+        if op.options.get(key, False):
+            rank = len(b.tensor(idx).shape)
+            x = b.emit("Transpose", [x], perm=[*range(rank - 2), rank - 1, rank - 2])[0]
+        operands.append(x)
+    lhs_shape = b.tensor(op.inputs[0]).shape
+    depth = lhs_shape[-2] if op.options.get("adj_x", False) else lhs_shape[-1]
+    if depth * grids[0].max_abs_offset * grids[1].max_abs_offset >= EXACT_F32:
+        raise ConversionError("bit_exact: BATCH_MATMUL too deep for exact float32 sums", where)
+    acc = cast(b, b.emit("MatMul", operands)[0], TensorProto.DOUBLE)
+    m0, shift = conv_multipliers(grids[0].scale, [grids[1].scale], g_out.scale, True)
+    bound = float(depth * grids[0].max_abs_offset * grids[1].max_abs_offset)
+    y = requantize(b, acc, m0[0], shift[0], bound, g_out.scale, where)
+    b.set_output(op.outputs[0], y)
 
 
 def _finish_accumulator(
