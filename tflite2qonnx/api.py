@@ -46,10 +46,10 @@ def convert(
     records each permutation. ``layouts`` forces tensors to "NHWC" or "NCHW".
 
     ``bit_exact`` emulates the builtin int8 / uint8 kernels' integer arithmetic bit for bit
-    (convolutions, FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB, MUL, MEAN, AVERAGE_POOL_2D,
-    SOFTMAX, LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, PRELU, SQUARED_DIFFERENCE,
-    RESIZE_BILINEAR, RELU family, QUANTIZE; see ``tflite2qonnx.fixed_point``); the default
-    rounds once per op, like XNNPACK.
+    (convolutions incl. TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB, MUL, MEAN,
+    AVERAGE_POOL_2D, SOFTMAX, LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, PRELU,
+    SQUARED_DIFFERENCE, RESIZE_BILINEAR, RELU family, QUANTIZE; see
+    ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK.
     """
     tfl = read_model(source)
     if len(tfl.subgraphs) != 1:

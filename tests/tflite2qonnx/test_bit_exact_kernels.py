@@ -1,6 +1,6 @@
 """--bit-exact's SOFTMAX, table (LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, RELU family,
-QUANTIZE), two-input (MUL, SUB, PRELU, SQUARED_DIFFERENCE, BATCH_MATMUL) and
-RESIZE_BILINEAR kernels against the interpreter's builtin reference kernels.
+QUANTIZE), two-input (MUL, SUB, PRELU, SQUARED_DIFFERENCE, BATCH_MATMUL), RESIZE_BILINEAR
+and TRANSPOSE_CONV kernels against the interpreter's builtin reference kernels.
 
 Everything is compared with the interpreter (BUILTIN_REF resolver) on TF-generated int8
 models, some with one operator's output grid or code edited (``hand_built.edit_operator``);
@@ -161,6 +161,13 @@ RESIZE_CASES += ["resize_bilinear_half_pixel", "resize_bilinear_half_pixel_down"
 def test_resize_bilinear_equals_builtin(name: str) -> None:
     """ResizeBilinearInteger's 10-bit corners and weights, every coordinate mode, up and down,
     after a conv too (the default conversion is a step off on 4-19% of these outputs)."""
+    steps = _exactly_equal(_model(name), n_inputs=4)
+    assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"
+
+
+@pytest.mark.parametrize("name", ["transpose_conv_same_stride2", "transpose_conv_valid"])
+def test_transpose_conv_equals_builtin(name: str) -> None:
+    """The integer ConvTranspose of per-channel int8 weights, requantized per channel."""
     steps = _exactly_equal(_model(name), n_inputs=4)
     assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"
 

@@ -152,7 +152,7 @@ OPERATORS: dict[str, Op] = {
     "TANH": Op(ew.tanh, bit_exact=EMULATED),
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
-    "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,))),
+    "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,)), bit_exact=EMULATED),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }

@@ -1,6 +1,6 @@
-"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, ADD,
-SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's builtin int8 / uint8
-reference kernels compute them.
+"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED,
+BATCH_MATMUL, ADD, SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's
+builtin int8 / uint8 reference kernels compute them.
 
 Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
 integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
@@ -62,6 +62,24 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
         g_in.scale, s_w, g_out.scale, per_tensor and b.tensor(op.inputs[0]).dtype == "uint8"
     )
     _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2)
+
+
+def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:
+    """TRANSPOSE_CONV (int8 input, per-channel int8 weights): the integer ConvTranspose of
+    ``q - zp`` (inputs: output shape, weights, input[, bias]), bias added, requantized per
+    output channel with the 32-bit MultiplyByQuantizedMultiplier."""
+    where = op.where
+    w_idx, x_idx = op.inputs[1], op.inputs[2]
+    if b.tensor(x_idx).dtype != "int8":
+        raise ConversionError("bit_exact: only int8 TRANSPOSE_CONV is emulated", where)
+    g_in, g_out = grid(b, x_idx, where), grid(b, op.outputs[0], where)
+    w, w_zp = integer_weights(b, w_idx, perm, where)
+    x = offsets(b, x_idx, where)
+    max_x = g_in.max_abs_offset
+    acc, bound = integer_product(b, "ConvTranspose", x, w, w_idx, w_zp, 1, max_x, where, **attrs)
+    s_w = b.tensor(w_idx).quantization.scale
+    m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, False)
+    _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=3)
 
 
 def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
