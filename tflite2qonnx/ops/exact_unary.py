@@ -21,8 +21,12 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_tables as tables
 from tflite2qonnx.ops.exact_lut import unary_table
 
-_CLAMPS = {"RELU": (0.0, np.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
-_CLAMPS["RELU_0_TO_1"] = (0.0, 1.0)
+_CLAMPS = {
+    "RELU": (0.0, np.inf),
+    "RELU6": (0.0, 6.0),
+    "RELU_N1_TO_1": (-1.0, 1.0),
+    "RELU_0_TO_1": (0.0, 1.0),
+}
 
 _KERNELS: dict[str, Callable[[Operator], Callable]] = {
     "LOGISTIC": lambda op: tables.logistic_table,
