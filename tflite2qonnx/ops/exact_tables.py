@@ -9,6 +9,7 @@ exactly as the builtin kernel does (``tflite2qonnx.ops.exact_lut`` turns it into
 * LEAKY_RELU: reference_ops::QuantizeLeakyRelu, one 32-bit multiplier per sign.
 * RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1: QuantizedReluX (requantize, then clamp).
 * QUANTIZE between integer grids: reference_ops::Requantize.
+* uint8 CONCATENATION's rescaled inputs: ConcatenationWithScaling's float32 affine map.
 
 The multipliers are derived with the precision each Prepare uses (float32 where it divides
 floats, double where it casts first); the tests pin each against the interpreter.
@@ -127,6 +128,14 @@ def leaky_relu_table(alpha: float):
         return _clamp(np.where(x >= 0, pos, neg) + g_out.zero_point, g_out)
 
     return table
+
+
+def concat_rescale_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
+    """ConcatenationWithScaling (uint8): ``round(q * scale + bias) + zp_out`` in float32."""
+    scale = _F32(_F32(g_in.scale) * (_F32(1.0) / _F32(g_out.scale)))
+    bias = _F32(_F32(-g_in.zero_point) * scale)
+    value = ((q.astype(_F32) * scale).astype(_F32) + bias).astype(_F32)
+    return _clamp(_round_away(value).astype(np.int64) + g_out.zero_point, g_out)
 
 
 def _int16_multiplier(real: float) -> tuple[int, int]:
