@@ -1,6 +1,5 @@
 """--bit-exact for the one-input int8 / uint8 kernels: LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU,
-the RELU family between differing grids, QUANTIZE between integer grids, and the per-input
-rescaling of a uint8 CONCATENATION.
+the RELU family between differing grids, and QUANTIZE between integer grids.
 
 Each becomes a Gather on the 256-entry table of ``tflite2qonnx.ops.exact_tables``. Converters
 call ``convert`` first under bit_exact; it returns False (nothing emitted) where the default
@@ -16,11 +15,11 @@ import numpy as np
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.dtypes import INT8_TYPES
-from tflite2qonnx.fixed_point import grid, is_integer_op, raw_integers
+from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_tables as tables
-from tflite2qonnx.ops.exact_lut import lookup, storage_range, unary_table
+from tflite2qonnx.ops.exact_lut import unary_table
 
 _CLAMPS = {
     "RELU": (0.0, np.inf),
@@ -62,36 +61,4 @@ def convert(b: GraphBuilder, op: Operator) -> bool:
     if one_grid and (op.name in _CLAMPS or op.name == "QUANTIZE"):
         return False  # a copy or clamp of the integers: the default graph is exact
     unary_table(b, op, _KERNELS[op.name](op))
-    return True
-
-
-def concatenation(b: GraphBuilder, op: Operator) -> bool:
-    """uint8 CONCATENATION of inputs on differing grids (ConcatenationWithScaling): each such
-    input's integers mapped by ``round(q * scale + bias) + zp_out`` in float32 (scale =
-    s_in * (1 / s_out), bias = -zp_in * scale), a table per input; int8 requires one grid.
-    False (nothing emitted) where every input shares the output's grid or is not uint8."""
-    if not b.bit_exact or b.tensor(op.outputs[0]).dtype != "uint8":
-        return False
-    if not all(b.tensor(i).dtype == "uint8" for i in op.inputs):
-        return False
-    g_out = grid(b, op.outputs[0], op.where)
-    grids = [grid(b, i, op.where) for i in op.inputs]
-    same = [(g.scale, g.zero_point) == (g_out.scale, g_out.zero_point) for g in grids]
-    if all(same):
-        return False
-    values = []
-    for idx, g, keep in zip(op.inputs, grids, same, strict=True):
-        if keep:
-            values.append(b.input(idx))
-            continue
-        x_raw, _ = raw_integers(b, idx, op.where)
-        q = storage_range(g)
-        q_out = tables.concat_rescale_table(q, g, g_out)
-        real = np.float32(g_out.scale) * (q_out - g_out.zero_point).astype(np.float32)
-        values.append(lookup(b, x_raw, 0, real, "concat_rescale"))
-    from tflite2qonnx.ops.activation import fused_activation  # activation imports this module
-
-    axis = int(op.options.get("axis", 0)) % len(b.tensor(op.outputs[0]).shape)
-    y = b.emit("Concat", values, axis=axis)[0]
-    b.set_output(op.outputs[0], fused_activation(b, op, y))
     return True
