@@ -50,9 +50,11 @@ def convert(
     feed convolutions are channels-first unless ``keep_io_layout``; the ``layout`` metadata
     records each permutation. ``layouts`` forces tensors to "NHWC" or "NCHW".
 
-    ``bit_exact`` emulates the builtin integer kernels' fixed-point requantization of int8 /
-    uint8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and AVERAGE_POOL_2D bit for
-    bit (see ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK.
+    ``bit_exact`` emulates the builtin int8 / uint8 kernels' integer arithmetic bit for bit
+    (convolutions incl. TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB, MUL, MEAN,
+    AVERAGE_POOL_2D, SOFTMAX, LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, PRELU,
+    SQUARED_DIFFERENCE, RESIZE_BILINEAR, RELU family, QUANTIZE; see
+    ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK.
 
     ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1
     unless ``batch_size``; ``input_shapes`` are NHWC) and writes Conv / MaxPool /

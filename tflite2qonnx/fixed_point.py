@@ -31,14 +31,17 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
   add the zero point and clamp.
 
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
-kernels for int8 and uint8 (per-channel FULLY_CONNECTED uses the 64-bit, single-rounding
-multiply); a covered op it cannot make exact (int16 activations, a uint8 MEAN over H and W,
-MEAN with equal input and output grids, weight zero points per channel) raises
-ConversionError rather than silently rounding once. Ops not covered here (SUB, MUL,
-SOFTMAX, ...) convert as by default; float ops and float models are untouched.
+kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply); a
+covered op it cannot make exact (int16 activations, a uint8 MEAN over H and W, MEAN with equal
+input and output grids, weight zero points per channel) raises ConversionError rather than
+silently rounding once. Ops not covered (PRELU, SQUARED_DIFFERENCE, ...) convert as by default
+and the conversion warns; float ops and float models are untouched.
 
-This module is the arithmetic and the graph pieces; the kernels that use them are operator code,
-``tflite2qonnx.ops.exact``, and how --bit-exact treats each operator is in its record.
+This module is the arithmetic and the graph pieces; the kernels that use them are operator code
+(``tflite2qonnx.ops.exact``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
+ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact_softmax``;
+``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_unary`` with ``ops.exact_tables``: the
+one-input kernels as lookup tables), and how --bit-exact treats each operator is in its record.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact_unary
 from tflite2qonnx.ops.common import clip_bounds
 
 
@@ -34,8 +35,12 @@ def fused_activation(b: GraphBuilder, op: Operator, x: str) -> str:
 
 
 def relu(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     b.set_output(op.outputs[0], b.emit("Relu", [b.input(op.inputs[0])])[0])
 
 
 def relu6(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     b.set_output(op.outputs[0], _clip(b, b.input(op.inputs[0]), 0.0, 6.0))

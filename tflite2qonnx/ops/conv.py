@@ -72,12 +72,14 @@ def transpose_conv(b: GraphBuilder, op: Operator) -> None:
         begins.append(begin)
         ends.append(max(end, 0))
         extra.append(max(-end, 0))
-    inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]
-    if len(op.inputs) > 3 and op.inputs[3] >= 0:
-        inputs.append(b.input(op.inputs[3]))
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": begins + ends}
     if any(extra):
         attrs["output_padding"] = extra
+    if b.bit_exact and b.tensor(x_idx).integer_quantized:
+        return exact.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
+    inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        inputs.append(b.input(op.inputs[3]))
     y = b.emit("ConvTranspose", inputs, **attrs)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact
+from tflite2qonnx.ops import exact, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -52,12 +52,26 @@ def add(b: GraphBuilder, op: Operator) -> None:
     return _add(b, op)
 
 
-sub = _binary("Sub")
-mul = _binary("Mul")
+_sub = _binary("Sub")
+_mul = _binary("Mul")
+
+
+def sub(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.add(b, op, subtract=True)
+    return _sub(b, op)
+
+
+def mul(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.mul(b, op)
+    return _mul(b, op)
 
 
 def _unary(onnx_op: str):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and exact_unary.convert(b, op):
+            return
         b.set_output(op.outputs[0], b.emit(onnx_op, [b.input(op.inputs[0])])[0])
 
     return convert
@@ -68,12 +82,16 @@ logistic = _unary("Sigmoid")
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
     """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does."""
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.prelu(b, op)
     y = b.emit("PRelu", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 
 
 def hard_swish(b: GraphBuilder, op: Operator) -> None:
     """x * relu6(x + 3) / 6; HardSwish exists from opset 14, x * HardSigmoid(x) before it."""
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     x = b.input(op.inputs[0])
     if b.opset >= 14:
         y = b.emit("HardSwish", [x])[0]
@@ -95,6 +113,8 @@ def _is_int(b: GraphBuilder, idx: int) -> bool:
 
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.squared_difference(b, op)
     d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
 
@@ -176,12 +196,16 @@ def square(b: GraphBuilder, op: Operator) -> None:
 
 
 def leaky_relu(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     alpha = float(np.float32(op.options.get("alpha", 0.2)))
     b.set_output(op.outputs[0], b.emit("LeakyRelu", [b.input(op.inputs[0])], alpha=alpha)[0])
 
 
 def _clip_op(lo: float, hi: float):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and exact_unary.convert(b, op):
+            return
         bounds = clip_bounds(b, lo, hi)  # before the input: node names follow this order
         b.set_output(op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), *bounds])[0])
 

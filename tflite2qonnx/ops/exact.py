@@ -1,5 +1,6 @@
-"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN and
-AVERAGE_POOL_2D as TFLite's builtin int8 / uint8 reference kernels compute them.
+"""The --bit-exact kernels: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED,
+BATCH_MATMUL, ADD, SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's
+builtin int8 / uint8 reference kernels compute them.
 
 Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
 integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
@@ -63,6 +64,24 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2)
 
 
+def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:
+    """TRANSPOSE_CONV (int8 input, per-channel int8 weights): the integer ConvTranspose of
+    ``q - zp`` (inputs: output shape, weights, input[, bias]), bias added, requantized per
+    output channel with the 32-bit MultiplyByQuantizedMultiplier."""
+    where = op.where
+    w_idx, x_idx = op.inputs[1], op.inputs[2]
+    if b.tensor(x_idx).dtype != "int8":
+        raise ConversionError("bit_exact: only int8 TRANSPOSE_CONV is emulated", where)
+    g_in, g_out = grid(b, x_idx, where), grid(b, op.outputs[0], where)
+    w, w_zp = integer_weights(b, w_idx, perm, where)
+    x = offsets(b, x_idx, where)
+    max_x = g_in.max_abs_offset
+    acc, bound = integer_product(b, "ConvTranspose", x, w, w_idx, w_zp, 1, max_x, where, **attrs)
+    s_w = b.tensor(w_idx).quantization.scale
+    m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, False)
+    _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=3)
+
+
 def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     """FULLY_CONNECTED; ``x_reshaped(x)`` applies the converter's input reshape."""
     where = op.where
@@ -74,12 +93,39 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     )
     s_w = b.tensor(op.inputs[1]).quantization.scale
     m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, len(s_w) == 1)
-    # per-channel weights: FullyConnectedPerChannel requantizes with the 64-bit
-    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits)
-    single = len(s_w) > 1
+    # int8 (per-channel and per-tensor weights alike) requantizes with the 64-bit
+    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits); uint8
+    # with the 32-bit one (two roundings). hello_world's second layer tells them apart.
+    single = len(s_w) > 1 or b.tensor(op.inputs[0]).dtype == "int8"
     _finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
     )
+
+
+def batch_matmul(b: GraphBuilder, op: Operator) -> None:
+    """BATCH_MATMUL (int8): the integer product of both operands' ``q - zp`` (adj_x / adj_y
+    transpose the last two axes first), requantized with the float32 product of the input
+    scales over the output scale (GetQuantizedConvolutionMultipler) by the 32-bit
+    MultiplyByQuantizedMultiplier (two roundings, unlike int8 FULLY_CONNECTED)."""
+    where = op.where
+    grids = [grid(b, i, where) for i in op.inputs[:2]]
+    g_out = grid(b, op.outputs[0], where)
+    operands = []
+    for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
+        x = offsets(b, idx, where)
+        if op.options.get(key, False):
+            rank = len(b.tensor(idx).shape)
+            x = b.emit("Transpose", [x], perm=[*range(rank - 2), rank - 1, rank - 2])[0]
+        operands.append(x)
+    lhs_shape = b.tensor(op.inputs[0]).shape
+    depth = lhs_shape[-2] if op.options.get("adj_x", False) else lhs_shape[-1]
+    if depth * grids[0].max_abs_offset * grids[1].max_abs_offset >= EXACT_F32:
+        raise ConversionError("bit_exact: BATCH_MATMUL too deep for exact float32 sums", where)
+    acc = cast(b, b.emit("MatMul", operands)[0], TensorProto.DOUBLE)
+    m0, shift = conv_multipliers(grids[0].scale, [grids[1].scale], g_out.scale, True)
+    bound = float(depth * grids[0].max_abs_offset * grids[1].max_abs_offset)
+    y = requantize(b, acc, m0[0], shift[0], bound, g_out.scale, where)
+    b.set_output(op.outputs[0], y)
 
 
 def _finish_accumulator(
@@ -102,30 +148,93 @@ def _finish_accumulator(
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def add(b: GraphBuilder, op: Operator) -> None:
-    """ADD (int8 / uint8): each input ``(q - zp) << 20`` scaled to twice the larger input
-    scale with its own multiplier (two roundings), summed, then requantized to the output."""
+def _rescaled_inputs(b: GraphBuilder, op: Operator, left_shift: int):
+    """Both inputs' ``(q - zp) << left_shift`` on twice the larger input scale, each with its
+    own multiplier (SRDHM, then RoundingDivideByPOT): float64 values, their bounds, and that
+    doubled scale (a double of the larger float32 scale, as ADD, SUB and SQUARED_DIFFERENCE's
+    Prepare compute it)."""
     where = op.where
     g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
-    g_out = grid(b, op.outputs[0], where)
-    left_shift = 20
     twice_max = 2.0 * float(np.float32(max(np.float32(g1.scale), np.float32(g2.scale))))
-    out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
-    parts, bound = [], 0.0
+    parts, bounds = [], []
     for idx, g in ((op.inputs[0], g1), (op.inputs[1], g2)):
         m, e = quantize_multiplier(g.scale / twice_max)
         if e > 0:
-            raise ConversionError("bit_exact: ADD input multiplier >= 1", where)
+            raise ConversionError(f"bit_exact: {op.name} input multiplier >= 1", where)
         x = cast(b, offsets(b, idx, where), TensorProto.DOUBLE)
-        # (x << 20) * m / 2^31: x * m has at most 40 bits, so this product is exact
+        # (x << left_shift) * m / 2^31: x * m has at most 40 bits, so this product is exact
         v = b.emit("Mul", [x, f64(b, m * 2.0 ** (left_shift - 31), "multiplier")])[0]
         t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]
         parts.append(rounding_divide_by_pot(b, t, -e))
-        bound += g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1
-    raw = b.emit("Add", parts)[0]
+        bounds.append(g.max_abs_offset * (1 << left_shift) * m / 2.0**31 / 2.0**-e + 1)
+    return parts, bounds, twice_max
+
+
+def add(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
+    """ADD / SUB (int8 / uint8): the inputs rescaled with a left shift of 20, summed
+    (subtracted), then requantized to the output. SUB's Prepare derives its multipliers
+    exactly as ADD's."""
+    where = op.where
+    g_out = grid(b, op.outputs[0], where)
+    left_shift = 20
+    parts, bounds, twice_max = _rescaled_inputs(b, op, left_shift)
+    out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
+    raw = b.emit("Sub" if subtract else "Add", parts)[0]
     m_out, e_out = quantize_multiplier(out_real)
-    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
+    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), sum(bounds), g_out.scale, where)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def squared_difference(b: GraphBuilder, op: Operator) -> None:
+    """SQUARED_DIFFERENCE (int8): the inputs rescaled with a left shift of 7, their
+    difference squared (below 2^31, exact in float64), requantized by ``twice_max^2 /
+    (2^14 * s_out)``."""
+    where = op.where
+    g_out = grid(b, op.outputs[0], where)
+    parts, bounds, twice_max = _rescaled_inputs(b, op, 7)
+    out_real = twice_max * twice_max / float(np.float32((1 << 14) * np.float32(g_out.scale)))
+    diff = b.emit("Sub", parts)[0]
+    square = b.emit("Mul", [diff, diff])[0]
+    m_out, e_out = quantize_multiplier(out_real)
+    bound = sum(bounds) ** 2
+    y = requantize(b, square, np.int64(m_out), np.int64(e_out), bound, g_out.scale, where)
+    b.set_output(op.outputs[0], y)
+
+
+def mul(b: GraphBuilder, op: Operator) -> None:
+    """MUL (int8 / uint8): ``(q1 - zp1) * (q2 - zp2)`` requantized with the multiplier
+    ``s1 * s2 / s_out``, which its Prepare computes in float32 before QuantizeMultiplier."""
+    where = op.where
+    g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
+    g_out = grid(b, op.outputs[0], where)
+    # |products| <= 255 * 255: exact in float32
+    x1, x2 = offsets(b, op.inputs[0], where), offsets(b, op.inputs[1], where)
+    acc = cast(b, b.emit("Mul", [x1, x2])[0], TensorProto.DOUBLE)
+    f32 = np.float32
+    m0, shift = quantize_multiplier(float(f32(f32(g1.scale) * f32(g2.scale)) / f32(g_out.scale)))
+    bound = float(g1.max_abs_offset * g2.max_abs_offset)
+    y = requantize(b, acc, np.int64(m0), np.int64(shift), bound, g_out.scale, where)
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def prelu(b: GraphBuilder, op: Operator) -> None:
+    """PRELU (int8 / uint8): ``x = q - zp`` requantized by ``s_in / s_out`` where x >= 0, and
+    ``x * (alpha - zp_alpha)`` by ``s_in * s_alpha / s_out`` elsewhere (both in double, as
+    its Prepare computes them); alpha broadcasts against x as numpy's rules say."""
+    where = op.where
+    g_in, g_a = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
+    g_out = grid(b, op.outputs[0], where)
+    x = offsets(b, op.inputs[0], where)
+    x64 = cast(b, x, TensorProto.DOUBLE)
+    m1, sh1 = quantize_multiplier(g_in.scale / g_out.scale)
+    pos = requantize(b, x64, np.int64(m1), np.int64(sh1), g_in.max_abs_offset, g_out.scale, where)
+    product = cast(b, b.emit("Mul", [x, offsets(b, op.inputs[1], where)])[0], TensorProto.DOUBLE)
+    m2, sh2 = quantize_multiplier(g_in.scale * g_a.scale / g_out.scale)
+    bound = float(g_in.max_abs_offset * g_a.max_abs_offset)
+    neg = requantize(b, product, np.int64(m2), np.int64(sh2), bound, g_out.scale, where)
+    zero = b.const(np.array(0.0, np.float32), "zero")
+    y = b.emit("Where", [b.emit("Less", [x, zero])[0], neg, pos])[0]
+    b.set_output(op.outputs[0], y)
 
 
 def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:

@@ -39,6 +39,8 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
 def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     """x @ y over the last two axes, batch axes broadcast (as MatMul's); adj_x / adj_y
     transpose those two axes first."""
+    if b.bit_exact and is_integer_op(b, op):
+        return exact.batch_matmul(b, op)
     operands = []
     for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
         rank = len(b.tensor(idx).shape)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact_unary
 
 
 def quantize(b: GraphBuilder, op: Operator) -> None:
     """float -> int, or int -> int requantization: a Quant node with the output's parameters."""
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     b.set_output(op.outputs[0], b.input(op.inputs[0]))
 
 

@@ -11,11 +11,14 @@ import numpy as np
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact_concat
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_concat.concatenation(b, op):
+        return
     axis = int(op.options.get("axis", 0)) % rank_of(b, op.outputs[0])
     y = b.emit("Concat", [b.input(i) for i in op.inputs], axis=axis)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
