@@ -61,7 +61,7 @@ def verify(
     samples = (
         _given_inputs(inputs_path, in_details)
         if inputs_path is not None
-        else _random_inputs(in_details, inputs, seed)
+        else _random_inputs(in_details, inputs, seed, _index_bounds(source))
     )
     ref_outs = [_invoke(reference, in_details, out_details, s) for s in samples]
     quantized = any(_grid(d) for d in out_details)
@@ -153,17 +153,53 @@ def _resize_to(it, model: onnx.ModelProto) -> None:
         it.allocate_tensors()
 
 
-def _random_inputs(details: list[dict], count: int, seed: int) -> list[Feeds]:
-    """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones."""
+def _random_inputs(
+    details: list[dict], count: int, seed: int, bounds: dict[str, int] | None = None
+) -> list[Feeds]:
+    """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones, and
+    [0, n) for an integer input that indexes a table of n rows (``bounds``, by input name)."""
     rng = np.random.default_rng(seed)
+    bounds = bounds or {}
 
     def draw(d: dict) -> np.ndarray:
         if np.issubdtype(d["dtype"], np.floating):
             return rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
+        if d["name"] in bounds:
+            return rng.integers(0, bounds[d["name"]], d["shape"]).astype(d["dtype"])
         info = np.iinfo(d["dtype"])
         return rng.integers(info.min, info.max, d["shape"], endpoint=True).astype(d["dtype"])
 
     return [{d["name"]: draw(d) for d in details} for _ in range(count)]
+
+
+# operator kind -> (slot of the indices, slot of the table): the ops whose kernel refuses an
+# index outside the table (GATHER's axis is its option; EMBEDDING_LOOKUP indexes rows)
+_INDEXING = {"GATHER": (1, 0), "EMBEDDING_LOOKUP": (0, 1)}
+# ops that hand their first input's values on unchanged (an input's ids reach GATHER through them)
+_SAME_VALUES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE")
+
+
+def _index_bounds(source) -> dict[str, int]:
+    """For each graph input that ends up as indices, the smallest table it indexes: random ids
+    outside it make the interpreter fail (recommendation models take item ids)."""
+    from tflite2qonnx.reader import read_model
+
+    bounds: dict[str, int] = {}
+    for sub in read_model(source).subgraphs[:1]:
+        origin = {t: sub.tensors[t].name for t in sub.inputs}  # tensor -> graph input name
+        for op in sub.operators:  # in execution order
+            kind = op.opcode.builtin
+            if kind in _SAME_VALUES and op.inputs and op.inputs[0] in origin:
+                origin.update({out: origin[op.inputs[0]] for out in op.outputs})
+            slots = _INDEXING.get(kind)
+            if slots is None or max(slots) >= len(op.inputs) or op.inputs[slots[0]] not in origin:
+                continue
+            table = sub.tensors[op.inputs[slots[1]]].shape
+            axis = op.options.get("axis", 0) if kind == "GATHER" else 0
+            if table and -len(table) <= axis < len(table):
+                name = origin[op.inputs[slots[0]]]
+                bounds[name] = min(bounds.get(name, table[axis]), table[axis])
+    return bounds
 
 
 def _given_inputs(path, details: list[dict]) -> list[Feeds]:
@@ -196,7 +232,14 @@ def _given_inputs(path, details: list[dict]) -> list[Feeds]:
 def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
     for d in in_details:
         it.set_tensor(d["index"], sample[d["name"]])
-    it.invoke()
+    try:
+        it.invoke()
+    except RuntimeError as exc:  # a kernel refused the sample (an index out of range, ...)
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"the TFLite interpreter failed on the verification inputs ({message}); "
+            "give valid samples with --verify-inputs"
+        ) from exc
     return {d["name"]: it.get_tensor(d["index"]).copy() for d in out_details}
 
 
@@ -209,8 +252,9 @@ def _grid(detail: dict) -> tuple[float, int] | None:
 
 def _real(x: np.ndarray, detail: dict) -> np.ndarray:
     grid = _grid(detail)
-    if grid is None:
-        return np.asarray(x, np.float32)
+    if grid is None:  # float, or an unquantized integer (ids, counts): the values as they are
+        floating = np.issubdtype(detail["dtype"], np.floating)
+        return np.asarray(x, np.float32) if floating else np.asarray(x)
     return (grid[0] * (np.asarray(x, np.float64) - grid[1])).astype(np.float32)
 
 

@@ -225,3 +225,29 @@ def test_cli_verify_count_must_be_positive(tmp_path, capsys):
     assert main([str(CONV), "-o", str(out), "--verify", "--verify-count", "0"]) == 2
     assert "--verify-count must be at least 1, got 0" in capsys.readouterr().err
     assert not out.exists()
+
+
+RECOMMENDATION = CORPUS / "tflite" / "tfexamples__recommendation_history10_top100.tflite"
+
+
+def test_id_inputs_are_drawn_inside_the_table_they_index_and_ids_compare_exactly():
+    """The recommendation model's int32 item ids reach a GATHER over 3,953 rows through a
+    RESHAPE: random ids over int32's range make the interpreter fail, ids in [0, 3953) run.
+    Its int32 outputs (top-100 ids) are compared as integers, not as float32 values."""
+    from tflite2qonnx.reference import _index_bounds
+
+    assert _index_bounds(RECOMMENDATION) == {"context_input_placeholder": 3953}
+    model = tflite2qonnx.api.convert(RECOMMENDATION)
+    result = verify(RECOMMENDATION, model, inputs=4)
+    ids = next(a for a in result.outputs if a.name == "top_prediction_ids")
+    assert ids.passed and ids.max_abs_error == 0
+
+
+def test_an_interpreter_failure_on_the_given_inputs_is_a_one_line_input_error(tmp_path):
+    from qonnx_ingest.errors import InputError
+
+    path = tmp_path / "ids.npz"
+    np.savez(path, context_input_placeholder=np.full((1, 10), 10**6, np.int32))
+    model = tflite2qonnx.api.convert(RECOMMENDATION)
+    with pytest.raises(InputError, match="interpreter failed on the verification inputs"):
+        verify(RECOMMENDATION, model, inputs_path=path)
