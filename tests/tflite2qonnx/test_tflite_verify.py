@@ -251,3 +251,25 @@ def test_an_interpreter_failure_on_the_given_inputs_is_a_one_line_input_error(tm
     model = tflite2qonnx.api.convert(RECOMMENDATION)
     with pytest.raises(InputError, match="interpreter failed on the verification inputs"):
         verify(RECOMMENDATION, model, inputs_path=path)
+
+
+def test_float_outputs_of_a_quantized_network_are_held_to_tflites_own_spread():
+    """A detector's float boxes move with every step of the quantized network in front of it:
+    such an output passes within 1.5x of XNNPACK's distance from the builtin kernels, and fails
+    beyond it."""
+    from qonnx_ingest.verification import Agreement
+    from tflite2qonnx.reference import _float_against_xnnpack
+
+    close, far = Agreement("boxes", max_abs_error=0.9), Agreement("boxes", max_abs_error=2.0)
+    xnnpack = Agreement("boxes", max_abs_error=1.0)
+    _float_against_xnnpack(close, xnnpack)
+    _float_against_xnnpack(far, xnnpack)
+    assert close.passed and not far.passed
+
+
+def test_the_ssd_detector_verifies_against_the_interpreter():
+    ssd = CORPUS / "tflite" / "tfexamples__ssd_mobilenet_v1_coco_quant_detect.tflite"
+    result = verify(ssd, tflite2qonnx.api.convert(ssd), inputs=2)
+    assert result.passed, [(a.name, a.max_abs_error, a.extra) for a in result.outputs]
+    count = next(a for a in result.outputs if a.name == "TFLite_Detection_PostProcess:3")
+    assert count.max_abs_error == 0  # the number of detections is equal
