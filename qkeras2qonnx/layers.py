@@ -111,9 +111,11 @@ def _folded(plain: str, kernel_role: str) -> LayerRule:
 def _qactivation(layer: Any, where: str) -> Stripped:
     full = config_of(layer)
     config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
-    slots = activation_slot(layer.quantizer, config, where)
+    # QKeras 0.9 keeps the quantizer in ``quantizer``, qkeras-v3 in ``activation``.
+    quantizer = layer.quantizer if hasattr(layer, "quantizer") else layer.activation
+    slots = activation_slot(quantizer, config, where)
     if not slots:  # QActivation("relu") etc.: a plain Keras activation function
-        config["activation"] = keras().activations.serialize(layer.quantizer)
+        config["activation"] = keras().activations.serialize(quantizer)
     return Stripped(keras().layers.Activation, config, slots)
 
 

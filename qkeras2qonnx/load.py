@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from qkeras2qonnx import flavour
 from qkeras2qonnx.backend import custom_objects, keras
 from qonnx_ingest.errors import ConversionError, InputError
 
@@ -54,6 +55,9 @@ def load_weights(model: Any, weights: Any) -> None:
     if not path.exists() and not checkpoint:
         raise InputError("no such weights file", str(path))
     try:
+        if flavour.model_flavour(model) == flavour.KERAS3:
+            model.load_weights(str(path))
+            return
         if not checkpoint and h5py.is_hdf5(path):
             with h5py.File(path, "r") as f:
                 if "layer_names" in f.attrs or "model_weights" in f:
@@ -74,6 +78,8 @@ def load_weights(model: Any, weights: Any) -> None:
 def _load_path(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
     import h5py
 
+    # Before Keras is imported: the file decides which QKeras this process runs (``flavour``).
+    flavour.enter(flavour.file_flavour(path))
     if path.is_dir():
         return _load_saved_model(path, allow_lambda)
     if h5py.is_hdf5(path):
