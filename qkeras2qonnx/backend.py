@@ -68,6 +68,12 @@ def custom_objects() -> dict[str, Any]:
 
     objects: dict[str, Any] = {}
     _add_supported_quantized_objects(objects)
+    from qkeras2qonnx import flavour
+
+    if flavour.process_flavour() == flavour.KERAS3:
+        from qkeras2qonnx.keras3_compat import loading_objects
+
+        objects.update(loading_objects())
     return objects
 
 

@@ -97,6 +97,14 @@ def model_flavour(model: Any) -> str:
     return KERAS2
 
 
+def needed(source: Any) -> str:
+    """The flavour an in-memory model or a saved model (path) needs."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        return file_flavour(path) if path.exists() else KERAS2
+    return model_flavour(source)
+
+
 def file_flavour(path: Path) -> str:
     """The flavour a saved model needs, read from the file without importing Keras."""
     if path.is_dir():

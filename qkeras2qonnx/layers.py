@@ -29,6 +29,7 @@ _QKERAS_KEYS = frozenset(
         "kernel_range",
         "bias_range",
         "depthwise_range",
+        "mask",  # qkeras-v3's QConv2D kernel mask (refused when set, see _weighted)
     }
 )
 
@@ -66,6 +67,12 @@ def _weighted(
     QSeparableConv1D runs its kernels through a 2-D separable convolution)."""
 
     def strip(layer: Any, where: str) -> Stripped:
+        if getattr(layer, "_mask", None) is not None:
+            raise ConversionError(
+                "a kernel mask (qkeras-v3 QConv2D mask=...) multiplies the quantized kernel: "
+                "not supported",
+                where,
+            )
         config = {k: v for k, v in config_of(layer).items() if not _training_only(k)}
         values = layer.get_weights()
         # QKeras quantizes a weight only when the constructor argument is truthy.
@@ -144,6 +151,7 @@ LAYERS: dict[str, LayerRule] = {
     "QSeparableConv2D": _weighted("SeparableConv2D", _SEPARABLE),
     "QConv2DBatchnorm": _folded("Conv2D", "kernel_quantizer"),
     "QDepthwiseConv2DBatchnorm": _folded("DepthwiseConv2D", "depthwise_quantizer"),
+    "QDenseBatchnorm": _folded("Dense", "kernel_quantizer"),  # qkeras-v3
     "QActivation": _qactivation,
     "QBatchNormalization": strip_qbatchnorm,
     "QAveragePooling2D": pooling_rule("AveragePooling2D"),
