@@ -29,7 +29,9 @@ def convert_elsewhere(
 ) -> onnx.ModelProto:
     """The QONNX model of ``source`` (a path, or an in-memory model), converted in a
     subprocess running ``needed``; ``options`` are ``pipeline.convert``'s keywords."""
-    env = flavour.qkeras3_environment() if needed == flavour.KERAS3 else flavour.keras2_environment()
+    env = (
+        flavour.qkeras3_environment() if needed == flavour.KERAS3 else flavour.keras2_environment()
+    )
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with tempfile.TemporaryDirectory(prefix="qkeras2qonnx-") as tmp:
         work = Path(tmp)

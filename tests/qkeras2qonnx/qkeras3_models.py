@@ -34,8 +34,12 @@ from qonnx_ingest.errors import ConversionError
 
 def dense() -> keras.Model:
     inp = keras.Input((6,), name="x")
-    h = QDense(8, kernel_quantizer=quantized_bits(6, 0, alpha=1),
-               bias_quantizer=quantized_bits(8, 2, alpha=1), name="fc1")(inp)
+    h = QDense(
+        8,
+        kernel_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(8, 2, alpha=1),
+        name="fc1",
+    )(inp)
     h = QActivation("quantized_relu(6,2)", name="relu1")(h)
     h = QDense(4, kernel_quantizer=quantized_bits(5, 0, alpha="auto"), name="fc2")(h)
     h = QActivation(quantized_bits(8, 3, alpha=1), name="out")(h)
@@ -44,11 +48,22 @@ def dense() -> keras.Model:
 
 def conv_bn() -> keras.Model:
     inp = keras.Input((8, 8, 2), name="image")
-    h = QConv2DBatchnorm(4, 3, kernel_quantizer=quantized_bits(6, 0, alpha=1),
-                         bias_quantizer=quantized_bits(10, 4, alpha=1), name="conv_bn")(inp)
+    h = QConv2DBatchnorm(
+        4,
+        3,
+        kernel_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(10, 4, alpha=1),
+        name="conv_bn",
+    )(inp)
     h = QActivation(quantized_relu(6, 2), name="relu1")(h)
-    h = QConv2D(3, 3, strides=2, kernel_quantizer=quantized_bits(4, 0, alpha="auto_po2"),
-                bias_quantizer=quantized_bits(8, 3), name="conv2")(h)
+    h = QConv2D(
+        3,
+        3,
+        strides=2,
+        kernel_quantizer=quantized_bits(4, 0, alpha="auto_po2"),
+        bias_quantizer=quantized_bits(8, 3),
+        name="conv2",
+    )(h)
     h = QActivation(quantized_relu(8, 3), name="relu2")(h)
     h = keras.layers.Flatten(name="flat")(h)
     h = QDense(3, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="head")(h)
@@ -59,8 +74,12 @@ def dense_bn() -> keras.Model:
     return keras.Sequential(
         [
             keras.Input((5,)),
-            QDenseBatchnorm(6, kernel_quantizer=quantized_bits(6, 0, alpha=1),
-                            bias_quantizer=quantized_bits(10, 4, alpha=1), name="fc_bn"),
+            QDenseBatchnorm(
+                6,
+                kernel_quantizer=quantized_bits(6, 0, alpha=1),
+                bias_quantizer=quantized_bits(10, 4, alpha=1),
+                name="fc_bn",
+            ),
             QActivation(quantized_relu(6, 2), name="relu"),
             QDense(2, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="head"),
         ],
@@ -73,13 +92,24 @@ def v3_quantizers() -> keras.Model:
     qkeras-v3 1.2.1 itself fails on a dynamic batch), and quantized_bits with
     post_training_scale on a kernel and an activation."""
     inp = keras.Input((6,), name="x")
-    h = QDense(8, kernel_quantizer=quantized_linear(6, 0),
-               bias_quantizer=quantized_linear(8, 2, symmetric=0), name="fc1")(inp)
+    h = QDense(
+        8,
+        kernel_quantizer=quantized_linear(6, 0),
+        bias_quantizer=quantized_linear(8, 2, symmetric=0),
+        name="fc1",
+    )(inp)
     h = QActivation(quantized_relu(6, 2), name="relu")(h)
     h = QDense(6, kernel_quantizer=quantized_linear(5, 0, alpha="auto"), name="fc2")(h)
-    h = QActivation(quantized_bits(8, 2, alpha="auto", post_training_scale=np.array(0.5)), name="pts")(h)
-    h = QDense(3, kernel_quantizer=quantized_bits(
-        6, 0, alpha="auto_po2", post_training_scale=np.full((1, 3), 0.75)), name="fc3")(h)
+    h = QActivation(
+        quantized_bits(8, 2, alpha="auto", post_training_scale=np.array(0.5)), name="pts"
+    )(h)
+    h = QDense(
+        3,
+        kernel_quantizer=quantized_bits(
+            6, 0, alpha="auto_po2", post_training_scale=np.full((1, 3), 0.75)
+        ),
+        name="fc3",
+    )(h)
     h = QActivation(quantized_bits(8, 3, alpha=1), name="out")(h)
     return keras.Model(inp, h, name="v3_quantizers")
 
