@@ -18,6 +18,7 @@ from qkeras2qonnx import flavour
 from qonnx_ingest.execute import execute_qonnx
 
 HERE = Path(__file__).resolve().parent
+_made: list[Path] = []
 
 
 def run_qkeras3(script: str, *args: str | Path, timeout: float = 900) -> None:
@@ -33,6 +34,16 @@ def run_qkeras3(script: str, *args: str | Path, timeout: float = 900) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def made_models(tmp_path_factory) -> Path:
+    """The directory ``qkeras3_models.py`` filled, built once per test session (slow: Keras 3
+    start-up, six models, their predictions and in-memory conversions)."""
+    if not _made:
+        root = tmp_path_factory.mktemp("qkeras3")
+        run_qkeras3("qkeras3_models.py", root)
+        _made.append(root)
+    return _made[0]
 
 
 def assert_matches_reference(onnx_model: onnx.ModelProto, reference: dict) -> None:

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from qkeras3_support import assert_matches_reference, run_qkeras3
+from qkeras3_support import assert_matches_reference, made_models
 from qkeras_helpers import quant_nodes
 
 from qonnx_ingest.errors import ConversionError
@@ -25,9 +25,7 @@ CONVERTED = ("dense", "conv_bn", "dense_bn", "v3_quantizers")
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qkeras3")
-    run_qkeras3("qkeras3_models.py", root)
-    return root
+    return made_models(tmp_path_factory)
 
 
 def reference(made, name):
