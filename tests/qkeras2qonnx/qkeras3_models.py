@@ -18,14 +18,24 @@ import keras
 import numpy as np
 from qkeras import (
     QActivation,
+    QAveragePooling2D,
+    QBatchNormalization,
+    QConv1D,
     QConv2D,
     QConv2DBatchnorm,
+    QConv2DTranspose,
     QDense,
     QDenseBatchnorm,
+    QDepthwiseConv2DBatchnorm,
+    QGlobalAveragePooling2D,
     QScaleShift,
+    QSeparableConv1D,
+    QSeparableConv2D,
+    binary,
     quantized_bits,
     quantized_linear,
     quantized_relu,
+    ternary,
 )
 
 import qkeras2qonnx
@@ -114,6 +124,65 @@ def v3_quantizers() -> keras.Model:
     return keras.Model(inp, h, name="v3_quantizers")
 
 
+def mixed_conv() -> keras.Model:
+    """The QKeras 0.9 layer rules on Keras 3 layers: folded depthwise, separable, pooling with
+    an average quantizer, transposed convolution."""
+    inp = keras.Input((8, 8, 3), name="image")
+    h = QDepthwiseConv2DBatchnorm(
+        3,
+        depthwise_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(10, 4, alpha=1),
+        name="dw_bn",
+    )(inp)
+    h = QActivation(quantized_relu(6, 2), name="relu1")(h)
+    h = QSeparableConv2D(
+        4,
+        3,
+        padding="same",
+        depthwise_quantizer=quantized_bits(6, 0, alpha=1),
+        pointwise_quantizer=quantized_bits(6, 0, alpha=1),
+        bias_quantizer=quantized_bits(10, 4, alpha=1),
+        name="sep",
+    )(h)
+    h = QActivation(quantized_relu(8, 3), name="relu2")(h)
+    h = QAveragePooling2D(2, average_quantizer=quantized_bits(8, 0, alpha=1), name="pool")(h)
+    h = QConv2DTranspose(
+        2, 2, strides=2, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="up"
+    )(h)
+    h = QGlobalAveragePooling2D(name="gap")(h)
+    return keras.Model(inp, h, name="mixed_conv")
+
+
+def mixed_1d() -> keras.Model:
+    """1-D convolutions, binary and ternary weights and activations, a quantized batch norm."""
+    inp = keras.Input((12, 2), name="seq")
+    h = QConv1D(
+        4,
+        3,
+        kernel_quantizer=quantized_bits(6, 0, alpha=1),
+        activation=quantized_relu(6, 2),
+        name="conv",
+    )(inp)
+    h = QSeparableConv1D(
+        4,
+        3,
+        depthwise_quantizer=quantized_bits(6, 0, alpha=1),
+        pointwise_quantizer=quantized_bits(6, 0, alpha=1),
+        name="sep",
+    )(h)
+    h = QActivation(quantized_bits(8, 3, alpha=1), name="act")(h)
+    h = keras.layers.Flatten(name="flat")(h)
+    h = QDense(6, kernel_quantizer=binary(alpha="auto_po2"), name="bin")(h)
+    h = QActivation(binary(alpha=1), name="sign")(h)
+    h = QDense(4, kernel_quantizer=ternary(alpha="auto"), name="ter")(h)
+    h = QBatchNormalization(
+        gamma_quantizer=quantized_bits(6, 2, alpha=1),
+        beta_quantizer=quantized_bits(6, 2, alpha=1),
+        name="bn",
+    )(h)
+    return keras.Model(inp, h, name="mixed_1d")
+
+
 def linear_1bit() -> keras.Model:
     inp = keras.Input((4,), name="x")
     h = QDense(3, kernel_quantizer=quantized_linear(1, 0), name="fc")(inp)
@@ -126,7 +195,7 @@ def scale_shift() -> keras.Model:
     return keras.Model(inp, QScaleShift(weight_quantizer=quantized_bits(4, 0), name="ss")(h))
 
 
-MODELS = (dense, conv_bn, dense_bn, v3_quantizers, linear_1bit, scale_shift)
+MODELS = (dense, conv_bn, dense_bn, v3_quantizers, mixed_conv, mixed_1d, linear_1bit, scale_shift)
 
 
 def set_seeded_weights(model: keras.Model, seed: int) -> None:
@@ -150,13 +219,18 @@ def count_quantizers(model: keras.Model) -> int:
     """Quantizers qkeras-v3 applies at inference, from its layers' own attributes."""
     count = 0
     for layer in model.layers:
-        folded = type(layer).__name__.endswith("Batchnorm")  # always adds its folded bias
-        if getattr(layer, "kernel_quantizer", None) is not None:
-            count += 1
+        kind = type(layer).__name__
+        folded = kind.endswith("Batchnorm")  # always adds its folded bias
+        for role in ("kernel_quantizer", "depthwise_quantizer", "pointwise_quantizer"):
+            count += getattr(layer, role, None) is not None
         if getattr(layer, "bias_quantizer", None) is not None and (folded or layer.use_bias):
             count += 1
-        if type(layer).__name__ == "QActivation":
-            count += 1
+        if kind == "QBatchNormalization":  # non-uniform (po2) ones have no node
+            for role in ("gamma", "beta", "mean", "variance"):
+                q = getattr(layer, f"{role}_quantizer_internal", None)
+                count += q is not None and "po2" not in type(q).__name__
+        activation = getattr(layer, "activation", None)
+        count += type(activation).__module__.startswith("qkeras")
     return count
 
 

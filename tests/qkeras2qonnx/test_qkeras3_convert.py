@@ -20,7 +20,7 @@ from qonnx_ingest.errors import ConversionError
 
 pytestmark = pytest.mark.keras
 
-CONVERTED = ("dense", "conv_bn", "dense_bn", "v3_quantizers")
+CONVERTED = ("dense", "conv_bn", "dense_bn", "v3_quantizers", "mixed_conv", "mixed_1d")
 
 
 @pytest.fixture(scope="module")
