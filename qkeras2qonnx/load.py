@@ -170,6 +170,11 @@ def _load_args() -> dict[str, Any]:
 
 def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
     try:
+        if flavour.process_flavour() == flavour.KERAS3:
+            from qkeras2qonnx.keras3_compat import fixed_classes
+
+            with fixed_classes():
+                return load()
         return load()
     except ConversionError:
         raise
