@@ -40,7 +40,8 @@ def loading_objects() -> dict[str, Any]:
 
     class QDepthwiseConv2DBatchnorm(OriginalDepthwise):
         def load_own_variables(self, store: Any) -> None:
-            numbered = {k: store[k] for k in store.keys() if k != "iteration"}
+            # H5 stores have keys() but no __iter__.
+            numbered = {k: store[k] for k in store.keys() if k != "iteration"}  # noqa: SIM118
             super(OriginalDepthwise, self).load_own_variables(numbered)
 
     objects: dict[str, Any] = {}
