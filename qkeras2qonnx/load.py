@@ -33,6 +33,7 @@ def load_model(source: Any, *, weights: Any = None, allow_lambda: bool = False) 
     In-memory models are the caller's own code and are taken as they are.
     """
     if hasattr(source, "layers") and hasattr(source, "get_config"):
+        flavour.enter(flavour.model_flavour(source))  # a clear error if this process cannot
         model = source
     else:
         path = Path(source)

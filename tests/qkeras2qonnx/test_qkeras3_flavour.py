@@ -81,3 +81,17 @@ def test_in_memory_keras3_model_converts_in_a_subprocess_from_a_qkeras09_process
     expected = np.asarray(model(x))
     np.testing.assert_allclose(got[converted.graph.output[0].name], expected, rtol=1e-6, atol=1e-6)
     assert (tmp_path / "plain.onnx").exists()
+
+
+def test_from_keras_refuses_a_keras3_model_in_a_qkeras09_process():
+    """from_keras cannot hand a model to a subprocess (convert can): a clear error, not a
+    failure deep inside the conversion."""
+    import keras as keras3
+
+    import qkeras2qonnx
+    from qonnx_ingest.errors import ConversionError
+
+    inp = keras3.Input((2,))
+    model = keras3.Model(inp, keras3.layers.Dense(1)(inp))
+    with pytest.raises(ConversionError, match="needs qkeras-v3 on Keras 3.*already imported"):
+        qkeras2qonnx.from_keras(model)
