@@ -1,8 +1,8 @@
 """Run one conversion in a subprocess of the other QKeras flavour (see ``flavour``).
 
 A process that imported QKeras 0.9 cannot import qkeras-v3 (same package name) and vice versa,
-so ``convert`` hands a model of the other flavour to ``python -m qkeras2qonnx.isolated`` with
-that flavour's environment. The child converts (and verifies, if asked) with the ordinary
+so ``convert`` hands a model of the other flavour to ``python -m qkeras2qonnx.isolated_worker``
+with that flavour's environment. The child converts (and verifies, if asked) with the ordinary
 pipeline and writes the ONNX model; errors and warnings come back as the same classes. An
 in-memory model is saved as a ``.keras`` archive first.
 """
@@ -48,7 +48,7 @@ def convert_elsewhere(
         }
         (work / "request.pkl").write_bytes(pickle.dumps(request))
         done = subprocess.run(
-            [sys.executable, "-m", "qkeras2qonnx.isolated", str(work)],
+            [sys.executable, "-m", "qkeras2qonnx.isolated_worker", str(work)],
             env=env,
             capture_output=True,
             text=True,
@@ -93,39 +93,3 @@ def _warning_class(category: tuple[str, str]) -> type[Warning]:
     except (ImportError, AttributeError):
         return UserWarning
     return cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning
-
-
-def _serve(work: Path) -> None:
-    """The child: convert as asked, reply with the warnings and the error (if any)."""
-    request = pickle.loads((work / "request.pkl").read_bytes())
-    flavour.enter(request["flavour"])
-    from qkeras2qonnx.pipeline import convert
-
-    error = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            convert(
-                request["source"],
-                request["output"],
-                weights=request["weights"],
-                **request["options"],
-            )
-        except ConversionError as exc:
-            error = (
-                type(exc).__module__,
-                type(exc).__name__,
-                exc.message,
-                exc.where,
-                getattr(exc, "verification", None),
-            )
-    relayed = [
-        ((w.category.__module__, w.category.__name__), str(w.message))
-        for w in caught
-        if w.category.__module__.startswith(("qkeras2qonnx", "qonnx_ingest"))
-    ]
-    (work / "reply.pkl").write_bytes(pickle.dumps({"error": error, "warnings": relayed}))
-
-
-if __name__ == "__main__":
-    _serve(Path(sys.argv[1]))
