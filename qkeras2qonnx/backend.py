@@ -10,11 +10,16 @@ from qonnx_ingest.errors import ConversionError
 
 @functools.cache
 def keras() -> Any:
-    """The Keras 2 package (tf_keras), after checking that TensorFlow was set up to use it.
+    """The Keras package of this process's QKeras flavour (``flavour``): Keras 3 for qkeras-v3,
+    else tf_keras after checking that TensorFlow was set up to use it.
 
-    QKeras subclasses ``tensorflow.keras`` layers; if TensorFlow was imported before this
-    package without TF_USE_LEGACY_KERAS=1, that name is Keras 3 and QKeras cannot work.
+    QKeras 0.9 subclasses ``tensorflow.keras`` layers; if TensorFlow was imported before this
+    package without TF_USE_LEGACY_KERAS=1, that name is Keras 3 and QKeras 0.9 cannot work.
     """
+    from qkeras2qonnx import flavour
+
+    if flavour.process_flavour() == flavour.KERAS3:
+        return _keras3()
     import tensorflow as tf
     import tf_keras
 
@@ -25,6 +30,22 @@ def keras() -> Any:
         )
     _restore_array_ops_stack()
     return tf_keras
+
+
+def _keras3() -> Any:
+    """Keras 3, with qkeras-v3 (not QKeras 0.9) as ``qkeras``."""
+    from qkeras2qonnx import flavour
+
+    flavour.enter(flavour.KERAS3)
+    import keras as keras3
+    import qkeras
+
+    if flavour.process_flavour() != flavour.KERAS3:
+        raise ConversionError(
+            f"qkeras {getattr(qkeras, '__version__', '?')} from {qkeras.__file__} is not "
+            f"qkeras-v3 ({flavour.QKERAS3_PIN})"
+        )
+    return keras3
 
 
 def _restore_array_ops_stack() -> None:
@@ -61,6 +82,12 @@ def custom_objects() -> dict[str, Any]:
 
     objects: dict[str, Any] = {}
     _add_supported_quantized_objects(objects)
+    from qkeras2qonnx import flavour
+
+    if flavour.process_flavour() == flavour.KERAS3:
+        from qkeras2qonnx.keras3_compat import loading_objects
+
+        objects.update(loading_objects())
     return objects
 
 

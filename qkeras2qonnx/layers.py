@@ -30,6 +30,7 @@ _QKERAS_KEYS = frozenset(
         "kernel_range",
         "bias_range",
         "depthwise_range",
+        "mask",  # qkeras-v3's QConv2D kernel mask (refused when set, see _weighted)
     }
 )
 
@@ -69,6 +70,12 @@ def _weighted(
     QSeparableConv1D runs its kernels through a 2-D separable convolution)."""
 
     def strip(layer: Any, where: str) -> Stripped:
+        if getattr(layer, "_mask", None) is not None:
+            raise ConversionError(
+                "a kernel mask (qkeras-v3 QConv2D mask=...) multiplies the quantized kernel: "
+                "not supported",
+                where,
+            )
         config = {k: v for k, v in config_of(layer).items() if not _training_only(k)}
         values = layer.get_weights()
         # QKeras quantizes a weight only when the constructor argument is truthy.
@@ -114,9 +121,11 @@ def _folded(plain: str, kernel_role: str) -> LayerRule:
 def _qactivation(layer: Any, where: str) -> Stripped:
     full = config_of(layer)
     config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
-    slots = activation_slot(layer.quantizer, config, where)
+    # QKeras 0.9 keeps the quantizer in ``quantizer``, qkeras-v3 in ``activation``.
+    quantizer = layer.quantizer if hasattr(layer, "quantizer") else layer.activation
+    slots = activation_slot(quantizer, config, where)
     if not slots:  # QActivation("relu") etc.: a plain Keras activation function
-        config["activation"] = keras().activations.serialize(layer.quantizer)
+        config["activation"] = keras().activations.serialize(quantizer)
     return Stripped(keras().layers.Activation, config, slots)
 
 
@@ -145,6 +154,7 @@ LAYERS: dict[str, LayerRule] = {
     "QSeparableConv2D": _weighted("SeparableConv2D", _SEPARABLE),
     "QConv2DBatchnorm": _folded("Conv2D", "kernel_quantizer"),
     "QDepthwiseConv2DBatchnorm": _folded("DepthwiseConv2D", "depthwise_quantizer"),
+    "QDenseBatchnorm": _folded("Dense", "kernel_quantizer"),  # qkeras-v3
     "QActivation": _qactivation,
     "QBatchNormalization": strip_qbatchnorm,
     "QAveragePooling2D": pooling_rule("AveragePooling2D"),

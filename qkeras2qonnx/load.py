@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from qkeras2qonnx import flavour
 from qkeras2qonnx.backend import custom_objects, keras
 from qkeras2qonnx.pruning import wrapper_objects
 from qonnx_ingest.errors import ConversionError, InputError
@@ -33,6 +34,7 @@ def load_model(source: Any, *, weights: Any = None, allow_lambda: bool = False) 
     In-memory models are the caller's own code and are taken as they are.
     """
     if hasattr(source, "layers") and hasattr(source, "get_config"):
+        flavour.enter(flavour.model_flavour(source))  # a clear error if this process cannot
         model = source
     else:
         path = Path(source)
@@ -55,6 +57,9 @@ def load_weights(model: Any, weights: Any) -> None:
     if not path.exists() and not checkpoint:
         raise InputError("no such weights file", str(path))
     try:
+        if flavour.model_flavour(model) == flavour.KERAS3:
+            model.load_weights(str(path))
+            return
         if not checkpoint and h5py.is_hdf5(path):
             with h5py.File(path, "r") as f:
                 if "layer_names" in f.attrs or "model_weights" in f:
@@ -75,6 +80,8 @@ def load_weights(model: Any, weights: Any) -> None:
 def _load_path(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
     import h5py
 
+    # Before Keras is imported: the file decides which QKeras this process runs (``flavour``).
+    flavour.enter(flavour.file_flavour(path))
     if path.is_dir():
         return _load_saved_model(path, allow_lambda)
     if h5py.is_hdf5(path):
@@ -167,6 +174,11 @@ def _load_args(config: str | bytes) -> dict[str, Any]:
 
 def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
     try:
+        if flavour.process_flavour() == flavour.KERAS3:
+            from qkeras2qonnx.keras3_compat import fixed_classes
+
+            with fixed_classes():
+                return load()
         return load()
     except ConversionError:
         raise

@@ -9,6 +9,7 @@ from typing import Any
 
 import onnx
 
+from qkeras2qonnx import flavour
 from qkeras2qonnx.channels_last import explicit_pads, to_channels_last
 from qkeras2qonnx.load import load_model
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
@@ -44,6 +45,8 @@ def convert(
     ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
     the batch is fixed to 1 unless ``batch_size`` says otherwise).
     Every quantizer becomes exactly one QONNX node, or a ``ConversionError`` names it.
+    A model of the QKeras generation this process did not import (qkeras-v3 / Keras 3 vs
+    QKeras 0.9 / tf_keras, see ``flavour``) is converted in a subprocess.
     ``verify`` compares the result with ``model.predict`` on seeded inputs and raises
     ``VerificationError`` (nothing saved) when they differ beyond 1e-6 relative.
     """
@@ -54,6 +57,24 @@ def convert(
     inputs = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
     if output_path is not None:
         check_output_path(output_path, inputs)  # fail before the expensive part
+    needed = flavour.needed(model_or_path)
+    if not flavour.can_run(needed):  # the other QKeras generation: in a subprocess
+        from qkeras2qonnx.isolated import convert_elsewhere
+
+        proto = convert_elsewhere(
+            model_or_path,
+            needed,
+            weights=weights,
+            opset=opset,
+            batch_size=batch_size,
+            allow_lambda=allow_lambda,
+            int_quant=int_quant,
+            channels_last=channels_last,
+            verify=verify,
+        )
+        if output_path is not None:
+            save_model(proto, output_path, inputs=inputs)
+        return proto
     model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
     proto = convert_keras(
         model, opset=opset, batch_size=batch_size, int_quant=int_quant, channels_last=channels_last

@@ -43,7 +43,9 @@ def _check_average_quantizer(layer: Any, where: str) -> dict[str, str]:
     if hasattr(layer, "compute_pooling_area"):
         import tensorflow as tf
 
-        area = int(layer.compute_pooling_area(tf.TensorShape(layer.input_shape)))
+        # tf_keras layers know their input_shape; Keras 3 layers their input tensor.
+        shape = layer.input_shape if hasattr(layer, "input_shape") else layer.input.shape
+        area = int(layer.compute_pooling_area(tf.TensorShape(shape)))
     else:
         size = layer.pool_size
         area = int(np.prod(size)) if not isinstance(size, int) else size * size
@@ -64,7 +66,8 @@ def pooled_activation_class() -> type:
     class PooledActivation(keras().layers.Layer):
         def __init__(self, pool: dict, activation: str = "linear", **kwargs: Any):
             super().__init__(**kwargs)
-            self.pool = keras().layers.deserialize(pool)
+            # By class name: Keras 3's deserialize wants a module key that tf_keras omits.
+            self.pool = getattr(keras().layers, pool["class_name"]).from_config(pool["config"])
             self.activation = keras().activations.get(activation)
 
         def call(self, x: Any) -> Any:

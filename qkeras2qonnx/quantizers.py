@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import exact_activations
+from qkeras2qonnx import exact_activations, quantizers3
 from qkeras2qonnx.activations import LINEAR, RELU, PlainActivation
 from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, LOST, QUANT, QuantSpec
@@ -127,6 +127,8 @@ def _quantized_bits(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     if isinstance(q.alpha, str):
         if q.alpha not in ("auto", "auto_po2"):
             raise ConversionError(f"{describe(q)}: unknown alpha {q.alpha!r}", where)
+        if getattr(q, "post_training_scale", None) is not None:  # qkeras-v3: a frozen scale
+            return quantizers3.post_training_scale(q, m_i / m, where)
         _require_weight(q, weight, where, f"alpha={q.alpha!r}")
         if bits < 2:
             raise ConversionError(f"{describe(q)}: alpha={q.alpha!r} needs bits >= 2", where)
@@ -279,6 +281,7 @@ QUANTIZERS: dict[str, QuantizerRule] = {
     "quantized_relu": QuantizerRule(
         _quantized_relu, activation=RELU, raw_input=lambda q: bool(q.negative_slope)
     ),
+    "quantized_linear": QuantizerRule(quantizers3.quantized_linear, activation=LINEAR),  # v3
     "binary": QuantizerRule(_binary, activation=LINEAR),
     "ternary": QuantizerRule(_ternary, activation=LINEAR),
     "quantized_po2": QuantizerRule(_non_uniform, activation=LINEAR),

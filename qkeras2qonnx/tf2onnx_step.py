@@ -33,6 +33,7 @@ def to_onnx(
     if _HANDLED_OP in handlers:
         raise ConversionError(f"custom_op_handlers may not replace {_HANDLED_OP}: it marks layers")
     handlers[_HANDLED_OP] = (tf2onnx_handler, [])
+    model = _functional(model)
     if input_signature is None and batch_size is not None:
         input_signature = _signature(model, batch_size)
     with _restoring_tf2onnx_registry():
@@ -51,6 +52,20 @@ def to_onnx(
     _check_converted(proto)
     _name_batch_dims(proto.graph)
     return proto
+
+
+def _functional(model: Any) -> Any:
+    """tf2onnx 1.17 cannot name the outputs of a Keras 3 Sequential (KeyError 'keras_tensor_N');
+    the same layers as a functional model convert."""
+    from qkeras2qonnx.flavour import KERAS3, model_flavour
+
+    if model_flavour(model) != KERAS3 or not hasattr(model, "inputs"):
+        return model
+    import keras
+
+    if not isinstance(model, keras.Sequential):
+        return model
+    return keras.Model(model.inputs, model.outputs, name=model.name)
 
 
 def _signature(model: Any, batch_size: int) -> list:

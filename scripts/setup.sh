@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11) and installs the project with every extra, pinned by
-# constraints.txt. Re-running is cheap: it reinstalls only when the pins or setup.cfg change.
+# constraints.txt, and qkeras-v3 (QKeras for Keras 3) into .venv/qkeras-v3. Re-running is cheap:
+# it reinstalls only when the pins, setup.cfg or this script change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,11 +19,21 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.qonnx-ingest-installed
-want=$(cat constraints.txt setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat constraints.txt setup.cfg pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing pinned dependencies (first run: a few minutes, TensorFlow is ~2.5 GB)"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=23"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     -c constraints.txt -e ".[keras,test,hls4ml]"
+  # qkeras-v3 (QKeras for Keras 3) installs the same top-level package `qkeras` as QKeras 0.9,
+  # so it lives in its own directory, outside site-packages; qkeras2qonnx puts it first on
+  # sys.path only in processes that convert Keras 3 models (qkeras2qonnx/flavour.py). Pure
+  # Python, and its dependencies are the pinned stack above (hence --no-deps). Only its
+  # `qkeras` package is kept: the wheel also installs top-level docs/examples/tests packages.
+  rm -rf .venv/qkeras-v3
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target .venv/qkeras-v3 "$(grep '^qkeras-v3==' constraints.txt)"
+  find .venv/qkeras-v3 -mindepth 1 -maxdepth 1 ! -name 'qkeras' ! -name 'qkeras_v3-*' \
+    -exec rm -rf {} +
   echo "$want" > "$stamp"
 fi

@@ -1,0 +1,53 @@
+"""The child process of ``isolated``: ``python -m qkeras2qonnx.isolated_worker WORKDIR``.
+
+Reads ``request.pkl`` (flavour, source, weights, output, ``convert`` keywords), enters the
+flavour before anything imports TensorFlow, converts with ``pipeline.convert`` and writes
+``reply.pkl``: the ConversionError (module, class, message, where, verification) if any, and
+the converters' warnings (category, message).
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import warnings
+from pathlib import Path
+
+from qkeras2qonnx import flavour
+from qonnx_ingest.errors import ConversionError
+
+
+def serve(work: Path) -> None:
+    """The child: convert as asked, reply with the warnings and the error (if any)."""
+    request = pickle.loads((work / "request.pkl").read_bytes())
+    flavour.enter(request["flavour"])
+    from qkeras2qonnx.pipeline import convert
+
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            convert(
+                request["source"],
+                request["output"],
+                weights=request["weights"],
+                **request["options"],
+            )
+        except ConversionError as exc:
+            error = (
+                type(exc).__module__,
+                type(exc).__name__,
+                exc.message,
+                exc.where,
+                getattr(exc, "verification", None),
+            )
+    relayed = [
+        ((w.category.__module__, w.category.__name__), str(w.message))
+        for w in caught
+        if w.category.__module__.startswith(("qkeras2qonnx", "qonnx_ingest"))
+    ]
+    (work / "reply.pkl").write_bytes(pickle.dumps({"error": error, "warnings": relayed}))
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]))

@@ -1,0 +1,57 @@
+"""Running code under qkeras-v3 from the test process, which has imported QKeras 0.9.
+
+One process can hold only one ``qkeras``, so the Keras 3 side (building models, qkeras-v3's
+own predict, in-memory conversion) runs as a subprocess with the environment
+``qkeras2qonnx.flavour.qkeras3_environment`` gives, and hands back files (.keras, .npz, .onnx).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from qkeras2qonnx import flavour
+from qonnx_ingest.execute import execute_qonnx
+
+HERE = Path(__file__).resolve().parent
+_made: list[Path] = []
+
+
+def run_qkeras3(script: str, *args: str | Path, timeout: float = 900) -> None:
+    """Run ``tests/qkeras2qonnx/<script>`` under qkeras-v3; fail with its stderr tail."""
+    env = flavour.qkeras3_environment()  # raises, naming setup.sh, if qkeras-v3 is missing
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    done = subprocess.run(
+        [sys.executable, str(HERE / script), *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def made_models(tmp_path_factory) -> Path:
+    """The directory ``qkeras3_models.py`` filled, built once per test session (slow: Keras 3
+    start-up, six models, their predictions and in-memory conversions)."""
+    if not _made:
+        root = tmp_path_factory.mktemp("qkeras3")
+        run_qkeras3("qkeras3_models.py", root)
+        _made.append(root)
+    return _made[0]
+
+
+def assert_matches_reference(onnx_model: onnx.ModelProto, reference: dict) -> None:
+    """The QONNX model (qonnx's executor) equals qkeras-v3's predict at batch 1 and 8,
+    within 1e-6 relative."""
+    name = onnx_model.graph.input[0].name
+    for batch in (1, 8):
+        x, y = reference[f"x{batch}"], reference[f"y{batch}"]
+        got = execute_qonnx(onnx_model, {name: x})[onnx_model.graph.output[0].name]
+        assert got.shape == y.shape
+        np.testing.assert_allclose(got, y, rtol=1e-6, atol=1e-6 * max(1.0, float(np.abs(y).max())))

@@ -1,0 +1,117 @@
+"""Keras 3 models (qkeras-v3) convert exactly, in memory, from a .keras or Keras-3 HDF5 file
+and on the command line, although this test process imported QKeras 0.9 (a file of the other
+generation is converted in a subprocess; see ``qkeras2qonnx.flavour``).
+
+The models are built, run (qkeras-v3's own predict) and converted in memory by
+``qkeras3_models.py`` under qkeras-v3; this process only compares files.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from qkeras3_support import assert_matches_reference, made_models
+from qkeras_helpers import quant_nodes
+
+from qonnx_ingest.errors import ConversionError
+
+pytestmark = pytest.mark.keras
+
+CONVERTED = ("dense", "conv_bn", "dense_bn", "v3_quantizers", "mixed_conv", "mixed_1d")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    return made_models(tmp_path_factory)
+
+
+def reference(made, name):
+    return dict(np.load(made / f"{name}.npz"))
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_in_memory_keras3_model_matches_qkeras3_predict(made, name):
+    converted = onnx.load(made / f"{name}.inmemory.onnx")
+    onnx.checker.check_model(converted)
+    ref = reference(made, name)
+    assert len(quant_nodes(converted)) == int(ref["quantizers"])
+    assert_matches_reference(converted, ref)
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_keras_file_converts_in_a_subprocess_from_a_qkeras09_process(made, name):
+    import qkeras
+
+    import qkeras2qonnx
+    from qkeras2qonnx import flavour
+
+    assert qkeras.__version__.startswith("0.9")  # this process cannot import qkeras-v3
+    assert flavour.file_flavour(made / f"{name}.keras") == flavour.KERAS3
+    converted = qkeras2qonnx.convert(made / f"{name}.keras", verify=True)
+    onnx.checker.check_model(converted)
+    ref = reference(made, name)
+    assert len(quant_nodes(converted)) == int(ref["quantizers"])
+    assert_matches_reference(converted, ref)
+
+
+def test_batchnorm_folded_layers_keep_no_batchnorm(made):
+    for name in ("conv_bn", "dense_bn"):
+        converted = onnx.load(made / f"{name}.inmemory.onnx")
+        assert not any(n.op_type == "BatchNormalization" for n in converted.graph.node), name
+
+
+def test_keras3_hdf5_converts_through_the_keras3_path(made, tmp_path):
+    """An HDF5 model written by Keras 3 (here with QDenseBatchnorm, which QKeras 0.9 lacks)."""
+    import qkeras2qonnx
+    from qkeras2qonnx import flavour
+
+    assert flavour.file_flavour(made / "dense_bn.h5") == flavour.KERAS3
+    converted = qkeras2qonnx.convert(made / "dense_bn.h5", tmp_path / "out.onnx")
+    assert (tmp_path / "out.onnx").exists()
+    assert_matches_reference(converted, reference(made, "dense_bn"))
+
+
+@pytest.mark.parametrize(
+    "name, fragments",
+    [
+        ("linear_1bit", ("fc kernel_quantizer", "quantized_linear(1,0", "1-bit")),
+        ("scale_shift", ("ss:", "unsupported QKeras layer QScaleShift")),
+    ],
+)
+def test_unsupported_keras3_models_are_refused_naming_the_layer(made, name, fragments, tmp_path):
+    import qkeras2qonnx
+
+    in_memory = (made / f"{name}.error.txt").read_text()
+    assert not (made / f"{name}.inmemory.onnx").exists()
+    with pytest.raises(ConversionError) as caught:  # relayed from the subprocess
+        qkeras2qonnx.convert(made / f"{name}.keras", tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+    for fragment in fragments:
+        assert fragment in in_memory and fragment in str(caught.value)
+
+
+def test_load_model_refuses_a_keras3_file_in_a_qkeras09_process(made):
+    from qkeras2qonnx.load import load_model
+
+    with pytest.raises(ConversionError, match="qkeras-v3 on Keras 3.*subprocess"):
+        load_model(made / "dense.keras")
+
+
+def test_cli_converts_a_keras3_file_and_verifies(made, tmp_path):
+    """A fresh ``qkeras2qonnx`` process picks Keras 3 from the file and runs it in-process."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    out = tmp_path / "dense.onnx"
+    done = subprocess.run(
+        [sys.executable, "-m", "qkeras2qonnx", made / "conv_bn.keras", "-o", out, "--verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "-> ok" in done.stdout
+    assert_matches_reference(onnx.load(out), reference(made, "conv_bn"))
