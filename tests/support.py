@@ -1,6 +1,9 @@
 """Shared by the tests: the project root, its examples, the corpus beside it, and the checks
 every bad-input CLI row makes."""
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -35,3 +38,19 @@ def assert_cli_fails(
     for fragment in fragments:
         assert fragment in err, f"{fragment!r} not in {err!r}"
     return err
+
+
+def run_module(
+    module: str, *args, cwd: Path, timeout: float = 300, path_first: Sequence[Path] = ()
+) -> subprocess.CompletedProcess:
+    """``python -m module args`` on this checkout's code (``path_first`` ahead of it), text
+    output captured: how the CLI tests run a command as a user would."""
+    pythonpath = os.pathsep.join([*map(str, path_first), str(ROOT)])
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+    )

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from qkeras2qonnx.cli import main
-from support import EXAMPLES, ROOT, assert_cli_fails, snapshot
+from support import EXAMPLES, ROOT, assert_cli_fails, run_module, snapshot
 
 TFLITE = EXAMPLES / "int8_dense.tflite"
 H5 = EXAMPLES / "qkeras_jet_dnn.h5"
@@ -56,15 +56,7 @@ def run_blocked(blocked, *args, cwd) -> subprocess.CompletedProcess:
     site = cwd / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(textwrap.dedent(BLOCKER.format(blocked=blocked)))
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
-    return subprocess.run(
-        [sys.executable, "-m", "qkeras2qonnx", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    return run_module("qkeras2qonnx", *args, cwd=cwd, timeout=120, path_first=[site])
 
 
 @pytest.mark.parametrize(

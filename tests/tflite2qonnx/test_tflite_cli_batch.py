@@ -5,16 +5,14 @@ code; one bad model never stops or damages the others."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
-from support import CORPUS, ROOT, requires_corpus, snapshot
+from support import CORPUS, requires_corpus, run_module, snapshot
 
 TFLITE = CORPUS / "tflite"
 HELLO = TFLITE / "tflm__hello_world_int8.tflite"
@@ -25,15 +23,7 @@ pytestmark = requires_corpus
 
 
 def run_cli(*args, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "tflite2qonnx", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    return run_module("tflite2qonnx", *args, cwd=cwd)
 
 
 @pytest.fixture

@@ -3,16 +3,14 @@ inference cost need, computing what the TFLite interpreter computes at that batc
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import numpy as np
 import onnx
 import pytest
 
 from qonnx_ingest.errors import InputError
-from support import CORPUS, ROOT, requires_corpus
+from support import CORPUS, requires_corpus, run_module
 from tflite2qonnx import convert
 
 HELLO = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"  # input [batch, 1]: dynamic batch
@@ -90,15 +88,7 @@ def test_a_static_batch_is_the_models_own():
 
 
 def run_cli(*args, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "tflite2qonnx", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    return run_module("tflite2qonnx", *args, cwd=cwd)
 
 
 def test_cli_batch_size_verifies_against_the_interpreter_at_that_batch(tmp_path):
