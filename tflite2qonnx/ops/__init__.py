@@ -24,6 +24,7 @@ from tflite2qonnx.ops.conv import (
 )
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
+from tflite2qonnx.ops.lstm import unidirectional_sequence_lstm
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
     max_pooling_with_argmax_2d,
@@ -151,6 +152,7 @@ OPERATORS: dict[str, Op] = {
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,))),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(unidirectional_sequence_lstm, ranks=((3,), (3,))),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }
