@@ -99,7 +99,7 @@ class FloatLstm:
 
     def activation(self, pre: str, gate: int) -> str:
         if gate == 2:
-            return activation(self.b, self.op, pre)
+            return fused_activation(self.b, self.op, pre)
         return self.b.emit("Sigmoid", [pre])[0]
 
     def one_minus(self, f: str) -> str:
@@ -113,7 +113,7 @@ class FloatLstm:
         return _clip(b, c, clip) if clip > 0 else c
 
     def hidden(self, o: str, c: str) -> str:
-        return self.b.emit("Mul", [o, activation(self.b, self.op, c)])[0]
+        return self.b.emit("Mul", [o, fused_activation(self.b, self.op, c)])[0]
 
     def project(self, h: str) -> str:
         b, (w, bias) = self.b, self.d.projection
@@ -122,13 +122,6 @@ class FloatLstm:
             h = b.emit("Add", [h, b.input(bias)])[0]
         clip = float(self.op.options.get("proj_clip", 0.0))
         return _clip(b, h, clip) if clip > 0 else h
-
-
-def activation(b: GraphBuilder, op: Operator, x: str) -> str:
-    """The op's fused activation as TFLite's LSTM applies it (Sigmoid included)."""
-    if op.options.get("fused_activation_function", "NONE") == "SIGMOID":
-        return b.emit("Sigmoid", [x])[0]
-    return fused_activation(b, op, x)
 
 
 def _clip(b: GraphBuilder, x: str, bound: float) -> str:

@@ -1,0 +1,164 @@
+"""The integer UNIDIRECTIONAL_SEQUENCE_LSTM step (TFLite's 8x8_16 kernel) as Quant nodes.
+
+TFLite's kernel (lstm.cc PopulateQuantizedLstmParams8x8_16, lstm_eval.cc
+LstmStepInteger8x8_16) keeps int8 input and hidden state, int16 gates and cell state:
+
+- each gate's input part, x @ W + bias, and its recurrent part, h @ R, are each rescaled to
+  the gate's Q3.12 grid (2^-12, the intermediates' scales with layer norm) and rounded; their
+  sum saturates at int16;
+- sigmoid and tanh map Q3.12 to Q0.15 (2^-15);
+- the cell state is a power-of-two grid 2^cs: f * c and i * g are each rounded to it, their
+  sum saturates at int16 and is clipped at the quantized cell_clip;
+- the hidden state o * tanh(c) is rounded to intermediate 4's int8 grid (effective hidden
+  scale) and copied as raw integers into the output state and the output.
+
+The gate bias is added as raw int32 to the input part's accumulator, so its real value is
+q * s_x * s_W whatever scale the bias tensor declares. Every rounding is a Quant node on the
+kernel's grid (one rounding where the kernel's fixed-point multiply rounds twice: at most one
+step apart). Variants this kernel form does not cover here (CIFG, peepholes, layer norm,
+projection, per-channel weights) are refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.lstm import Direction
+
+GATE_SCALE = 2.0**-12  # Q3.12: the gate pre-activations without layer norm
+ACT_SCALE = 2.0**-15  # Q0.15: sigmoid and tanh outputs
+INT16 = {"bit_width": 16, "signed": True, "narrow": False}
+
+
+class IntegerLstm:
+    """The 8x8_16 kernel's arithmetic for ``ops.lstm.run_sequence``."""
+
+    def __init__(self, b: GraphBuilder, op: Operator, d: Direction):
+        self.b, self.op, self.d = b, op, d
+        self._check()
+        x = b.tensor(op.inputs[0])
+        self.x_scale = float(x.quant.scale)
+        h_state = b.tensor(d.states[0])
+        self.h_scale, self.h_zp = float(h_state.quant.scale), float(h_state.quant.zero_point)
+        c_state = b.tensor(d.states[1])
+        self.c_scale = float(c_state.quant.scale)
+        cs = int(round(np.log2(self.c_scale)))
+        if 2.0**cs != self.c_scale or not -15 <= cs <= -9:
+            raise ConversionError(
+                f"cell state scale {self.c_scale} is not a power of two 2^-15..2^-9, which the "
+                "integer kernel's tanh needs (Q0.15 to Q6.9)",
+                op.where,
+            )
+        hidden = b.tensor(op.intermediates[4])
+        self.hidden_scale = float(hidden.quant.scale)
+        self.hidden_zp = float(hidden.quant.zero_point)
+        clip = float(op.options.get("cell_clip", 0.0))
+        # TFLite truncates cell_clip / scale to int16
+        self.cell_clip = int(min(max(clip / self.c_scale, -32768.0), 32767.0))
+
+    def _check(self) -> None:
+        b, op, d = self.b, self.op, self.d
+        unsupported = [
+            ("CIFG (no input gate)", d.cifg),
+            ("peepholes", d.peephole),
+            ("layer normalization", d.normalized),
+            ("projection", d.projection[0] >= 0),
+        ]
+        for what, present in unsupported:
+            if present:
+                raise ConversionError(f"integer {op.name} with {what} is not supported", op.where)
+        if op.options.get("fused_activation_function", "NONE") != "TANH":
+            raise ConversionError(f"integer {op.name} needs the TANH activation", op.where)
+        if len(op.intermediates) < 5 or b.tensor(op.intermediates[4]).quant is None:
+            raise ConversionError(
+                f"integer {op.name} needs its quantized hidden-state intermediate (5th)", op.where
+            )
+        x = b.tensor(op.inputs[0])
+        if x.dtype != "int8":
+            raise ConversionError(f"{x.dtype} {op.name} is not supported (int8 only)", op.where)
+        wanted = [(d.states[0], "int8"), (d.states[1], "int16")]
+        wanted += [(w, "int8") for w in (*d.x_weights, *d.h_weights)]
+        wanted += [(bias, "int32") for bias in d.biases]
+        for idx, dtype in wanted:
+            t = b.tensor(idx)
+            if t.dtype != dtype or t.quant is None or t.quant.axis is not None:
+                raise ConversionError(
+                    f"integer {op.name} needs a per-tensor {dtype} tensor, got {t.dtype}",
+                    f"{op.where}, tensor {idx} '{t.name}'",
+                )
+        for idx in (*d.x_weights, *d.h_weights):
+            if float(b.tensor(idx).quant.zero_point) != 0:
+                raise ConversionError(
+                    f"integer {op.name} needs symmetric weights", f"tensor '{b.tensor(idx).name}'"
+                )
+
+    def _quant(self, x: str, hint: str, scale: float, zero_point: float = 0.0, **bits) -> str:
+        b = self.b
+        return b.quant(x, hint, None, scale=np.float32(scale), zero_point=zero_point, **bits)
+
+    def x_part(self, x: str, wx: str, gates: tuple[int, ...]) -> str:
+        """round((x @ W + bias) on Q3.12), saturated at int16, for all steps at once."""
+        b, d = self.b, self.d
+        y = b.emit("MatMul", [x, wx])[0]
+        biases = []
+        for g in gates:
+            raw = np.asarray(b.tensor(d.biases[g]).data, np.float64)
+            w_scale = float(b.tensor(d.x_weights[g]).quant.scale)
+            biases.append(raw * self.x_scale * w_scale)
+        bias = b.const(np.concatenate(biases).astype(np.float32), "lstm_gate_bias")
+        y = b.emit("Add", [y, bias])[0]
+        return self._quant(y, "lstm_input_part", GATE_SCALE, **INT16)
+
+    def h_part(self, h_part: str) -> str:
+        """h @ R rounded on Q3.12 (an int32 result: no saturation before the sum)."""
+        return self._quant(h_part, "lstm_recurrent_part", GATE_SCALE, bit_width=32, signed=True)
+
+    def gate_sum(self, x_part: str, h_part: str) -> str:
+        total = self.b.emit("Add", [x_part, h_part])[0]
+        return self._quant(total, "lstm_gate", GATE_SCALE, **INT16)
+
+    def activation(self, pre: str, gate: int) -> str:
+        kind = "Tanh" if gate == 2 else "Sigmoid"
+        return self._quant(self.b.emit(kind, [pre])[0], f"lstm_{kind.lower()}", ACT_SCALE, **INT16)
+
+    def cell(self, f: str, c: str, i: str, g: str) -> str:
+        b = self.b
+        kept = self._quant(b.emit("Mul", [f, c])[0], "lstm_kept_cell", self.c_scale, **INT16)
+        new = self._quant(b.emit("Mul", [i, g])[0], "lstm_new_cell", self.c_scale, **INT16)
+        c = self._quant(b.emit("Add", [kept, new])[0], "lstm_cell", self.c_scale, **INT16)
+        if 0 < self.cell_clip < 32767:
+            bound = self.cell_clip * self.c_scale
+            lo = b.const(np.array(-bound, np.float32), "cell_clip_min")
+            hi = b.const(np.array(bound, np.float32), "cell_clip_max")
+            c = b.emit("Clip", [c, lo, hi])[0]
+        return c
+
+    def hidden(self, o: str, c: str) -> str:
+        """o * tanh(c) on the hidden intermediate's int8 grid, read as the output state's."""
+        b = self.b
+        tanh_c = self._quant(b.emit("Tanh", [c])[0], "lstm_tanh_cell", ACT_SCALE, **INT16)
+        h = b.emit("Mul", [o, tanh_c])[0]
+        h = self._quant(h, "lstm_hidden", self.hidden_scale, self.hidden_zp, bit_width=8)
+        return _reinterpret(b, h, (self.hidden_scale, self.hidden_zp), (self.h_scale, self.h_zp))
+
+    def output(self, y: str, out_idx: int) -> str:
+        """The output holds the output state's raw integers."""
+        q = self.b.tensor(out_idx).quant
+        if q is None:
+            raise ConversionError(f"integer {self.op.name} needs a quantized output", self.op.where)
+        dst = (float(q.scale), float(q.zero_point))
+        return _reinterpret(self.b, y, (self.h_scale, self.h_zp), dst)
+
+
+def _reinterpret(b: GraphBuilder, x: str, src: tuple[float, float], dst: tuple[float, float]):
+    """Raw integers of grid ``src`` read on grid ``dst``: s_d * (x / s_s + zp_s - zp_d)."""
+    if src == dst:
+        return x
+    y = b.emit("Mul", [x, b.const(np.array(dst[0] / src[0], np.float32), "regrid")])[0]
+    if src[1] != dst[1]:
+        shift = b.const(np.array(dst[0] * (src[1] - dst[1]), np.float32), "regrid_shift")
+        y = b.emit("Add", [y, shift])[0]
+    return y
