@@ -25,7 +25,6 @@ ALL_MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() els
 # capability that will bring it in (issue "tflite2qonnx on the models people ship").
 # test_refused_models_still_stop_at_their_operator fails once one converts: remove its entry.
 NOT_YET_CONVERTED = {
-    "coral__keras_lstm_mnist_ptq.tflite": ("UNIDIRECTIONAL_SEQUENCE_LSTM", "recurrent ops"),
     "tfexamples__recommendation_history10_top100.tflite": ("TOPK_V2", "TOPK_V2"),
     "tfexamples__ssd_mobilenet_v1_coco_quant_detect.tflite": (
         "TFLite_Detection_PostProcess",

@@ -1,0 +1,169 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM against the TFLite interpreter: float (Keras LSTMs from TF's
+converter and edited variants of them) within 1e-4 relative, int8 with int16 cell state
+(TFLite's 8x8_16 kernel) within one step, and the Coral int8 LSTM corpus model end to end and
+op by op.
+
+The interpreter carries the LSTM's state variables from one invocation to the next; the
+converted graph starts from the initial (zero) state, so every comparison resets the
+interpreter's variables first (``litert_compare``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from litert_compare import (
+    compare,
+    random_input,
+    real_value,
+    reference_interpreter,
+    steps_per_op,
+)
+from lstm_models import keras_lstm, lstm_variant
+from tf_models import _tf
+
+import tflite2qonnx
+from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.verification import run_converted
+from support import CORPUS, requires_corpus
+from tflite2qonnx.reader import read_model
+
+OP = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+CORAL_LSTM = CORPUS / "tflite" / "coral__keras_lstm_mnist_ptq.tflite"
+
+_BUILT: dict[tuple, bytes] = {}
+
+
+def generated(quantized: bool = False, **kw) -> bytes:
+    key = (quantized, tuple(sorted(kw.items())))
+    if key not in _BUILT:
+        _BUILT[key] = keras_lstm(quantized=quantized, **kw)
+    return _BUILT[key]
+
+
+def op_names(data) -> list[str]:
+    return [op.name for op in read_model(data).subgraphs[0].operators]
+
+
+def assert_float_matches(data: bytes, low: float = -2.0, high: float = 2.0) -> None:
+    assert OP in op_names(data)
+    model = tflite2qonnx.convert(data)
+    for xnnpack in (False, True):
+        pairs = compare(model, reference_interpreter(data, xnnpack=xnnpack), n_inputs=4,
+                        low=low, high=high)  # fmt: skip
+        worst = max(float(np.max(np.abs(p.ours - p.reference))) for p in pairs)
+        assert all(p.float_error_ok() for p in pairs), f"max error {worst}"
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_float_keras_lstm_matches_interpreter(return_sequences: bool) -> None:
+    assert_float_matches(generated(return_sequences=return_sequences))
+
+
+VARIANTS = {
+    "peephole": {"peephole": True},
+    "cifg": {"cifg": True},
+    "cifg_peephole": {"cifg": True, "peephole": True},
+    "layer_norm": {"layer_norm": True},
+    "projection": {"projection": 3},
+    "projection_clipped": {"projection": 3, "options": {"projClip": 0.3}},
+    "cell_clip": {"options": {"cellClip": 0.2}},
+    "time_major": {"options": {"timeMajor": True}},
+    "relu_activation": {"options": {"fusedActivationFunction": 1}},
+    "relu6_activation": {"options": {"fusedActivationFunction": 3}},
+    "everything": {
+        "cifg": True,
+        "peephole": True,
+        "layer_norm": True,
+        "projection": 4,
+        "options": {"cellClip": 0.5, "projClip": 0.4},
+    },
+}
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_float_lstm_variant_matches_interpreter(variant: str) -> None:
+    """Peepholes (the output gate's on the updated cell), CIFG, layer norm (bias after it),
+    projection, clips, time_major and the fused activation, as the interpreter runs them."""
+    data = lstm_variant(generated(return_sequences=True), **VARIANTS[variant], seed=3)
+    assert_float_matches(data)
+
+
+def assert_within_one_step(model, data: bytes, min_equal: float, n_inputs: int = 8) -> None:
+    for xnnpack in (False, True):
+        pairs = compare(model, reference_interpreter(data, xnnpack=xnnpack), n_inputs=n_inputs)
+        steps = np.concatenate([p.steps() for p in pairs])
+        assert steps.max() <= 1
+        assert np.mean(steps == 0) >= min_equal, np.mean(steps == 0)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_int8_keras_lstm_is_within_one_step_of_interpreter(return_sequences: bool) -> None:
+    """TF's full-integer conversion gives the 8x8_16 kernel (here a 2^-15 cell state); the
+    one-step differences are its fixed-point sigmoid / tanh and double rounding."""
+    data = generated(quantized=True, return_sequences=return_sequences)
+    assert OP in op_names(data)
+    assert_within_one_step(tflite2qonnx.convert(data), data, min_equal=0.9)
+
+
+@pytest.mark.keras
+def test_hybrid_lstm_is_refused_naming_the_op() -> None:
+    """Dynamic-range quantization (int8 weights, float activations) is the hybrid kernel."""
+    tf = _tf()
+    tf.keras.utils.set_random_seed(7)
+    x = tf.keras.Input(batch_size=1, shape=(6, 64))  # weights big enough to be quantized
+    model = tf.keras.Model(x, tf.keras.layers.LSTM(64)(x))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    data = converter.convert()
+    assert OP in op_names(data)
+    with pytest.raises(ConversionError, match=f"{OP}.*hybrid"):
+        tflite2qonnx.convert(data)
+
+
+@pytest.mark.keras
+def test_int8_lstm_without_input_gate_is_refused_naming_the_op() -> None:
+    data = lstm_variant(generated(quantized=True, return_sequences=True), cifg=True)
+    with pytest.raises(ConversionError, match=f"integer {OP} with CIFG"):
+        tflite2qonnx.convert(data)
+
+
+# ---------------------------------------------------------------------- the corpus model
+@requires_corpus
+def test_coral_int8_lstm_agrees_end_to_end_in_onnxruntime() -> None:
+    """The converted model runs in onnxruntime (Quant nodes lowered to standard ops) and
+    gives the interpreter's uint8 output exactly, on both CPU paths."""
+    model = tflite2qonnx.convert(CORAL_LSTM)
+    rng = np.random.default_rng(20261125)
+    for xnnpack in (False, True):
+        it = reference_interpreter(CORAL_LSTM, xnnpack=xnnpack)
+        (inp,), (out,) = it.get_input_details(), it.get_output_details()
+        feeds, expected = [], []
+        for _ in range(16):
+            x = random_input(inp, rng)
+            it.reset_all_variables()
+            it.set_tensor(inp["index"], x)
+            it.invoke()
+            feeds.append({inp["name"]: real_value(x, inp["quantization"])})
+            expected.append(it.get_tensor(out["index"]))
+        outputs, runner = run_converted(model, feeds)
+        assert runner.startswith("onnxruntime")
+        scale, zero_point = out["quantization"]
+        for ours, theirs in zip(outputs, expected, strict=True):
+            q = np.round(ours[out["name"]] / scale) + zero_point
+            assert np.array_equal(q, theirs.astype(np.float64))
+
+
+@requires_corpus
+@pytest.mark.parametrize("xnnpack", [False, True], ids=["builtin", "xnnpack"])
+def test_coral_int8_lstm_op_by_op_within_one_step(xnnpack: bool) -> None:
+    """Each operator fed the interpreter's own tensors: the LSTM's 28-step recurrence within
+    one step of the interpreter (>= 90% equal), every other operator exact."""
+    per_op = steps_per_op(CORAL_LSTM, read_model(CORAL_LSTM).subgraphs[0], xnnpack, n_inputs=2)
+    assert (1, OP) in per_op
+    for (index, name), steps in per_op.items():
+        assert steps.max() <= (1 if name == OP else 0), f"operator {index} {name}"
+        assert np.mean(steps == 0) >= (0.9 if name == OP else 1.0), f"operator {index} {name}"
