@@ -98,3 +98,96 @@ def lstm_variant(
 
 def _value(model, sg, idx: int) -> np.ndarray:
     return np.frombuffer(bytes(model.buffers[sg.tensors[idx].buffer].data), np.float32)
+
+
+def _replace_lstm(data: bytes, new_op: str, build) -> bytes:
+    """The float model's LSTM replaced by ``new_op`` whose operands, options and output
+    shapes ``build(schema, model, sg, op, add)`` sets (``add`` makes a seeded constant or,
+    with ``variable=True``, a zero state tensor)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    sg = model.subgraphs[0]
+    codes = model.operatorCodes
+    (op,) = (
+        o
+        for o in sg.operators
+        if codes[o.opcodeIndex].builtinCode == schema.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM
+    )
+    code = schema.OperatorCodeT()
+    code.builtinCode = getattr(schema.BuiltinOperator, new_op)
+    code.deprecatedBuiltinCode = min(code.builtinCode, 127)
+    code.version = 1
+    codes[op.opcodeIndex] = code
+
+    def add(values=None, name: str = "", variable_shape=None) -> int:
+        t = schema.TensorT()
+        t.type, t.name = schema.TensorType.FLOAT32, name
+        if variable_shape is not None:
+            t.shape = t.shapeSignature = list(variable_shape)
+            t.isVariable, t.buffer = True, 0
+        else:
+            buffer = schema.BufferT()
+            buffer.data = np.frombuffer(np.asarray(values, np.float32).tobytes(), np.uint8)
+            model.buffers.append(buffer)
+            t.shape = t.shapeSignature = list(np.shape(values))
+            t.buffer = len(model.buffers) - 1
+        sg.tensors.append(t)
+        return len(sg.tensors) - 1
+
+    build(schema, model, sg, op, add)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def bidirectional_lstm(data: bytes, *, merge_outputs: bool = True, seed: int = 0) -> bytes:
+    """A BIDIRECTIONAL_SEQUENCE_LSTM: the generated LSTM forward, a seeded one backward."""
+    rng = np.random.default_rng(seed)
+
+    def build(schema, model, sg, op, add):
+        fw = list(op.inputs)
+        batch, _, n_in = sg.tensors[fw[0]].shape
+        units = sg.tensors[fw[5]].shape[0]
+        bw = [add(rng.uniform(-0.6, 0.6, (units, n_in)), f"bw_x{k}") for k in range(4)]
+        bw += [add(rng.uniform(-0.6, 0.6, (units, units)), f"bw_h{k}") for k in range(4)]
+        bw += [-1, -1, -1] + [add(rng.uniform(-0.3, 0.3, units), f"bw_b{k}") for k in range(4)]
+        states = [add(variable_shape=(batch, units), name=f"state{k}") for k in range(2)]
+        op.inputs = [*fw[:18], *bw, -1, -1, fw[18], fw[19], *states] + [-1] * 9
+        options = schema.BidirectionalSequenceLSTMOptionsT()
+        options.fusedActivationFunction, options.cellClip = 4, 10.0
+        options.mergeOutputs, options.timeMajor = merge_outputs, False
+        op.builtinOptionsType = schema.BuiltinOptions.BidirectionalSequenceLSTMOptions
+        op.builtinOptions = options
+        out = sg.tensors[op.outputs[0]]
+        if merge_outputs:
+            out.shape = out.shapeSignature = [*list(out.shape)[:-1], 2 * units]
+        else:
+            second = add(variable_shape=list(out.shape), name="bw_output")
+            sg.tensors[second].isVariable = False
+            op.outputs = [op.outputs[0], second]
+            sg.outputs = [*sg.outputs, second]
+
+    return _replace_lstm(data, "BIDIRECTIONAL_SEQUENCE_LSTM", build)
+
+
+def sequence_rnn(data: bytes, *, activation: int = 4, time_major: bool = False, seed: int = 0):
+    """A UNIDIRECTIONAL_SEQUENCE_RNN with seeded weights in place of the generated LSTM."""
+    rng = np.random.default_rng(seed)
+
+    def build(schema, model, sg, op, add):
+        x = op.inputs[0]
+        d0, d1, n_in = sg.tensors[x].shape
+        units = sg.tensors[op.inputs[5]].shape[0]
+        w = add(rng.uniform(-0.6, 0.6, (units, n_in)), "rnn_w")
+        r = add(rng.uniform(-0.6, 0.6, (units, units)), "rnn_r")
+        bias = add(rng.uniform(-0.3, 0.3, units), "rnn_b")
+        state = add(variable_shape=(d1 if time_major else d0, units), name="rnn_state")
+        op.inputs = [x, w, r, bias, state]
+        options = schema.SequenceRNNOptionsT()
+        options.timeMajor, options.fusedActivationFunction = time_major, activation
+        op.builtinOptionsType = schema.BuiltinOptions.SequenceRNNOptions
+        op.builtinOptions = options
+        op.intermediates = []
+
+    return _replace_lstm(data, "UNIDIRECTIONAL_SEQUENCE_RNN", build)

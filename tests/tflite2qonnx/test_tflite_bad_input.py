@@ -33,7 +33,6 @@ TFLITE = sorted((CORPUS / "tflite").glob("*.tflite"))
 HELLO = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"
 
 
-
 def assert_fails(capsys, argv, code: int, *fragments: str) -> str:
     return assert_cli_fails(capsys, main, PROG, argv, code, *fragments)
 

@@ -1,22 +1,22 @@
-"""The integer UNIDIRECTIONAL_SEQUENCE_LSTM step (TFLite's 8x8_16 kernel) as Quant nodes.
+"""The integer UNIDIRECTIONAL_SEQUENCE_LSTM step (TFLite's 8x8_16 kernel), bit for bit.
 
 TFLite's kernel (lstm.cc PopulateQuantizedLstmParams8x8_16, lstm_eval.cc
 LstmStepInteger8x8_16) keeps int8 input and hidden state, int16 gates and cell state:
 
-- each gate's input part, x @ W + bias, and its recurrent part, h @ R, are each rescaled to
-  the gate's Q3.12 grid (2^-12, the intermediates' scales with layer norm) and rounded; their
-  sum saturates at int16;
-- sigmoid and tanh map Q3.12 to Q0.15 (2^-15);
-- the cell state is a power-of-two grid 2^cs: f * c and i * g are each rounded to it, their
-  sum saturates at int16 and is clipped at the quantized cell_clip;
-- the hidden state o * tanh(c) is rounded to intermediate 4's int8 grid (effective hidden
-  scale) and copied as raw integers into the output state and the output.
+- each gate's input part, x @ W + bias, and its recurrent part, h @ R, are int32
+  accumulators each rescaled to the Q3.12 gate grid by MultiplyByQuantizedMultiplier
+  (``fixed_point.requantize``); their sum saturates at int16;
+- gemmlowp's fixed-point logistic / tanh map Q3.12 to Q0.15, read from tables of their exact
+  outputs (``ops.gemmlowp_tables``); CIFG's input gate is 32767 - f;
+- the cell state is a power-of-two grid 2^cs: f * c and i * g are RoundingDivideByPOT of the
+  raw products, their sum saturates at int16 and is clipped at the quantized cell_clip;
+- the hidden state o * tanh(c) (tanh with 15 + cs integer bits) is rescaled to intermediate
+  4's int8 grid and copied as raw integers into the output state and the output.
 
 The gate bias is added as raw int32 to the input part's accumulator, so its real value is
-q * s_x * s_W whatever scale the bias tensor declares. Every rounding is a Quant node on the
-kernel's grid (one rounding where the kernel's fixed-point multiply rounds twice: at most one
-step apart). Variants this kernel form does not cover here (CIFG, peepholes, layer norm,
-projection, per-channel weights) are refused by name.
+q * s_x * s_W whatever scale the bias tensor declares. Each int16 / int8 result keeps a Quant
+node on its grid (the identity there) so consumers read the widths. Variants not covered
+here (peepholes, layer norm, projection, per-channel weights) are refused by name.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ class IntegerLstm:
     def _check(self) -> None:
         b, op, d = self.b, self.op, self.d
         unsupported = [
-            ("CIFG (no input gate)", d.cifg),
             ("peepholes", d.peephole),
             ("layer normalization", d.normalized),
             ("projection", d.projection[0] >= 0),
@@ -161,6 +160,11 @@ class IntegerLstm:
         values = b.const(gemmlowp_tables.table(kind, integer_bits), f"gemmlowp_{kind}")
         y = b.emit("Gather", [values, index], axis=0, hint=f"lstm_{kind}")[0]
         return self._quant(y, f"lstm_{kind}_q", ACT_SCALE, **INT16)
+
+    def one_minus(self, f: str) -> str:
+        """CIFG's input gate: Sub1Vector, 32767 - f on Q0.15."""
+        one = self.b.const(np.float32(32767 * ACT_SCALE), "q15_one")
+        return self.b.emit("Sub", [one, f])[0]
 
     def _raw(self, x: str, scale: float) -> str:
         """The int16 raw integers of ``x`` (on ``scale``) as float64."""
