@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from litert_compare import (
-    compare,
-    random_input,
-    real_value,
-    reference_interpreter,
-    steps_per_op,
-)
+from litert_compare import compare, random_input, real_value, reference_interpreter
 from lstm_models import keras_lstm, lstm_variant
 from tf_models import _tf
 
@@ -26,6 +20,7 @@ import tflite2qonnx
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.verification import run_converted
 from support import CORPUS, requires_corpus
+from tflite2qonnx.api import convert_subgraph, slice_subgraph
 from tflite2qonnx.reader import read_model
 
 OP = "UNIDIRECTIONAL_SEQUENCE_LSTM"
@@ -91,11 +86,35 @@ def test_float_lstm_variant_matches_interpreter(variant: str) -> None:
     assert_float_matches(data)
 
 
-def assert_equal_to_interpreter(model, data: bytes, n_inputs: int = 8) -> None:
+def interpreter_integers(data, inputs: list[np.ndarray], xnnpack: bool) -> list[np.ndarray]:
+    """The interpreter's output integers on each input, from the initial state."""
+    it = reference_interpreter(data, xnnpack=xnnpack)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    results = []
+    for x in inputs:
+        it.reset_all_variables()
+        it.set_tensor(inp["index"], x)
+        it.invoke()
+        results.append(it.get_tensor(out["index"]).astype(np.float64))
+    return results
+
+
+def assert_equal_to_interpreter(model, data, n_inputs: int = 8, seed: int = 0) -> None:
+    """Every output integer equal to both TFLite paths'. The converted model runs in
+    onnxruntime (its Quant nodes lowered to standard ops), as --verify runs it."""
+    it = reference_interpreter(data)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    rng = np.random.default_rng(seed)
+    inputs = [random_input(inp, rng) for _ in range(n_inputs)]
+    feeds = [{inp["name"]: real_value(x, inp["quantization"])} for x in inputs]
+    outputs, runner = run_converted(model, feeds)
+    assert runner.startswith("onnxruntime")
+    scale, zero_point = out["quantization"]
+    ours = [np.round(o[out["name"]].astype(np.float64) / scale) + zero_point for o in outputs]
     for xnnpack in (False, True):
-        pairs = compare(model, reference_interpreter(data, xnnpack=xnnpack), n_inputs=n_inputs)
-        steps = np.concatenate([p.steps() for p in pairs])
-        assert steps.max() == 0, f"{np.mean(steps == 0):.4f} equal, max {steps.max()} steps"
+        for mine, theirs in zip(ours, interpreter_integers(data, inputs, xnnpack), strict=True):
+            steps = np.abs(mine - theirs)
+            assert steps.max() == 0, f"{np.mean(steps == 0):.4f} equal, max {steps.max()} steps"
 
 
 @pytest.mark.keras
@@ -143,33 +162,32 @@ def test_int8_lstm_with_peepholes_is_refused_naming_the_op() -> None:
 def test_coral_int8_lstm_agrees_end_to_end_in_onnxruntime() -> None:
     """The converted model runs in onnxruntime (Quant nodes lowered to standard ops) and
     gives the interpreter's uint8 output exactly, on both CPU paths."""
-    model = tflite2qonnx.convert(CORAL_LSTM)
-    rng = np.random.default_rng(20261125)
-    for xnnpack in (False, True):
-        it = reference_interpreter(CORAL_LSTM, xnnpack=xnnpack)
-        (inp,), (out,) = it.get_input_details(), it.get_output_details()
-        feeds, expected = [], []
-        for _ in range(16):
-            x = random_input(inp, rng)
-            it.reset_all_variables()
-            it.set_tensor(inp["index"], x)
-            it.invoke()
-            feeds.append({inp["name"]: real_value(x, inp["quantization"])})
-            expected.append(it.get_tensor(out["index"]))
-        outputs, runner = run_converted(model, feeds)
-        assert runner.startswith("onnxruntime")
-        scale, zero_point = out["quantization"]
-        for ours, theirs in zip(outputs, expected, strict=True):
-            q = np.round(ours[out["name"]] / scale) + zero_point
-            assert np.array_equal(q, theirs.astype(np.float64))
+    assert_equal_to_interpreter(tflite2qonnx.convert(CORAL_LSTM), CORAL_LSTM, 16, 20261125)
 
 
 @requires_corpus
 @pytest.mark.parametrize("xnnpack", [False, True], ids=["builtin", "xnnpack"])
-def test_coral_int8_lstm_op_by_op_equals_interpreter(xnnpack: bool) -> None:
-    """Each operator fed the interpreter's own tensors: the LSTM's 28-step recurrence (and
-    every other operator) gives the interpreter's integers."""
-    per_op = steps_per_op(CORAL_LSTM, read_model(CORAL_LSTM).subgraphs[0], xnnpack, n_inputs=2)
-    assert (1, OP) in per_op
-    for (index, name), steps in per_op.items():
-        assert steps.max() == 0, f"operator {index} {name}: {np.mean(steps == 0):.4f} equal"
+def test_coral_int8_lstm_op_equals_interpreter_on_its_own_input(xnnpack: bool) -> None:
+    """The LSTM operator alone, fed the interpreter's own int8 input tensor
+    (experimental_preserve_all_tensors): its 28-step output equals the interpreter's."""
+    subgraph = read_model(CORAL_LSTM).subgraphs[0]
+    (lstm,) = (op for op in subgraph.operators if op.name == OP)
+    model = convert_subgraph(slice_subgraph(subgraph, [lstm.index]), keep_io_layout=True)
+    it = reference_interpreter(CORAL_LSTM, preserve_all=True, xnnpack=xnnpack)
+    details = it.get_tensor_details()
+    (inp,) = it.get_input_details()
+    x_idx, y_idx = lstm.inputs[0], lstm.outputs[0]
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        it.reset_all_variables()
+        it.set_tensor(inp["index"], random_input(inp, rng))
+        it.invoke()
+        feeds = {
+            details[i]["name"]: real_value(it.get_tensor(i), details[i]["quantization"])
+            for i in (x_idx, *lstm.inputs[18:20])  # the states: declared inputs, unused
+        }
+        outputs, _ = run_converted(model, [feeds])
+        (y,) = outputs[0].values()
+        scale, zero_point = details[y_idx]["quantization"]
+        ours = np.round(y.astype(np.float64) / scale) + zero_point
+        assert np.array_equal(ours, it.get_tensor(y_idx).astype(np.float64))

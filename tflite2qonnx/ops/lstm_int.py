@@ -82,8 +82,9 @@ class IntegerLstm:
         if x.dtype != "int8":
             raise ConversionError(f"{x.dtype} {op.name} is not supported (int8 only)", op.where)
         wanted = [(d.states[0], "int8"), (d.states[1], "int16")]
-        wanted += [(w, "int8") for w in (*d.x_weights, *d.h_weights)]
-        wanted += [(bias, "int32") for bias in d.biases]
+        wanted += [(d.x_weights[g], "int8") for g in d.gates]
+        wanted += [(d.h_weights[g], "int8") for g in d.gates]
+        wanted += [(d.biases[g], "int32") for g in d.gates]
         for idx, dtype in wanted:
             t = b.tensor(idx)
             if t.dtype != dtype or t.quant is None or t.quant.axis is not None:
@@ -91,7 +92,7 @@ class IntegerLstm:
                     f"integer {op.name} needs a per-tensor {dtype} tensor, got {t.dtype}",
                     f"{op.where}, tensor {idx} '{t.name}'",
                 )
-        for idx in (*d.x_weights, *d.h_weights):
+        for idx in (*(d.x_weights[g] for g in d.gates), *(d.h_weights[g] for g in d.gates)):
             if float(b.tensor(idx).quant.zero_point) != 0:
                 raise ConversionError(
                     f"integer {op.name} needs symmetric weights", f"tensor '{b.tensor(idx).name}'"
