@@ -154,7 +154,9 @@ OPERATORS: dict[str, Op] = {
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,))),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(unidirectional_sequence_lstm, ranks=((3,), (3,))),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(
+        unidirectional_sequence_lstm, ranks=((3,), (3,)), bit_exact=EMULATED
+    ),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3,), (3,))),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
