@@ -15,18 +15,12 @@ import pytest
 import tflite2qonnx
 from layout import Kind
 from layout.classes import classify
-from qonnx_ingest.errors import ConversionError
 from support import CORPUS, requires_corpus
 
 pytestmark = requires_corpus
 
 ALL_MODELS = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
-# Corpus models the converter refuses today, each with the operator it stops at and the
-# capability that will bring it in (issue "tflite2qonnx on the models people ship").
-# test_refused_models_still_stop_at_their_operator fails once one converts: remove its entry.
-NOT_YET_CONVERTED = {
-    "coral__keras_lstm_mnist_ptq.tflite": ("UNIDIRECTIONAL_SEQUENCE_LSTM", "recurrent ops"),
-}
+# Every corpus model converts: the tests below run the converter on each (a refusal fails them).
 # Converted (and compared with the interpreter elsewhere) but with Transposes the layout pass
 # should not need ("Layout" in the same issue): how many, pinned exactly, so that one more
 # fails and a fix fails too until its entry is updated.
@@ -34,8 +28,7 @@ EXTRA_TRANSPOSES = {
     "armzoo__ds_cnn_small_int16.tflite": 1,  # between the input Reshape and the first Conv
     "tflm__dp_net.tflite": 1,  # after a Reshape in the recurrences
 }
-MODELS = [p for p in ALL_MODELS if p.name not in NOT_YET_CONVERTED]
-REFUSED = [p for p in ALL_MODELS if p.name in NOT_YET_CONVERTED]
+MODELS = ALL_MODELS
 
 
 def transpose_reasons(model) -> dict[str, str | None]:
@@ -61,13 +54,6 @@ def transpose_reasons(model) -> dict[str, str | None]:
         else:
             reasons[node.name] = None
     return reasons
-
-
-@pytest.mark.parametrize("path", REFUSED, ids=lambda p: p.stem)
-def test_refused_models_still_stop_at_their_operator(path):
-    op, _ = NOT_YET_CONVERTED[path.name]
-    with pytest.raises(ConversionError, match=f"unsupported operator {op}"):
-        tflite2qonnx.convert(path)
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)

@@ -251,7 +251,19 @@ MODELS = {
     "densify_csr": densify_csr,
     "densify_csr_float16": lambda: densify_csr("float16"),
     "densify_blocked_2x2": densify_blocked_2x2,
+    "bidirectional_sequence_lstm": lambda: _sequence_model("bidirectional"),
+    "unidirectional_sequence_rnn": lambda: _sequence_model("rnn"),
 }
+
+
+def _sequence_model(kind: str) -> bytes:
+    """A generated LSTM's operator replaced (lstm_models, which needs TF's converter)."""
+    import lstm_models
+
+    base = lstm_models.keras_lstm(return_sequences=True)
+    if kind == "rnn":
+        return lstm_models.sequence_rnn(base)
+    return lstm_models.bidirectional_lstm(base, merge_outputs=False)
 
 
 # ---------------------------------------------------------------------- edited generated models

@@ -25,6 +25,7 @@ from tflite2qonnx.ops.conv import (
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
+from tflite2qonnx.ops.lstm import unidirectional_sequence_lstm
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
     max_pooling_with_argmax_2d,
@@ -46,6 +47,7 @@ from tflite2qonnx.ops.record import (
     Op,
 )
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
+from tflite2qonnx.ops.sequence import bidirectional_sequence_lstm, unidirectional_sequence_rnn
 from tflite2qonnx.ops.softmax import log_softmax, softmax
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
 from tflite2qonnx.ops.topk import topk_v2
@@ -61,6 +63,7 @@ OPERATORS: dict[str, Op] = {
     "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
     "BATCH_MATMUL": Op(batch_matmul, bit_exact=EMULATED),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": Op(bidirectional_sequence_lstm, ranks=((3,), (3, 3))),
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "CAST": Op(ew.cast),
     "CEIL": Op(ew.ceil),
@@ -156,6 +159,10 @@ OPERATORS: dict[str, Op] = {
     "TOPK_V2": Op(topk_v2, bit_exact=EXACT),
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,)), bit_exact=EMULATED),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(
+        unidirectional_sequence_lstm, ranks=((3,), (3,)), bit_exact=EMULATED
+    ),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3,), (3,))),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }

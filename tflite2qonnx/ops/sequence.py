@@ -1,0 +1,95 @@
+"""BIDIRECTIONAL_SEQUENCE_LSTM and UNIDIRECTIONAL_SEQUENCE_RNN (float), unrolled like
+``ops.lstm``; their integer and hybrid kernels are refused by name.
+
+BIDIRECTIONAL_SEQUENCE_LSTM runs two ``ops.lstm`` directions over the sequence, the backward
+one from the last step to the first, each output at its own step; ``merge_outputs`` concatenates
+them on the last axis. The auxiliary input (stacked bidirectional layers) is not converted.
+UNIDIRECTIONAL_SEQUENCE_RNN is h_t = act(x_t W^T + h_{t-1} R^T + b), with the state starting
+from its variable's initial value (zero) as in ``ops.lstm``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.lstm import (
+    Direction,
+    FloatLstm,
+    check_float,
+    initial_state,
+    run_sequence,
+    sequence_shape,
+    stack,
+)
+
+
+def _operand(op: Operator, k: int) -> int:
+    return op.inputs[k] if k < len(op.inputs) else -1
+
+
+def _float_only(b: GraphBuilder, op: Operator, weights: list[int]) -> None:
+    if b.tensor(op.inputs[0]).dtype != "float32":
+        raise ConversionError(
+            f"{b.tensor(op.inputs[0]).dtype} {op.name} is not supported", op.where
+        )
+    for idx in weights:
+        if idx >= 0 and b.tensor(idx).dtype != "float32":
+            raise ConversionError(
+                f"hybrid (dynamic-range) {op.name} with {b.tensor(idx).dtype} weights on float "
+                "activations is not supported",
+                op.where,
+            )
+
+
+def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
+    g = [_operand(op, k) for k in range(48)]
+    if g[39] >= 0 or any(k >= 0 for k in g[40:48]):
+        raise ConversionError(f"{op.name} with an auxiliary input is not supported", op.where)
+    forward = Direction(
+        tuple(g[1:5]), tuple(g[5:9]), tuple(g[9:12]), tuple(g[12:16]), (g[16], g[17]),
+        (g[35], g[36]),
+    )  # fmt: skip
+    backward = Direction(
+        tuple(g[18:22]), tuple(g[22:26]), tuple(g[26:29]), tuple(g[29:33]), (g[33], g[34]),
+        (g[37], g[38]),
+    )  # fmt: skip
+    x_idx = op.inputs[0]
+    _float_only(b, op, [*g[1:9], *g[18:26], g[16], g[33]])
+    time_major = bool(op.options.get("time_major", False))
+    shape = sequence_shape(b, op, x_idx)
+    x = b.input(x_idx)
+    results = []
+    for d, reverse in ((forward, False), (backward, True)):
+        check_float(b, op, d)
+        outputs = run_sequence(b, op, d, FloatLstm(b, op, d), x, shape, time_major, reverse)
+        results.append(stack(b, outputs, time_major))
+    if op.options.get("merge_outputs", False):
+        b.set_output(op.outputs[0], b.emit("Concat", results, axis=-1)[0])
+    else:
+        for idx, y in zip(op.outputs, results, strict=False):
+            b.set_output(idx, y)
+
+
+def unidirectional_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
+    x_idx, w_idx, r_idx, bias_idx, h_idx = (_operand(op, k) for k in range(5))
+    _float_only(b, op, [w_idx, r_idx])
+    time_major = bool(op.options.get("time_major", False))
+    shape = sequence_shape(b, op, x_idx)
+    steps = shape[0] if time_major else shape[1]
+    units = b.tensor(w_idx).shape[0]
+    x_part = b.emit("MatMul", [b.input(x_idx), b.input(w_idx, perm=(1, 0))])[0]
+    x_part = b.emit("Add", [x_part, b.input(bias_idx)])[0]
+    recurrent = b.input(r_idx, perm=(1, 0))
+    h = initial_state(b, h_idx, units)
+    outputs = []
+    for t in range(steps):
+        index = b.const(np.array(t, np.int64), "step")
+        x_t = b.emit("Gather", [x_part, index], axis=0 if time_major else 1)[0]
+        pre = b.emit("Add", [x_t, b.emit("MatMul", [h, recurrent])[0]])[0]
+        h = fused_activation(b, op, pre)
+        outputs.append(h)
+    b.set_output(op.outputs[0], stack(b, outputs, time_major))
