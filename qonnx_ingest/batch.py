@@ -114,7 +114,9 @@ def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tupl
         if not found:
             where = "in it or below it" if recursive else "in it (--recursive looks below it)"
             wanted = " or ".join(scan.suffixes) or "model"
-            raise InputError(f"is a directory with no {wanted} file {where}", given)
+            # a directory may have been meant as a model itself (a SavedModel): say it is not
+            savedmodel = f"not a Keras SavedModel (no {scan.marker}) and " if scan.marker else ""
+            raise InputError(f"is {savedmodel}a directory with no {wanted} file {where}", given)
         models.extend((str(p), str(p.relative_to(path))) for p in found)
     return models
 

@@ -12,6 +12,7 @@ from qonnx_ingest.errors import ConversionWarning
 from support import CORPUS, assert_cli_fails, requires_corpus, snapshot
 from tflite2qonnx import convert
 from tflite2qonnx.cli import main
+from tflite2qonnx.reader import read_model
 
 TFLITE = CORPUS / "tflite"
 CONV = TFLITE / "t2o__conv.uint8.tflite"  # input 'input' [1,4,4,3] feeds a CONV_2D
@@ -66,14 +67,23 @@ def test_qcdq_summary_counts_quantize_dequantize_pairs(tmp_path, capsys):
     assert f"({len(nodes)} nodes, {expected}" in out and "quantizers" not in out
 
 
+@pytest.mark.keras
 def test_bit_exact_counts_every_operator_it_leaves():
+    """Two LOG_SOFTMAX (whose fixed-point kernel --bit-exact does not emulate) are named once
+    with their count, and the count says two."""
+    import zlib
+
+    from tf_models import CASES, build_tflite
+
+    data = build_tflite(CASES["log_softmax_twice"], True, seed=zlib.crc32(b"twice") % 1000)
+    kinds = [op.name for op in read_model(data).subgraphs[0].operators]
+    assert kinds.count("LOG_SOFTMAX") == 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConversionWarning)
-        convert(CORAL, bit_exact=True)
+        convert(data, bit_exact=True)
     (message,) = [str(w.message) for w in caught if "--bit-exact leaves" in str(w.message)]
-    # coral's MobileNet v2: QUANTIZE at the input and before the output, one SOFTMAX
-    assert "leaves 3 integer operators rounding once" in message
-    assert message.endswith(": QUANTIZE x2, SOFTMAX")
+    assert "leaves 2 integer operators rounding once" in message
+    assert message.endswith(": LOG_SOFTMAX x2")
 
 
 @pytest.fixture

@@ -52,6 +52,10 @@ from tflite2qonnx.ops.softmax import log_softmax, softmax
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
 from tflite2qonnx.ops.topk import topk_v2
 
+# one LSTM direction's operand ranks: input and recurrent weights (2-D), peepholes and gate
+# biases (1-D), projection weights and bias; the states and layer norms follow per kernel
+_LSTM_DIRECTION = (2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 2, 1)
+
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
 
 # Builtin operators, by BuiltinOperator name
@@ -63,7 +67,9 @@ OPERATORS: dict[str, Op] = {
     "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
     "BATCH_MATMUL": Op(batch_matmul, bit_exact=EMULATED),
-    "BIDIRECTIONAL_SEQUENCE_LSTM": Op(bidirectional_sequence_lstm, ranks=((3,), (3, 3))),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
+        bidirectional_sequence_lstm, ranks=((3, *_LSTM_DIRECTION * 2, 2, 2, 2, 2, 3), (3, 3))
+    ),
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "CAST": Op(ew.cast),
     "CEIL": Op(ew.ceil),
@@ -160,9 +166,11 @@ OPERATORS: dict[str, Op] = {
     "TRANSPOSE": Op(transpose, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TRANSPOSE_CONV": Op(transpose_conv, ranks=((None, 4, 4), (4,)), bit_exact=EMULATED),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(
-        unidirectional_sequence_lstm, ranks=((3,), (3,)), bit_exact=EMULATED
+        unidirectional_sequence_lstm,
+        ranks=((3, *_LSTM_DIRECTION, 2, 2, 1, 1, 1, 1), (3,)),
+        bit_exact=EMULATED,
     ),
-    "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3,), (3,))),
+    "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3, 2, 2, 1, 2), (3,))),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }

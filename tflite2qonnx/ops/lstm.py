@@ -16,8 +16,6 @@ constant is read as such.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
@@ -25,51 +23,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
-
-GATES = ("input", "forget", "cell", "output")
-
-
-@dataclass(frozen=True)
-class Direction:
-    """The operand tensor indices of one LSTM direction (-1: omitted)."""
-
-    x_weights: tuple[int, int, int, int]  # input-to-{input, forget, cell, output}
-    h_weights: tuple[int, int, int, int]  # recurrent-to-...
-    peepholes: tuple[int, int, int]  # cell-to-{input, forget, output}
-    biases: tuple[int, int, int, int]
-    projection: tuple[int, int]  # weights, bias
-    states: tuple[int, int]  # output state, cell state
-    layer_norm: tuple[int, int, int, int] = (-1, -1, -1, -1)
-
-    @property
-    def cifg(self) -> bool:
-        return self.x_weights[0] < 0
-
-    @property
-    def peephole(self) -> bool:
-        return self.peepholes[1] >= 0
-
-    @property
-    def normalized(self) -> bool:
-        return self.layer_norm[1] >= 0
-
-    @property
-    def gates(self) -> tuple[int, ...]:
-        """Positions (in GATES) of the gates this direction computes."""
-        return (1, 2, 3) if self.cifg else (0, 1, 2, 3)
-
-
-def _operand(op: Operator, k: int) -> int:
-    return op.inputs[k] if k < len(op.inputs) else -1
-
-
-def unidirectional_direction(op: Operator) -> Direction:
-    """TFLite's operand layout of UNIDIRECTIONAL_SEQUENCE_LSTM (and LSTM)."""
-    g = [_operand(op, k) for k in range(24)]
-    return Direction(
-        tuple(g[1:5]), tuple(g[5:9]), tuple(g[9:12]), tuple(g[12:16]), (g[16], g[17]),
-        (g[18], g[19]), tuple(g[20:24]),
-    )  # fmt: skip
+from tflite2qonnx.ops.lstm_operands import Direction, unidirectional_direction
 
 
 class FloatLstm:

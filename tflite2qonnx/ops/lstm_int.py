@@ -29,7 +29,7 @@ from tflite2qonnx.fixed_point import f64, quantize_multiplier, requantize, round
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import gemmlowp_tables
-from tflite2qonnx.ops.lstm import Direction
+from tflite2qonnx.ops.lstm_operands import Direction
 
 GATE_SCALE = 2.0**-12  # Q3.12: the gate pre-activations without layer norm
 ACT_SCALE = 2.0**-15  # Q0.15: sigmoid and tanh outputs
@@ -92,7 +92,14 @@ class IntegerLstm:
                     f"integer {op.name} needs a per-tensor {dtype} tensor, got {t.dtype}",
                     f"{op.where}, tensor {idx} '{t.name}'",
                 )
-        for idx in (*(d.x_weights[g] for g in d.gates), *(d.h_weights[g] for g in d.gates)):
+        constants = [*(d.x_weights[g] for g in d.gates), *(d.h_weights[g] for g in d.gates)]
+        for idx in (*constants, *(d.biases[g] for g in d.gates)):
+            if b.tensor(idx).data is None:  # the fixed-point rescales are built from the values
+                raise ConversionError(
+                    f"integer {op.name} needs constant weights and biases",
+                    f"{op.where}, tensor {idx} '{b.tensor(idx).name}'",
+                )
+        for idx in constants:
             if float(b.tensor(idx).quant.zero_point) != 0:
                 raise ConversionError(
                     f"integer {op.name} needs symmetric weights", f"tensor '{b.tensor(idx).name}'"

@@ -17,7 +17,6 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.lstm import (
-    Direction,
     FloatLstm,
     check_float,
     initial_state,
@@ -25,10 +24,7 @@ from tflite2qonnx.ops.lstm import (
     sequence_shape,
     stack,
 )
-
-
-def _operand(op: Operator, k: int) -> int:
-    return op.inputs[k] if k < len(op.inputs) else -1
+from tflite2qonnx.ops.lstm_operands import Direction, operand
 
 
 def _float_only(b: GraphBuilder, op: Operator, weights: list[int]) -> None:
@@ -46,7 +42,7 @@ def _float_only(b: GraphBuilder, op: Operator, weights: list[int]) -> None:
 
 
 def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
-    g = [_operand(op, k) for k in range(48)]
+    g = [operand(op, k) for k in range(48)]
     if g[39] >= 0 or any(k >= 0 for k in g[40:48]):
         raise ConversionError(f"{op.name} with an auxiliary input is not supported", op.where)
     forward = Direction(
@@ -75,7 +71,7 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
 
 
 def unidirectional_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
-    x_idx, w_idx, r_idx, bias_idx, h_idx = (_operand(op, k) for k in range(5))
+    x_idx, w_idx, r_idx, bias_idx, h_idx = (operand(op, k) for k in range(5))
     _float_only(b, op, [w_idx, r_idx])
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
