@@ -105,17 +105,20 @@ def _refuse_tflite(path: str) -> None:
 
 
 def _require_keras_extra() -> None:
-    """Import what conversion needs now, so a base install (no TensorFlow) hears how to get it
-    instead of an import error from deep inside loading."""
-    import importlib
+    """Check that what conversion needs is installed, so a base install (no TensorFlow) hears
+    how to get it instead of an import error from deep inside loading. Found, not imported:
+    which QKeras to import (0.9 or qkeras-v3) is the model file's to decide."""
+    import importlib.util
 
     from qonnx_ingest.errors import InputError
 
     for name in KERAS_MODULES:
         try:
-            importlib.import_module(name)
+            found = importlib.util.find_spec(name) is not None
         except ImportError as exc:
-            missing = getattr(exc, "name", None) or name
+            found, name = False, getattr(exc, "name", None) or name
+        if not found:
+            missing = name
             raise InputError(
                 f"qkeras2qonnx needs TensorFlow and QKeras, and {missing} is not installed: "
                 "pip install 'qonnx-ingest[keras]'"
