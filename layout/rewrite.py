@@ -19,7 +19,7 @@ from layout.graph import GraphIndex
 from layout.op_table import Kind, NodeRule
 from layout.orders import Order, channels_first, full, letters, tag, transpose_perm
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.names import TakenNames, short_name, unique_name
 
 LAYOUT_KEY = "layout"
 _Key = tuple  # a constant variant: None (as is), ("ord", rank, order) or ("val", ...)
@@ -88,7 +88,10 @@ class Rewriter:
 
     # ------------------------------------------------------------------ emitted nodes
     def _emit(self, op_type: str, inputs: list[str], output: str, **attrs) -> None:
-        node = helper.make_node(op_type, inputs, [output], name=f"{output}_{op_type}", **attrs)
+        # named after its output without TFLite's ";"-joined fused-name chains (finishing
+        # makes node names unique)
+        name = f"{short_name(output)}_{op_type}"
+        node = helper.make_node(op_type, inputs, [output], name=name, **attrs)
         self.nodes.append(node)
 
     def _const(self, value: np.ndarray, hint: str) -> str:
