@@ -6,10 +6,9 @@ cells call, so they run on TensorFlow 2.19 at all.)"""
 
 import numpy as np
 import pytest
-from qkeras_helpers import CORPUS, assert_matches_qkeras, keras, quant_nodes
+from qkeras_helpers import assert_matches_qkeras, keras, quant_nodes
 
 from qonnx_ingest.errors import ConversionError
-from support import requires_corpus
 
 pytestmark = pytest.mark.keras
 
