@@ -155,6 +155,8 @@ def _metadata(layer_map: LayerMap) -> dict[str, str]:
     if layer_map.folded:
         metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
     composite = {node_name(e): e.spec.composite.form for e in layer_map.entries if e.spec.composite}
+    for plan in layer_map.recurrent:
+        composite.update(plan.composite)
     if composite:  # quantizers emitted as exact standard ops followed by an identity Quant
         metadata[COMPOSITE_QUANTIZERS] = json.dumps(composite)
     return metadata

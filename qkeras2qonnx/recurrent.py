@@ -82,6 +82,7 @@ class Recurrent:
     marker: int
     reset_after: bool = False
     nodes: dict[str, str] = field(default_factory=dict)  # Quant node name -> quantizer
+    composite: dict[str, str] = field(default_factory=dict)  # node name -> composite form
 
     def functions(self) -> list[CellFunction]:
         return [f for f in (self.state, self.recurrent_activation, self.activation) if f]
@@ -147,6 +148,8 @@ def strip_recurrent(layer: Any, where: str) -> Stripped:
             for step in range(plan.steps):
                 for k in range(PER_STEP[kind][f.role]):
                     plan.nodes[quant_name(where, f.role, step, k)] = f.quantizer
+                    if f.spec.composite is not None:
+                        plan.composite[quant_name(where, f.role, step, k)] = f.spec.composite.form
     full = config_of(layer)
     config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
     config.update(units=plan.units, return_sequences=plan.return_sequences, marker=marker)

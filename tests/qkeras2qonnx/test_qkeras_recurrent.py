@@ -4,6 +4,8 @@ recurrent activation on every step) a node of its own; what is not converted is 
 name. (qkeras2qonnx restores the ``nest.is_sequence`` / ``array_ops.unstack`` names QKeras's
 cells call, so they run on TensorFlow 2.19 at all.)"""
 
+import json
+
 import numpy as np
 import pytest
 from qkeras_helpers import assert_matches_qkeras, keras, quant_nodes
@@ -92,6 +94,11 @@ def test_every_quantizer_application_is_a_quant_node(converted):
         for k in range(count)
     }
     assert names == weights | per_step
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    assert set(json.loads(props["qkeras2qonnx.quantizers"])) == names
+    # quantized_tanh / quantized_sigmoid inside the cell take the composite form
+    composite = json.loads(props["qonnx_ingest.composite_quantizers"])
+    assert set(composite) == {n for n in per_step if "/state_quantizer/" not in n}
     assert not any(n.op_type in ("LSTM", "GRU", "RNN") for n in onnx_model.graph.node)
 
 
