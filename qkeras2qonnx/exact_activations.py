@@ -15,6 +15,8 @@ Round; ``_round_through(v)`` is ``v + (round(v) - v)``, which equals round(v) in
 * ternary on activations: ``alpha * (|x| >= threshold) * sign(x)`` (threshold 0.33 unless set).
 * quantized_relu with negative_slope ns: with m = 2**(bits-1), m_i = 2**integer,
   p = x * m / m_i: ``m_i clip(round(p)/m, 0, 1-1/m) + m_i ns clip(round(p ns) / (ns m), -1, 0)``.
+* quantized_relu with use_sigmoid: ``m_i clip(2 round(s(x / m_i) m) / m - 1, 0, 1 - 1/m)``,
+  m = 2**bits, s the internal sigmoid.
 * binary(use_01=True) on activations: ``alpha * (x >= 0)`` (0 gives alpha).
 * binary_tanh (a function): ``2 round(clip(0.5 x + 0.5, 0, 1)) - 1``: x = 0 gives -1 (the tie
   0.5 rounds to even), unlike binary(), whose 0 gives +1; binary_sigmoid: the same in {0, 1}.
@@ -199,6 +201,29 @@ def leaky_quantized_relu(q: Any, where: str) -> QuantSpec:
     )
     form = f"relu on steps of {m_i / m:g}, {ns:g} * x on steps of {m_i / m:g} below 0"
     return _with(spec, Composite(form, emit, ties.astype(_F32)))
+
+
+def sigmoid_quantized_relu(q: Any, where: str) -> QuantSpec:
+    """quantized_relu(..., use_sigmoid=1) on activations: with m = 2**bits, m_i = 2**integer,
+    ``m_i clip(2 round(s(x / m_i) m) / m - 1, 0, 1 - 1/m)`` (s: QKeras's internal sigmoid)."""
+    config = q.get_config()
+    bits, integer = int(config["bits"]), float(config["integer"])
+    bound = config.get("relu_upper_bound")
+    if q.negative_slope or bits < 2 or (bound and not getattr(q, "is_quantized_clip", True)):
+        raise ConversionError(
+            f"{_name(q)}: use_sigmoid with negative_slope, relu_upper_bound or 1 bit", where
+        )
+    m, m_i = 2.0**bits, 2.0**integer
+    sigmoid, name = _internal_sigmoid(q, where)
+
+    def emit(b: Builder, x: str) -> str:
+        p = b.op("Mul", sigmoid(b, b.op("Div", x, m_i)), m)
+        v = b.op("Sub", b.op("Mul", b.op("Div", b.op("Round", p), m), 2.0), 1.0)
+        return b.op("Mul", b.op("Clip", v, 0.0, 1.0 - 1.0 / m), m_i)
+
+    spec = QuantSpec(QUANT, m_i / m, bit_width=bits, signed=False)
+    form = f"{m_i:g} * clip(2 * round({name} sigmoid(x / {m_i:g}) * {m:g}) / {m:g} - 1, 0, top)"
+    return _with(spec, Composite(form, emit, _ties(q, 0.0, m_i * (1 - 1 / m), m_i / m)))
 
 
 def _binary_tanh_emit(b: Builder, x: str) -> str:

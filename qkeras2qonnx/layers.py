@@ -17,6 +17,7 @@ from qkeras2qonnx import pruning
 from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.batchnorm import strip_qbatchnorm
 from qkeras2qonnx.pooling import pooling_rule
+from qkeras2qonnx.recurrent import strip_recurrent
 from qkeras2qonnx.stripped import LayerRule, Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 
@@ -35,9 +36,9 @@ _QKERAS_KEYS = frozenset(
 )
 
 
-# QKeras's quantized recurrences (state quantizers inside the cell loop) have no exact
-# tf2onnx + Quant form here; they are refused by name rather than converted approximately.
-_RECURRENT = frozenset({"QSimpleRNN", "QLSTM", "QGRU", "QBidirectional"})
+# Not converted yet: refused by name rather than converted approximately (a Keras
+# Bidirectional around a QKeras layer would otherwise lose its quantizers).
+_RECURRENT = frozenset({"QBidirectional"})
 
 
 def rule_for_layer(layer: Any, where: str) -> LayerRule:
@@ -46,10 +47,11 @@ def rule_for_layer(layer: Any, where: str) -> LayerRule:
         return LAYERS[name]
     if name in pruning.WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
         return pruning.unwrapped(rule_for_layer(layer.layer, where))
-    if name in _RECURRENT:
+    wrapped = getattr(layer, "forward_layer", None)
+    if name in _RECURRENT or (wrapped is not None and is_qkeras_object(wrapped)):
         raise ConversionError(
-            f"recurrent QKeras layer {name} is not supported: its quantized recurrence has no "
-            "exact QONNX conversion here",
+            f"recurrent QKeras layer {name} is not supported (Bidirectional around QKeras "
+            "recurrent layers is not converted yet)",
             where,
         )
     if is_qkeras_object(layer):
@@ -159,4 +161,7 @@ LAYERS: dict[str, LayerRule] = {
     "QBatchNormalization": strip_qbatchnorm,
     "QAveragePooling2D": pooling_rule("AveragePooling2D"),
     "QGlobalAveragePooling2D": pooling_rule("GlobalAveragePooling2D"),
+    "QSimpleRNN": strip_recurrent,  # unrolled in ONNX (see recurrent)
+    "QLSTM": strip_recurrent,
+    "QGRU": strip_recurrent,
 }

@@ -12,6 +12,7 @@ import onnx
 from qkeras2qonnx import flavour
 from qkeras2qonnx.channels_last import explicit_pads, to_channels_last
 from qkeras2qonnx.load import load_model
+from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
@@ -153,6 +154,7 @@ def convert_keras(
     quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
+    unroll_recurrent(proto, layer_map, int_quant=int_quant)
     reinsert(proto, layer_map, int_quant=int_quant)
     explicit_pads(proto.graph)
     if name:
@@ -167,12 +169,15 @@ def convert_keras(
 def _metadata(layer_map: LayerMap) -> dict[str, str]:
     """Which QKeras quantizer each QONNX node stands for, for people and tools downstream."""
     quantizers = {node_name(e): e.quantizer for e in layer_map.entries}
+    quantizers.update(layer_map.recurrent_nodes())  # unrolled cells: one node per step
     metadata = {"qkeras2qonnx.quantizers": json.dumps(quantizers)}
     if layer_map.lost:
         metadata["qkeras2qonnx.lost_quantizers"] = json.dumps(layer_map.lost)
     if layer_map.folded:
         metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
     composite = {node_name(e): e.spec.composite.form for e in layer_map.entries if e.spec.composite}
+    for plan in layer_map.recurrent:
+        composite.update(plan.composite)
     if composite:  # quantizers emitted as exact standard ops followed by an identity Quant
         metadata[COMPOSITE_QUANTIZERS] = json.dumps(composite)
     return metadata

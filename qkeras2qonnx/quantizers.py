@@ -167,7 +167,9 @@ def _quantized_relu(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     config = q.get_config()
     _require_plain_noise(q, config, where)
     if config.get("use_sigmoid"):
-        raise ConversionError(f"{describe(q)}: use_sigmoid has no QONNX Quant form", where)
+        if weight is not None:
+            raise ConversionError(f"{describe(q)}: use_sigmoid on weights", where)
+        return exact_activations.sigmoid_quantized_relu(q, where)
     if config.get("negative_slope"):
         if weight is not None:
             raise ConversionError(f"{describe(q)}: negative_slope on weights", where)
@@ -279,7 +281,9 @@ def _require_plain_noise(q: Any, config: dict, where: str) -> None:
 QUANTIZERS: dict[str, QuantizerRule] = {
     "quantized_bits": QuantizerRule(_quantized_bits, activation=LINEAR),
     "quantized_relu": QuantizerRule(
-        _quantized_relu, activation=RELU, raw_input=lambda q: bool(q.negative_slope)
+        _quantized_relu,
+        activation=RELU,
+        raw_input=lambda q: bool(q.negative_slope) or bool(q.use_sigmoid),
     ),
     "quantized_linear": QuantizerRule(quantizers3.quantized_linear, activation=LINEAR),  # v3
     "binary": QuantizerRule(_binary, activation=LINEAR),

@@ -41,11 +41,12 @@ def check_quantizer_count(model: onnx.ModelProto, layer_map: LayerMap) -> None:
     """Exactly one QONNX quantization node per recorded quantizer, by name."""
     names = Counter(n.name for n in model.graph.node if n.op_type in QUANT_OP_TYPES)
     expected = Counter(node_name(e) for e in layer_map.entries)
+    expected.update(list(layer_map.recurrent_nodes()))
     if names != expected:
         missing = sorted((expected - names).elements())
         extra = sorted((names - expected).elements())
         raise ConversionError(
-            f"{sum(names.values())} quantization nodes for {len(layer_map.entries)} quantizers"
+            f"{sum(names.values())} quantization nodes for {sum(expected.values())} quantizers"
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f"; unexpected: {', '.join(extra)}" if extra else "")
         )

@@ -52,6 +52,11 @@ class LayerMap:
     weight_count: int = 0  # marker numbers handed out so far
     lost: dict[str, str] = field(default_factory=dict)  # "layer role" -> quantizer, no node
     folded: dict[str, str] = field(default_factory=dict)  # quantizers of constants, exact
+    recurrent: list[Any] = field(default_factory=list)  # recurrent.Recurrent plans
+
+    def recurrent_nodes(self) -> dict[str, str]:
+        """Quant node name -> quantizer, of the unrolled recurrent cells."""
+        return {name: q for plan in self.recurrent for name, q in plan.nodes.items()}
 
 
 def strip_model(model: Any) -> tuple[Any, LayerMap]:
@@ -73,6 +78,8 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
             return _clone(layer, path + "/", layer_map, assignments)
         stripped = rule_for_layer(layer, path)(layer, path)
         layer_map.folded.update(stripped.folded)
+        if stripped.recurrent is not None:
+            layer_map.recurrent.append(stripped.recurrent)
         try:
             with k.utils.custom_object_scope(custom_objects()):
                 new = stripped.layer_class.from_config(stripped.config)

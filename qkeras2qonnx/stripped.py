@@ -41,6 +41,8 @@ class Stripped:
     weights: list[Any] | None = None
     # Quantizers that only act on constants and were folded exactly: "layer role" -> why.
     folded: dict[str, str] = field(default_factory=dict)
+    # A recurrent layer's plan (``recurrent.Recurrent``): unrolled in ONNX after tf2onnx.
+    recurrent: Any = None
 
 
 LayerRule = Callable[[Any, str], Stripped]

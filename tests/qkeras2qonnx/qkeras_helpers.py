@@ -53,6 +53,9 @@ def count_quantizers(model) -> int:
     """Quantizers QKeras applies at inference, counted from the QKeras model alone."""
     count = 0
     for layer in _all_layers(model):
+        if type(layer).__name__ in _RECURRENT_PER_STEP:
+            count += _recurrent_quantizers(layer)
+            continue
         # A batchnorm-folded conv always adds (and quantizes) its folded bias.
         folded = type(layer).__name__.endswith("Batchnorm")
         for attr in (
@@ -78,6 +81,22 @@ def count_quantizers(model) -> int:
         if _is_quantizer_object(activation):
             count += 1
     return count
+
+
+# Quantizer applications per step of QKeras 0.9's cells (qrecurrent.py): state, activation,
+# recurrent activation. LSTM quantizes c and h, and applies tanh to the candidate and to c.
+_RECURRENT_PER_STEP = {"QSimpleRNN": (1, 1, 0), "QLSTM": (2, 2, 3), "QGRU": (1, 1, 2)}
+
+
+def _recurrent_quantizers(layer) -> int:
+    """Unrolled: kernel, recurrent kernel and bias once; the rest once per application."""
+    cell = layer.cell
+    count = sum(bool(getattr(cell, a)) for a in ("kernel_quantizer", "recurrent_quantizer"))
+    count += bool(cell.use_bias and cell.bias_quantizer)
+    state, act, ract = _RECURRENT_PER_STEP[type(layer).__name__]
+    per_step = state * bool(cell.state_quantizer) + act * _is_quantizer_object(cell.activation)
+    per_step += ract * _is_quantizer_object(getattr(cell, "recurrent_activation", None))
+    return count + per_step * int(layer.input_shape[1])
 
 
 NON_UNIFORM = ("quantized_po2", "quantized_relu_po2", "quantized_ulaw")

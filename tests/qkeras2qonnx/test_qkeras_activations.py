@@ -80,6 +80,11 @@ def _cases():
             lambda: quantized_relu(3, 0, negative_slope=1 / 16),
             _relu_ties(3, 0, 1 / 16),
         ),
+        # m_i clip(2 round(hard_sigmoid(x / m_i) * 16) / 16 - 1, ...), m_i = 2: ties below
+        "relu_use_sigmoid": (
+            lambda: quantized_relu(4, 1, use_sigmoid=1),
+            [2 * (2 * (k + 0.5) / 16 - 1) for k in range(16)],
+        ),
         "binary_tanh": (lambda: "binary_tanh", _TINY),
         "binary_sigmoid": (lambda: "binary_sigmoid", _TINY),
         "binary": (lambda: "binary()", _TINY),

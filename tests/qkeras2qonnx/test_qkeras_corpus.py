@@ -36,6 +36,10 @@ CONVERTIBLE = {
     "neutdet": ("neutdet_quant_w1_a2_Vplane_nu.h5", None, (-2.0, 2.0)),
     # saved with tensorflow-model-optimization PruneLowMagnitude wrappers on every layer
     "mitbih_pruned": ("mitbih_Conv1D_int8_pqmodel.h5", None, (-2.0, 2.0)),
+    # QLSTM unrolled over 15 steps (state quantizer on c and h, quantized_tanh(9) twice per
+    # step); its float 'sigmoid' gates differ from TF's by ulps (within 1e-6 relative);
+    # quantized_relu(9,2,use_sigmoid=1) activations (composite form)
+    "uwacme_qlstm": ("uwacme_btag_2int_qlstm_6frac.h5", None, (-2.0, 2.0, 2**-8)),
 }
 
 

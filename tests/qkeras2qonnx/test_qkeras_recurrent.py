@@ -1,50 +1,156 @@
-"""QKeras 0.9's recurrent layers load and run on TensorFlow 2.19 (qkeras2qonnx restores the
-``nest.is_sequence`` / ``array_ops.unstack`` names they call) and are refused by name: their
-quantized recurrence is not converted."""
+"""QSimpleRNN / QLSTM / QGRU unrolled over their static sequence length: exact against QKeras
+0.9's predict, every quantizer (kernel, recurrent, bias, state on every step, activation and
+recurrent activation on every step) a node of its own; what is not converted is refused by
+name. (qkeras2qonnx restores the ``nest.is_sequence`` / ``array_ops.unstack`` names QKeras's
+cells call, so they run on TensorFlow 2.19 at all.)"""
+
+import json
 
 import numpy as np
 import pytest
-from qkeras_helpers import CORPUS, keras
+from qkeras_helpers import assert_matches_qkeras, keras, quant_nodes
 
 from qonnx_ingest.errors import ConversionError
-from support import requires_corpus
 
 pytestmark = pytest.mark.keras
 
+STEPS, FEATURES, UNITS = 5, 3, 4
+# Quantizer applications per step (QKeras 0.9 qrecurrent.py): SimpleRNN quantizes the state
+# and its output; LSTM its two states (c then h), the gates i, f, o and tanh of the candidate
+# and of c; GRU its state, gates z and r, and the candidate.
+PER_STEP = {
+    "QSimpleRNN": {"state": 1, "recurrent_activation": 0, "activation": 1},
+    "QLSTM": {"state": 2, "recurrent_activation": 3, "activation": 2},
+    "QGRU": {"state": 1, "recurrent_activation": 2, "activation": 1},
+}
 
-def _recurrent(layer_name: str):
+
+def _build(layer_name: str, return_sequences: bool, implementation: int = 1, seed: int = 7):
     import qkeras
 
     from qkeras2qonnx.backend import keras as backend_keras
 
     backend_keras()  # restores the names before QKeras's layers are called
     k = keras()
-    quantizer = qkeras.quantized_bits(6, 0, alpha=1)
+    weights = qkeras.quantized_bits(6, 1, alpha=1)
+    extra = {}
+    if layer_name != "QSimpleRNN":
+        extra = {
+            "recurrent_activation": qkeras.quantized_sigmoid(6),
+            "implementation": implementation,
+        }
     layer = getattr(qkeras, layer_name)(
-        4, kernel_quantizer=quantizer, recurrent_quantizer=quantizer, name="rnn"
+        UNITS,
+        kernel_quantizer=weights,
+        recurrent_quantizer=weights,
+        bias_quantizer=qkeras.quantized_bits(6, 1, alpha=1),
+        state_quantizer=qkeras.quantized_bits(8, 1, alpha=1),
+        activation=qkeras.quantized_tanh(6),
+        return_sequences=return_sequences,
+        name="rnn",
+        **extra,
     )
-    inp = k.Input((5, 3), name="x")
-    return k.Model(inp, layer(inp))
+    inp = k.Input((STEPS, FEATURES), name="x")
+    model = k.Model(inp, layer(inp))
+    rng = np.random.default_rng(seed)
+    layer.set_weights(
+        [rng.uniform(-1.5, 1.5, w.shape).astype(np.float32) for w in layer.get_weights()]
+    )
+    return model
 
 
-@pytest.mark.parametrize("layer_name", ["QSimpleRNN", "QLSTM", "QGRU"])
-def test_recurrent_layer_runs_and_is_refused_by_name(layer_name):
+CASES = [
+    (name, seq, impl)
+    for name in ("QSimpleRNN", "QLSTM", "QGRU")
+    for seq in (False, True)
+    for impl in ((1,) if name == "QSimpleRNN" else (1, 2))
+]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-seq{int(c[1])}-impl{c[2]}")
+def converted(request):
     import qkeras2qonnx
 
-    model = _recurrent(layer_name)
-    out = model.predict(np.zeros((2, 5, 3), np.float32), verbose=0)
-    assert out.shape == (2, 4)
-    with pytest.raises(ConversionError, match=f"rnn: recurrent QKeras layer {layer_name}"):
-        qkeras2qonnx.convert(model)
+    name, seq, impl = request.param
+    model = _build(name, seq, impl)
+    return name, model, qkeras2qonnx.convert(model)
 
 
-@requires_corpus
-def test_corpus_qlstm_loads_and_is_refused_naming_the_layer():
+@pytest.mark.parametrize("batch", [1, 8])
+def test_unrolled_cell_matches_qkeras(converted, batch):
+    _, model, onnx_model = converted
+    # inputs on a 1/64 grid: every sum before a quantizer is exact in float32
+    assert_matches_qkeras(model, onnx_model, batch=batch, step=2**-6)
+
+
+def test_every_quantizer_application_is_a_quant_node(converted):
+    name, _, onnx_model = converted
+    names = {n.name for n in quant_nodes(onnx_model)}
+    weights = {f"rnn/{w}_quantizer" for w in ("kernel", "recurrent", "bias")}
+    per_step = {
+        f"rnn/{role}_quantizer/t{t}/{k}"
+        for role, count in PER_STEP[name].items()
+        for t in range(STEPS)
+        for k in range(count)
+    }
+    assert names == weights | per_step
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    assert set(json.loads(props["qkeras2qonnx.quantizers"])) == names
+    # quantized_tanh / quantized_sigmoid inside the cell take the composite form
+    composite = json.loads(props["qonnx_ingest.composite_quantizers"])
+    assert set(composite) == {n for n in per_step if "/state_quantizer/" not in n}
+    assert not any(n.op_type in ("LSTM", "GRU", "RNN") for n in onnx_model.graph.node)
+
+
+def test_output_shape_follows_return_sequences(converted):
+    _, model, onnx_model = converted
+    dims = onnx_model.graph.output[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims[1:]] == list(model.output_shape[1:])
+
+
+def test_plain_activations_in_the_cell_match_qkeras():
+    """QKeras's default hard_sigmoid gates (0.5 x + 0.5) and no state quantizer."""
+    import qkeras
+
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.backend import keras as backend_keras
 
-    path = CORPUS / "uwacme_btag_2int_qlstm_6frac.h5"
-    model = load_model(path)
-    assert any(type(layer).__name__ == "QLSTM" for layer in model.layers)
-    with pytest.raises(ConversionError, match="recurrent QKeras layer QLSTM"):
-        qkeras2qonnx.convert(path)
+    backend_keras()
+    k = keras()
+    q = qkeras.quantized_bits(6, 1, alpha=1)
+    layer = qkeras.QLSTM(UNITS, kernel_quantizer=q, recurrent_quantizer=q, name="rnn")
+    inp = k.Input((STEPS, FEATURES), name="x")
+    model = k.Model(inp, layer(inp))
+    onnx_model = qkeras2qonnx.convert(model)
+    assert_matches_qkeras(model, onnx_model, batch=8, step=2**-6)
+    # kernel, recurrent and quantized_tanh twice per step; no bias or state quantizer
+    assert len(quant_nodes(onnx_model)) == 2 + 2 * STEPS
+
+
+def test_go_backwards_is_refused_by_name():
+    import qkeras
+
+    import qkeras2qonnx
+    from qkeras2qonnx.backend import keras as backend_keras
+
+    backend_keras()
+    k = keras()
+    layer = qkeras.QLSTM(3, kernel_quantizer="quantized_bits(6,0,1)", go_backwards=True, name="r")
+    inp = k.Input((STEPS, FEATURES), name="x")
+    with pytest.raises(ConversionError, match="^r: QLSTM with go_backwards=True"):
+        qkeras2qonnx.convert(k.Model(inp, layer(inp)))
+
+
+def test_bidirectional_is_refused_by_name():
+    import qkeras
+
+    import qkeras2qonnx
+    from qkeras2qonnx.backend import keras as backend_keras
+
+    backend_keras()
+    k = keras()
+    inner = qkeras.QLSTM(3, kernel_quantizer=qkeras.quantized_bits(6, 0, alpha=1))
+    inp = k.Input((STEPS, FEATURES), name="x")
+    out = qkeras.QBidirectional(inner, name="bi")(inp)
+    with pytest.raises(ConversionError, match="^bi: recurrent QKeras layer QBidirectional"):
+        qkeras2qonnx.convert(k.Model(inp, out))
