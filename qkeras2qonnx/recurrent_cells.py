@@ -16,7 +16,7 @@ import onnx
 
 from qkeras2qonnx.composite import Builder
 from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, quant_name
-from qkeras2qonnx.reinsert import _per_axis
+from qkeras2qonnx.reinsert import per_axis
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
 from qkeras2qonnx.strip import LayerMap
 from qonnx_ingest.errors import ConversionError
@@ -208,7 +208,7 @@ class _Cell:
 
     def _quant(self, spec: QuantSpec, x: str, name: str, scale: np.ndarray | None) -> str:
         x_shape = None if scale is None else scale.shape
-        scale, axis = _per_axis(np.asarray(spec.scale if scale is None else scale))
+        scale, axis = per_axis(np.asarray(spec.scale if scale is None else scale))
         if spec.kind == BIPOLAR:
             q = make_bipolar_quant(x, name, scale, x_shape=x_shape, axis=axis, name=name)
         else:

@@ -147,7 +147,7 @@ def _quant_node(entry: MapEntry, x: str, y: str, scale: np.ndarray, op_type: str
     spec = entry.spec
     scale = np.asarray(scale)
     x_shape = scale.shape if scale.ndim else None
-    scale, axis = _per_axis(scale)
+    scale, axis = per_axis(scale)
     name = node_name(entry)
     if spec.kind == BIPOLAR:
         return make_bipolar_quant(x, y, scale, x_shape=x_shape, axis=axis, name=name)
@@ -167,7 +167,7 @@ def _quant_node(entry: MapEntry, x: str, y: str, scale: np.ndarray, op_type: str
     )
 
 
-def _per_axis(full: np.ndarray) -> tuple[np.ndarray, int | None]:
+def per_axis(full: np.ndarray) -> tuple[np.ndarray, int | None]:
     """The compact form of a per-element scale: scalar, one value per slice of an axis, or
     (when it varies along several axes) the full tensor."""
     if full.size <= 1 or np.all(full == full.flat[0]):
