@@ -45,7 +45,8 @@ def convert(
     they are refused unless ``allow_lambda``. ``int_quant`` emits IntQuant instead of Quant.
     ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
     the batch is fixed to 1 unless ``batch_size`` says otherwise).
-    Every quantizer becomes exactly one QONNX node, or a ``ConversionError`` names it.
+    Every quantizer becomes a QONNX node (inside an unrolled recurrent cell, one per step),
+    or a ``ConversionError`` names it.
     A model of the QKeras generation this process did not import (qkeras-v3 / Keras 3 vs
     QKeras 0.9 / tf_keras, see ``flavour``) is converted in a subprocess.
     ``verify`` compares the result with ``model.predict`` on seeded inputs and raises
