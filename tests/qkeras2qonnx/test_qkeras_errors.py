@@ -62,7 +62,6 @@ def _cases():
         "binary_01_auto_activation": (_qact(binary(use_01=True, alpha="auto")), "alpha='auto'"),
         "auto_activation": (_qact(quantized_bits(8, 0, alpha="auto")), "alpha='auto'"),
         "alpha_activation": (_qact(quantized_bits(8, 0, alpha=0.5)), "alpha"),
-        "sigmoid_relu": (_qact(quantized_relu(4, 0, use_sigmoid=1)), "use_sigmoid"),
         "relu_bound": (
             _qact(quantized_relu(4, 2, relu_upper_bound=2.5, is_quantized_clip=False)),
             "relu_upper_bound",
@@ -82,7 +81,6 @@ CASES = [
     "binary_01_auto_activation",
     "auto_activation",
     "alpha_activation",
-    "sigmoid_relu",
     "relu_bound",
 ]
 
