@@ -72,7 +72,9 @@ def test_by_default_a_terminal_sees_slow_phases_and_a_pipe_does_not(
 
 
 def test_every_phase_of_a_tflite_run_has_its_line_and_quiet_has_none(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip(
+        "ai_edge_litert", reason="--verify needs the TFLite interpreter: pip install '.[verify]'"
+    )
     monkeypatch.setenv("QONNX_INGEST_STATUS_AFTER", "0")
     argv = [str(MODEL), "-o", str(tmp_path / "m.onnx"), "--format", "qcdq", "--verify", "--report"]
     assert tflite_main(argv) == 0

@@ -88,7 +88,9 @@ def test_bit_exact_counts_every_operator_it_leaves():
 
 @pytest.fixture
 def verify_inputs(tmp_path):
-    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip(
+        "ai_edge_litert", reason="--verify needs the TFLite interpreter: pip install '.[verify]'"
+    )
     rng = np.random.default_rng(3)
     nhwc = rng.uniform(-1, 1, (2, 4, 4, 3)).astype(np.float32)
     np.savez(tmp_path / "nhwc.npz", input=nhwc)

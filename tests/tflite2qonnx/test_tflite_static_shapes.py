@@ -46,7 +46,10 @@ def test_dynamic_batch_counts_no_macs_and_a_static_one_counts_them_all(tmp_path)
 
 
 def test_execute_onnx_returns_the_batch_and_the_interpreters_numbers():
-    interpreter = pytest.importorskip("ai_edge_litert.interpreter")
+    interpreter = pytest.importorskip(
+        "ai_edge_litert.interpreter",
+        reason="the TFLite interpreter is the reference: pip install '.[verify]'",
+    )
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
 
@@ -92,7 +95,9 @@ def run_cli(*args, cwd) -> subprocess.CompletedProcess:
 
 
 def test_cli_batch_size_verifies_against_the_interpreter_at_that_batch(tmp_path):
-    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip(
+        "ai_edge_litert", reason="--verify needs the TFLite interpreter: pip install '.[verify]'"
+    )
     result = run_cli(HELLO, "-o", "m.onnx", "--batch-size", "3", "--verify", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "verify: 16 inputs" in result.stdout
