@@ -16,11 +16,10 @@ import onnx
 
 from qkeras2qonnx.composite import Builder
 from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, quant_name
-from qkeras2qonnx.reinsert import per_axis
-from qkeras2qonnx.spec import BIPOLAR, QuantSpec
+from qkeras2qonnx.reinsert import spec_quant_node
+from qkeras2qonnx.spec import QuantSpec
 from qkeras2qonnx.strip import LayerMap
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.quant import make_bipolar_quant, make_quant
 
 _NAME_RE = re.compile(r"qkeras2qonnx_rnn_(in|out)_(\d+)")
 _I64 = np.int64
@@ -208,24 +207,8 @@ class _Cell:
 
     def _quant(self, spec: QuantSpec, x: str, name: str, scale: np.ndarray | None) -> str:
         x_shape = None if scale is None else scale.shape
-        scale, axis = per_axis(np.asarray(spec.scale if scale is None else scale))
-        if spec.kind == BIPOLAR:
-            q = make_bipolar_quant(x, name, scale, x_shape=x_shape, axis=axis, name=name)
-        else:
-            q = make_quant(
-                x,
-                name,
-                scale,
-                spec.zero_point,
-                spec.bit_width,
-                signed=spec.signed,
-                narrow=spec.narrow,
-                rounding_mode=spec.rounding_mode,
-                x_shape=x_shape,
-                axis=axis,
-                name=name,
-                op_type=self.op_type,
-            )
+        scale = spec.scale if scale is None else scale
+        q = spec_quant_node(spec, x, name, scale, x_shape, name=name, op_type=self.op_type)
         self.b.nodes.append(q.node)
         self.b.initializers.extend(q.initializers)
         return name

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 from qkeras2qonnx.composite import Builder
 from qkeras2qonnx.markers import decode_weight_markers, marker_id
-from qkeras2qonnx.spec import BIPOLAR
+from qkeras2qonnx.spec import BIPOLAR, QuantSpec
 from qkeras2qonnx.strip import LayerMap, MapEntry
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import QUANT_OP_TYPES
@@ -144,11 +144,24 @@ def _place_outputs(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
 
 def _quant_node(entry: MapEntry, x: str, y: str, scale: np.ndarray, op_type: str) -> QuantNode:
     """The node for ``entry``; a weight's ``scale`` is per element in the ONNX layout."""
-    spec = entry.spec
     scale = np.asarray(scale)
     x_shape = scale.shape if scale.ndim else None
-    scale, axis = per_axis(scale)
-    name = node_name(entry)
+    return spec_quant_node(entry.spec, x, y, scale, x_shape, name=node_name(entry), op_type=op_type)
+
+
+def spec_quant_node(
+    spec: QuantSpec,
+    x: str,
+    y: str,
+    scale: np.ndarray,
+    x_shape: tuple[int, ...] | None,
+    *,
+    name: str,
+    op_type: str,
+) -> QuantNode:
+    """The Quant / BipolarQuant node ``spec`` describes, its per-element ``scale`` reduced to
+    per-tensor or per-axis (recurrent cells build theirs with it too)."""
+    scale, axis = per_axis(np.asarray(scale))
     if spec.kind == BIPOLAR:
         return make_bipolar_quant(x, y, scale, x_shape=x_shape, axis=axis, name=name)
     return make_quant(
