@@ -158,8 +158,10 @@ def convert_keras(
     unroll_recurrent(proto, layer_map, int_quant=int_quant)
     reinsert(proto, layer_map, int_quant=int_quant)
     explicit_pads(proto.graph)
-    if name:
-        proto.graph.name = name
+    # the Keras model's own name when the caller gives none, not tf2onnx's "tf2onnx"
+    graph_name = name or getattr(model, "name", None)
+    if graph_name:
+        proto.graph.name = graph_name
     finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
     if channels_last:
         finished = finish_model(to_channels_last(finished), opset=opset)

@@ -97,6 +97,13 @@ def test_metadata_maps_nodes_to_qkeras_quantizers(model):
     assert mapping["act/activation_quantizer"] == "quantized_relu(5,1)"
 
 
+def test_convert_names_the_graph_after_the_keras_model(model):
+    import qkeras2qonnx
+
+    assert model.name and model.name != "tf2onnx"
+    assert qkeras2qonnx.convert(model).graph.name == model.name
+
+
 def test_from_keras_mirrors_the_old_api(model, tmp_path):
     import qkeras2qonnx
 
