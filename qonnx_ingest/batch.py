@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -38,8 +39,10 @@ SINGLE_ONLY = {
 }
 # options the batch itself consumes; everything else is passed to each model's run
 NOT_FORWARDED = {"inputs", "output", "recursive", "jobs", "json", "quiet", "help", "version"}
-STATUS = {0: "converted", 1: "refused", 2: "refused", 3: "failed verification"}
-ORDER = ("converted", "refused", "failed verification", "crashed")
+STATUS = {0: "converted", 1: "refused", 2: "refused", 3: "failed verification", 4: "timed out"}
+ORDER = ("converted", "refused", "failed verification", "timed out", "crashed")
+# a child stuck in native code past its own --timeout is killed this much later
+KILL_GRACE_SECONDS = 10.0
 
 
 @dataclass
@@ -69,7 +72,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
 
     def one(item: tuple[str, str | None, Result | None]) -> Result:
         model, output, refused = item
-        result = refused or _convert_one(prog, model, output, options)
+        result = refused or _convert_one(prog, model, output, options, args.timeout)
         print(_line(prog, result), file=lines, flush=True)
         return result
 
@@ -191,12 +194,31 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
     return argv
 
 
-def _convert_one(prog: str, model: str, output: str | None, options: list[str]) -> Result:
+def _convert_one(
+    prog: str, model: str, output: str | None, options: list[str], timeout: float | None
+) -> Result:
     command = [sys.executable, "-m", prog, model, *options, "--quiet"]
     if output is not None:
         command[4:4] = ["-o", output]
     start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    ) as child:
+        try:
+            stdout, stderr = child.communicate(
+                timeout=timeout + KILL_GRACE_SECONDS if timeout else None
+            )
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            _remove_staging(child.pid, output or str(default_output(model)))
+            message = f"no answer within --timeout {timeout:g} s; killed"
+            return Result(model, output, "timed out", 4, time.perf_counter() - start, message)
+    proc = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
     seconds = time.perf_counter() - start
     for line in proc.stderr.splitlines():
         if line.startswith(f"{prog}: warning: "):
@@ -217,6 +239,19 @@ def _convert_one(prog: str, model: str, output: str | None, options: list[str]) 
     return Result(model, output, "crashed", max(code, 1), seconds, message)
 
 
+def _remove_staging(pid: int, output: str) -> None:
+    """What a killed child left half-written: its own staging files beside the output (they
+    carry its pid, so a sibling's are never touched)."""
+    from qonnx_ingest.save import STAGING_PREFIX
+
+    folder = Path(output).parent
+    for leftover in folder.glob(f"{STAGING_PREFIX}{pid}-*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
 def _line(prog: str, r: Result) -> str:
     if r.status == "converted":
         return f"{prog}: converted {r.input} -> {r.output} ({r.message}) in {r.seconds:.2f} s"
@@ -229,7 +264,7 @@ def table(results: Sequence[Result], wall: float, jobs: int) -> str:
     rows = [("result", "models", "seconds")]
     for status in ORDER:
         chosen = [r for r in results if r.status == status]
-        if chosen or status != "crashed":
+        if chosen or status not in ("timed out", "crashed"):  # rare outcomes only when seen
             rows.append((status, str(len(chosen)), f"{sum(r.seconds for r in chosen):.2f}"))
     rows.append(("total", str(len(results)), f"{sum(r.seconds for r in results):.2f}"))
     width = max(len(r[0]) for r in rows)

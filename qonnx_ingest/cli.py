@@ -30,7 +30,8 @@ from qonnx_ingest.cli_options import (  # noqa: F401  (the converters' CLIs impo
 from qonnx_ingest.cli_options import (
     fail as _fail,
 )
-from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
+from qonnx_ingest.deadline import deadline
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError, TimedOut
 from qonnx_ingest.progress import Status
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ def run(
     this same command once per model in a process of its own.
 
     Exit codes: 0 done, 1 the model cannot be converted, 2 usage or unusable input, 3 the
-    converted model (written for inspection) disagrees with its source under --verify.
+    converted model (written for inspection) disagrees with its source under --verify, 4 not
+    done within --timeout.
     """
     args = parser.parse_args(argv)
     scan = scan or ModelScan()
@@ -96,7 +98,11 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
             raise InputError("--encodings and --report-json cannot both write to stdout")
         start = time.perf_counter()
         status.phase(f"converting {args.input}")
-        with _native_stderr_silenced(args.verbose), warnings.catch_warnings(record=True) as caught:
+        with (
+            deadline(args.timeout, args.input),
+            _native_stderr_silenced(args.verbose),
+            warnings.catch_warnings(record=True) as caught,
+        ):
             warnings.simplefilter("always", ConversionWarning)
             model = convert(args)
             seconds = time.perf_counter() - start
@@ -126,6 +132,9 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
             _write(path, text, [*inputs, output])
         status.close()
     except ConversionError as exc:
+        status.close()
+        return _fail(prog, str(exc), exc.exit_code, args.verbose)
+    except TimedOut as exc:
         status.close()
         return _fail(prog, str(exc), exc.exit_code, args.verbose)
     except KeyboardInterrupt:

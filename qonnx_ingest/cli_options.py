@@ -16,7 +16,7 @@ from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import InputError
 from qonnx_ingest.versions import BASE
 
-EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY = 0, 1, 2, 3
+EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 
 
 def make_parser(
@@ -52,6 +52,13 @@ def make_parser(
         default=1,
         metavar="N",
         help="with several models: convert N at a time, each in its own process (default: 1)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        metavar="SECONDS",
+        help="give up on a model whose conversion takes longer (exit code 4, no output); "
+        "with several models, per model",
     )
     parser.add_argument(
         "--json",
@@ -144,6 +151,16 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
 
 

@@ -40,6 +40,19 @@ class VerificationError(ConversionError):
         super().__init__(f"verification failed on output {failed}", "--verify")
 
 
+class TimedOut(BaseException):
+    """The conversion did not finish within the time the user allowed (--timeout).
+
+    A BaseException, like KeyboardInterrupt: it can strike anywhere, and a handler that turns
+    an ``Exception`` into a message about the input must not mistake it for one.
+    """
+
+    exit_code = 4
+
+    def __init__(self, message: str, where: str):
+        super().__init__(f"{where}: {message}")
+
+
 class ConversionWarning(UserWarning):
     """Something converted, but not exactly as the source said (e.g. an annotation was lost).
 

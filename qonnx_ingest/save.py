@@ -16,6 +16,7 @@ from qonnx_ingest.errors import InputError
 # protobuf cannot serialize a message of 2 GiB or more; such models keep their tensors
 # in a side file (ONNX external data).
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20
+STAGING_PREFIX = ".qonnx-ingest-"
 
 
 def _mode(path: Path) -> int:
@@ -73,7 +74,7 @@ def save_model(
         return out
     data_name = out.name + ".data"
     try:
-        staging = Path(tempfile.mkdtemp(prefix=".qonnx-ingest-", dir=out.parent or "."))
+        staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=out.parent or "."))
     except OSError as exc:
         raise InputError(f"cannot write there: {exc.strerror}", str(out.parent)) from None
     moved: list[Path] = []
@@ -103,6 +104,12 @@ def save_model(
     return out
 
 
+def staging_prefix() -> str:
+    """Temporary names carry the writer's pid, so a batch run can clean up after a child it
+    had to kill without touching its siblings' files."""
+    return f"{STAGING_PREFIX}{os.getpid()}-"
+
+
 def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """A side file (report, encodings) under the same rules as the model: checked path,
     temporary file beside it, rename; never the input."""
@@ -111,7 +118,7 @@ def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathL
         _write_through(out, text.encode("utf-8"))
         return out
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".qonnx-ingest-", dir=out.parent or ".")
+        fd, tmp = tempfile.mkstemp(prefix=staging_prefix(), dir=out.parent or ".")
     except OSError as exc:
         raise InputError(f"cannot write there: {exc.strerror}", str(out.parent)) from None
     try:

@@ -87,6 +87,7 @@ def test_json_summary_is_machine_readable_and_lines_move_to_stderr(models, tmp_p
         "converted": 3,
         "refused": 1,
         "failed verification": 0,
+        "timed out": 0,
         "crashed": 0,
         "total": 4,
     }
@@ -182,3 +183,28 @@ def test_a_folder_converts_to_static_channels_last_models_in_one_command(models,
         assert all(d.HasField("dim_value") for d in x.type.tensor_type.shape.dim)
         convs = [n for n in model.graph.node if n.op_type == "Conv"]
         assert convs and {n.domain for n in convs} == {"qonnx.custom_op.channels_last"}
+
+
+def test_models_past_the_timeout_are_reported_timed_out_and_leave_nothing(models, tmp_path):
+    # no conversion finishes in a millisecond: each child stops itself and exits 4
+    result = run_cli("models", "-o", "out/", "--timeout", "0.001", cwd=tmp_path)
+    assert result.returncode == 4, result.stderr
+    timed_out = [ln for ln in result.stdout.splitlines() if " timed out " in ln]
+    assert len(timed_out) == 2, result.stdout
+    assert all("not converted within --timeout 0.001 s" in ln for ln in timed_out)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_single_model_past_the_timeout_exits_4_without_output(tmp_path):
+    result = run_cli(HELLO, "-o", "hello.onnx", "--timeout", "0.001", cwd=tmp_path)
+    assert result.returncode == 4
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"tflite2qonnx: error: {HELLO}: not converted within --timeout 0.001 s"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_generous_timeout_changes_nothing(tmp_path):
+    result = run_cli(HELLO, "-o", "hello.onnx", "--timeout", "600", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert onnx.load(tmp_path / "hello.onnx").graph.node
