@@ -28,8 +28,15 @@ def _mode(path: Path) -> int:
 
 
 def is_special_file(path: Path) -> bool:
-    """A device or FIFO (through a symlink too): written through, never replaced."""
-    return _mode(path) in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO)
+    """A device or FIFO (through a symlink too), or a system link to an open file
+    (``/dev/stdout`` with stdout redirected to a file): written through, never replaced."""
+    return _mode(path) in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO) or _system_link(path)
+
+
+def _system_link(path: Path) -> bool:
+    """A symlink the system owns (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``): renaming
+    over it would replace the system's link, not write the file it points to."""
+    return path.is_symlink() and str(path.absolute()).startswith(("/dev/", "/proc/"))
 
 
 def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:

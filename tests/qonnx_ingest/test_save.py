@@ -110,3 +110,25 @@ def test_a_symlink_is_replaced_and_its_target_never_written(tmp_path, model):
     save_model(model, link)
     assert target.read_bytes() == b"someone else's file"
     assert not link.is_symlink() and onnx.load(link) == model
+
+
+def test_a_system_link_to_an_open_file_is_written_through_not_renamed_over(tmp_path, model):
+    """``/dev/stdout`` with stdout redirected to a file is such a link (to /proc/self/fd/1):
+    renaming over it would replace the system's link. /proc/self/fd/N shows the same without
+    risking the machine's /dev if this ever regressed."""
+    target = tmp_path / "redirected.onnx"
+    with open(target, "wb") as f:
+        link = f"/proc/self/fd/{f.fileno()}"
+        save_model(model, link)
+        assert os.path.islink(link)
+    assert onnx.load(target).graph.node[0].op_type == "MatMul"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["redirected.onnx"]
+
+
+@pytest.mark.skipif(not os.path.islink("/dev/stdout"), reason="no /dev/stdout symlink here")
+def test_dev_stdout_counts_as_written_through_whatever_stdout_is():
+    from pathlib import Path
+
+    from qonnx_ingest.save import is_special_file
+
+    assert is_special_file(Path("/dev/stdout"))
