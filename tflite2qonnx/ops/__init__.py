@@ -49,6 +49,7 @@ from tflite2qonnx.ops.record import (
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
 from tflite2qonnx.ops.sequence import bidirectional_sequence_lstm, unidirectional_sequence_rnn
 from tflite2qonnx.ops.softmax import log_softmax, softmax
+from tflite2qonnx.ops.svdf import svdf
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
 from tflite2qonnx.ops.topk import topk_v2
 
@@ -160,6 +161,7 @@ OPERATORS: dict[str, Op] = {
     "STRIDED_SLICE": Op(slicing.strided_slice, operands=rules.strided_slice, bit_exact=EXACT),
     "SUB": Op(ew.sub, bit_exact=EMULATED),
     "SUM": Op(reduce.reduce_sum, operands=rules.reduction),
+    "SVDF": Op(svdf, ranks=((2, 2, 2, 1, 2), (2,)), bit_exact=EMULATED),
     "TANH": Op(ew.tanh, bit_exact=EMULATED),
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TOPK_V2": Op(topk_v2, bit_exact=EXACT),
