@@ -1,0 +1,291 @@
+"""Multi-subgraph models: IF as ONNX If, WHILE as ONNX Loop, CALL_ONCE inlined, and the
+resource-variable ops (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE) resolved at conversion.
+
+IF's branches and WHILE's body become ONNX subgraphs converted by the same operator table;
+they read outer values by name, constants are materialized inside them. WHILE(cond, body) is
+``Loop(cond(v0), v0)`` whose body computes ``v = body(v)`` and then ``cond(v)``.
+
+Limits, each a ConversionError naming the op: quantized tensors in or out of a called
+subgraph (qonnx's executor and its QCDQ / standard-op lowerings do not enter ONNX subgraphs),
+tensors of rank 3 or more crossing into one (the NHWC -> NCHW layout pass does not follow
+values into subgraphs), and ASSIGN_VARIABLE inside IF or WHILE (a side effect an ONNX
+subgraph cannot express).
+
+Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_VARIABLEs give
+each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
+value assigned before it. TFLite keeps variables across invocations (CALL_ONCE runs on the
+first only); the converted graph is the first invocation of a fresh interpreter, state is not
+carried from one run to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder, _value_info
+from tflite2qonnx.model import Operator, Subgraph
+
+
+@dataclasses.dataclass
+class _Variables:
+    """Resource variables of one conversion: handle tensors and current values."""
+
+    values: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    handles: dict[tuple[int, int], tuple[str, str]] = dataclasses.field(default_factory=dict)
+
+
+def _variables(b: GraphBuilder) -> _Variables:
+    if not hasattr(b, "_variables"):
+        b._variables = _Variables()
+    return b._variables
+
+
+def _subgraph(b: GraphBuilder, op: Operator, option: str) -> Subgraph:
+    index = int(op.options.get(option, -1))
+    if not 0 < index < len(b.subgraphs):
+        raise ConversionError(
+            f"{op.name}'s {option} {index} names no subgraph of this model", op.where
+        )
+    return b.subgraphs[index]
+
+
+def _child(b: GraphBuilder, sg: Subgraph, inline: bool) -> GraphBuilder:
+    """A builder for ``sg`` whose names never clash with ``b``'s; ``inline``: its nodes go
+    into ``b``'s graph, else into a graph of its own (an ONNX subgraph)."""
+    child = GraphBuilder(
+        dataclasses.replace(sg, inputs=()),  # the caller binds the inputs
+        quant_op_type=b.quant_op_type,
+        opset=b.opset,
+        bit_exact=b.bit_exact,
+        subgraphs=b.subgraphs,
+    )
+    child._taken = b._taken
+    child._variables = _variables(b)
+    child._nested = getattr(b, "_nested", False) or not inline
+    if inline:
+        child.nodes, child.initializers, child._producer = b.nodes, b.initializers, b._producer
+    return child
+
+
+def _typed_input(b: GraphBuilder, idx: int) -> str:
+    """Tensor ``idx``'s value; an integer or bool constant keeps its type (``b.input`` hands
+    constants on as float32 reals, which ONNX If / Loop interfaces would not accept)."""
+    t = b.tensor(idx)
+    if t.data is not None and t.quant is None and t.dtype not in ("float32", "float16"):
+        return b.const(np.asarray(t.data), b.tensor_name(idx))
+    return b.input(idx)
+
+
+def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) -> None:
+    """``sg``'s inputs take the outer tensors' values: constants as constants, the rest by
+    name (an ONNX subgraph reads outer values by name)."""
+    for local, idx in zip(sg.inputs, outer, strict=True):
+        t = b.tensor(idx)
+        value = b.constant(idx)
+        if value is not None and t.data is not None and t.dtype not in ("float32", "float16"):
+            value = np.asarray(t.data)  # an integer or bool constant keeps its type
+        if value is not None:
+            child._constants[local] = value
+        else:
+            child._values[local] = b.input(idx)
+
+
+def _run(child: GraphBuilder) -> None:
+    from tflite2qonnx.ops import CONVERTERS, unsupported_message
+
+    for sub_op in child.subgraph.operators:
+        converter = CONVERTERS.get(sub_op.name)
+        if converter is None:
+            raise ConversionError(unsupported_message(sub_op), f"subgraph {child.subgraph.index}")
+        child.current = sub_op
+        converter(child, sub_op)
+    child.current = None
+
+
+def _outputs(child: GraphBuilder) -> list[str]:
+    """Each output of the child's subgraph through an Identity of a fresh name (an ONNX
+    subgraph's outputs are produced inside it)."""
+    names = []
+    for idx in child.subgraph.outputs:
+        name = child.fresh(f"{child.tensor_name(idx)}_out")
+        child.nodes.append(helper.make_node("Identity", [child.input(idx)], [name],
+                                            name=child.fresh(f"{name}_identity")))  # fmt: skip
+        names.append(name)
+    return names
+
+
+def _graph(child: GraphBuilder, name: str, inputs, outputs: list[str]) -> onnx.GraphProto:
+    sg = child.subgraph
+    infos = [
+        _renamed(_value_info(n, child.tensor(i)), n)
+        for n, i in zip(outputs, sg.outputs, strict=True)
+    ]
+    return helper.make_graph(child.nodes, name, inputs, infos, child.initializers)
+
+
+def _renamed(info: onnx.ValueInfoProto, name: str) -> onnx.ValueInfoProto:
+    info.name = name
+    return info
+
+
+def _check_crossing(b: GraphBuilder, op: Operator, tensors: list[tuple[Subgraph, int]]) -> None:
+    for sg, idx in tensors:
+        t = sg.tensors[idx]
+        if t.quant is not None:
+            raise ConversionError(
+                f"{op.name} with quantized tensor '{t.name}' is not supported: qonnx's "
+                "executor and Quant lowerings do not enter ONNX subgraphs",
+                op.where,
+            )
+        if len(t.shape) >= 3:
+            raise ConversionError(
+                f"{op.name} on tensor '{t.name}' of rank {len(t.shape)} is not supported: "
+                "the layout pass does not follow values into ONNX subgraphs",
+                op.where,
+            )
+
+
+def _check_subgraph(b: GraphBuilder, op: Operator, sg: Subgraph) -> None:
+    """No quantized tensor in a called subgraph (its own tensors may have any rank: the
+    converters write each op in the source layout, only the main graph's layout changes)."""
+    for t in sg.tensors:
+        if t.quant is not None:
+            raise ConversionError(
+                f"{op.name} whose subgraph '{sg.name}' holds quantized tensor '{t.name}' is not "
+                "supported: qonnx's executor and Quant lowerings do not enter ONNX subgraphs",
+                op.where,
+            )
+
+
+def if_(b: GraphBuilder, op: Operator) -> None:
+    then_sg = _subgraph(b, op, "then_subgraph_index")
+    else_sg = _subgraph(b, op, "else_subgraph_index")
+    args = list(op.inputs[1:])
+    _check_crossing(b, op, [(b.subgraph, i) for i in (*args, *op.outputs)])
+    branches = []
+    for sg, label in ((then_sg, "then"), (else_sg, "else")):
+        if len(sg.inputs) != len(args) or len(sg.outputs) != len(op.outputs):
+            raise ConversionError(
+                f"IF's {label} subgraph '{sg.name}' takes {len(sg.inputs)} inputs and gives "
+                f"{len(sg.outputs)} outputs; the IF has {len(args)} and {len(op.outputs)}",
+                op.where,
+            )
+        _check_subgraph(b, op, sg)
+        child = _child(b, sg, inline=False)
+        _bind(child, sg, b, args)
+        _run(child)
+        branches.append(_graph(child, f"{label}_{sg.name}", [], _outputs(child)))
+    outs = b.emit(
+        "If", [_typed_input(b, op.inputs[0])], n_outputs=len(op.outputs),
+        then_branch=branches[0], else_branch=branches[1],
+    )  # fmt: skip
+    for idx, name in zip(op.outputs, outs, strict=True):
+        b.set_output(idx, name)
+
+
+def while_(b: GraphBuilder, op: Operator) -> None:
+    cond_sg = _subgraph(b, op, "cond_subgraph_index")
+    body_sg = _subgraph(b, op, "body_subgraph_index")
+    n = len(op.inputs)
+    if (
+        (len(cond_sg.inputs), len(cond_sg.outputs)) != (n, 1)
+        or (len(body_sg.inputs), len(body_sg.outputs)) != (n, n)
+        or len(op.outputs) != n
+    ):
+        raise ConversionError(
+            f"WHILE's subgraphs do not take and give its {n} loop variables", op.where
+        )
+    _check_crossing(b, op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])
+    for sg in (cond_sg, body_sg):
+        _check_subgraph(b, op, sg)
+    # the first test, inline
+    first = _child(b, cond_sg, inline=True)
+    _bind(first, cond_sg, b, list(op.inputs))
+    _run(first)
+    (go,) = (first.input(i) for i in cond_sg.outputs)
+    # the body graph: (iteration, condition, v...) -> (cond(body(v)), body(v)...)
+    body = _child(b, body_sg, inline=False)
+    iteration, carried = body.fresh("while_iteration"), body.fresh("while_condition")
+    formal = [body.fresh(f"{body.tensor_name(i)}_in") for i in body_sg.inputs]
+    for local, name in zip(body_sg.inputs, formal, strict=True):
+        body._values[local] = name
+    _run(body)
+    new_values = [body.input(i) for i in body_sg.outputs]
+    test = _child(body, cond_sg, inline=True)
+    for local, name in zip(cond_sg.inputs, new_values, strict=True):
+        test._values[local] = name
+    _run(test)
+    (again,) = (test.input(i) for i in cond_sg.outputs)
+    outs = _outputs(body)
+    cond_out = body.fresh("while_continue")
+    body.nodes.append(helper.make_node("Identity", [again], [cond_out], name=cond_out))
+    inputs = [
+        helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
+        helper.make_tensor_value_info(carried, TensorProto.BOOL, []),
+        *(
+            _renamed(_value_info(f, body_sg.tensors[i]), f)
+            for f, i in zip(formal, body_sg.inputs, strict=True)
+        ),
+    ]
+    cond_info = helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])
+    graph = _graph(body, f"while_{body_sg.name}", inputs, outs)
+    graph.output.insert(0, cond_info)
+    loop = b.emit(
+        "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph
+    )
+    for idx, name in zip(op.outputs, loop, strict=True):
+        b.set_output(idx, name)
+
+
+def call_once(b: GraphBuilder, op: Operator) -> None:
+    """The initializer subgraph, inline: it runs before anything else reads the variables."""
+    sg = _subgraph(b, op, "init_subgraph_index")
+    if sg.inputs or sg.outputs:
+        raise ConversionError("CALL_ONCE's subgraph must have no inputs or outputs", op.where)
+    _run(_child(b, sg, inline=True))
+
+
+def var_handle(b: GraphBuilder, op: Operator) -> None:
+    key = (str(op.options.get("container", "")), str(op.options.get("shared_name", "")))
+    _variables(b).handles[(b.subgraph.index, op.outputs[0])] = key
+
+
+def _key(b: GraphBuilder, op: Operator) -> tuple[str, str]:
+    key = _variables(b).handles.get((b.subgraph.index, op.inputs[0]))
+    if key is None:
+        raise ConversionError(
+            f"{op.name}'s resource tensor '{b.tensor(op.inputs[0]).name}' comes from no "
+            "VAR_HANDLE in this subgraph",
+            op.where,
+        )
+    return key
+
+
+def assign_variable(b: GraphBuilder, op: Operator) -> None:
+    if getattr(b, "_nested", False):
+        raise ConversionError(
+            "ASSIGN_VARIABLE inside an IF or WHILE subgraph is not supported (a side effect "
+            "an ONNX subgraph cannot express)",
+            op.where,
+        )
+    value = b.tensor(op.inputs[1])
+    if value.quant is not None:
+        raise ConversionError(f"quantized variable '{value.name}' is not supported", op.where)
+    _variables(b).values[_key(b, op)] = b.input(op.inputs[1])
+
+
+def read_variable(b: GraphBuilder, op: Operator) -> None:
+    key = _key(b, op)
+    value = _variables(b).values.get(key)
+    if value is None:
+        raise ConversionError(
+            f"READ_VARIABLE of variable '{key[1]}' before any ASSIGN_VARIABLE", op.where
+        )
+    if b.tensor(op.outputs[0]).quant is not None:
+        raise ConversionError("quantized variables are not supported", op.where)
+    b.set_output(op.outputs[0], b.emit("Identity", [value])[0])
