@@ -17,16 +17,30 @@ def _tf():
     return tf
 
 
-def _convert(tf, fn, signature, resource_variables: bool = False, trackable=None) -> bytes:
+def _convert(tf, fn, signature, quantized: bool = False) -> bytes:
+    """TFLiteConverter on ``fn``; ``quantized``: full integer (int8 I/O), calibrated on 16
+    seeded inputs in [-1, 1]."""
     concrete = tf.function(fn, input_signature=signature).get_concrete_function()
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
-    if resource_variables:
-        converter.experimental_enable_resource_variables = True
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], None)
+    if quantized:
+        rng = np.random.default_rng(0)
+        shape = signature[0].shape
+
+        def representative():
+            for _ in range(16):
+                yield [rng.uniform(-1, 1, shape).astype(np.float32)]
+
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = representative
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
     return converter.convert()
 
 
-def cond_model() -> bytes:
-    """y = x @ W + 1 if sum(x) > 0 else tanh(x) * 2 - x, on x of shape [2, 4]."""
+def cond_model(quantized: bool = False) -> bytes:
+    """y = x @ W + 1 if sum(x) > 0 else tanh(x) * 2 - x, on x of shape [2, 4]. Quantized, TF
+    keeps the IF float and quantizes inside each branch."""
     tf = _tf()
     w = tf.constant(np.random.default_rng(3).normal(size=(4, 4)).astype(np.float32))
 
@@ -35,10 +49,10 @@ def cond_model() -> bytes:
             tf.reduce_sum(x) > 0.0, lambda: tf.matmul(x, w) + 1.0, lambda: tf.tanh(x) * 2.0 - x
         )
 
-    return _convert(tf, fn, [tf.TensorSpec([2, 4], tf.float32)])
+    return _convert(tf, fn, [tf.TensorSpec([2, 4], tf.float32)], quantized)
 
 
-def while_model() -> bytes:
+def while_model(quantized: bool = False) -> bytes:
     """Doubles x and adds 0.5 until its sum exceeds 10 (at most 20 times); returns x and
     the number of steps, on x of shape [3]."""
     tf = _tf()
@@ -53,7 +67,7 @@ def while_model() -> bytes:
         i, v = tf.while_loop(cond, body, [tf.constant(0), x])
         return v, i
 
-    return _convert(tf, fn, [tf.TensorSpec([3], tf.float32)])
+    return _convert(tf, fn, [tf.TensorSpec([3], tf.float32)], quantized)
 
 
 def variable_model() -> bytes:
@@ -77,3 +91,13 @@ def variable_model() -> bytes:
     )
     converter.experimental_enable_resource_variables = True
     return converter.convert()
+
+
+def cond_4d_model() -> bytes:
+    """tf.cond on an image-shaped [1, 4, 4, 2] input: its IF takes a rank-4 argument."""
+    tf = _tf()
+
+    def fn(x):
+        return tf.cond(tf.reduce_sum(x) > 0.0, lambda: x * 2.0, lambda: x - 1.0)
+
+    return _convert(tf, fn, [tf.TensorSpec([1, 4, 4, 2], tf.float32)])

@@ -54,9 +54,10 @@ def _subgraph(b: GraphBuilder, op: Operator, option: str) -> Subgraph:
     return b.subgraphs[index]
 
 
-def _child(b: GraphBuilder, sg: Subgraph, inline: bool) -> GraphBuilder:
+def _child(b: GraphBuilder, sg: Subgraph, inline: bool, nested: bool = False) -> GraphBuilder:
     """A builder for ``sg`` whose names never clash with ``b``'s; ``inline``: its nodes go
-    into ``b``'s graph, else into a graph of its own (an ONNX subgraph)."""
+    into ``b``'s graph, else into a graph of its own (an ONNX subgraph). ``nested``: runs
+    conditionally or repeatedly (no variable assignment there)."""
     child = GraphBuilder(
         dataclasses.replace(sg, inputs=()),  # the caller binds the inputs
         quant_op_type=b.quant_op_type,
@@ -66,7 +67,7 @@ def _child(b: GraphBuilder, sg: Subgraph, inline: bool) -> GraphBuilder:
     )
     child._taken = b._taken
     child._variables = _variables(b)
-    child._nested = getattr(b, "_nested", False) or not inline
+    child._nested = getattr(b, "_nested", False) or nested or not inline
     if inline:
         child.nodes, child.initializers, child._producer = b.nodes, b.initializers, b._producer
     return child
@@ -133,59 +134,106 @@ def _renamed(info: onnx.ValueInfoProto, name: str) -> onnx.ValueInfoProto:
     return info
 
 
-def _check_crossing(b: GraphBuilder, op: Operator, tensors: list[tuple[Subgraph, int]]) -> None:
+def _crossing_problem(op: Operator, tensors: list[tuple[Subgraph, int]]) -> str | None:
+    """Why values passed into or out of an ONNX subgraph cannot be, or None."""
     for sg, idx in tensors:
         t = sg.tensors[idx]
         if t.quant is not None:
-            raise ConversionError(
+            return (
                 f"{op.name} with quantized tensor '{t.name}' is not supported: qonnx's "
-                "executor and Quant lowerings do not enter ONNX subgraphs",
-                op.where,
+                "executor and Quant lowerings do not enter ONNX subgraphs"
             )
         if len(t.shape) >= 3:
-            raise ConversionError(
+            return (
                 f"{op.name} on tensor '{t.name}' of rank {len(t.shape)} is not supported: "
-                "the layout pass does not follow values into ONNX subgraphs",
-                op.where,
+                "the layout pass does not follow values into ONNX subgraphs"
             )
+    return None
 
 
-def _check_subgraph(b: GraphBuilder, op: Operator, sg: Subgraph) -> None:
-    """No quantized tensor in a called subgraph (its own tensors may have any rank: the
+def _subgraph_problem(op: Operator, sg: Subgraph) -> str | None:
+    """A quantized tensor in a called subgraph (its own tensors may have any rank: the
     converters write each op in the source layout, only the main graph's layout changes)."""
     for t in sg.tensors:
         if t.quant is not None:
-            raise ConversionError(
+            return (
                 f"{op.name} whose subgraph '{sg.name}' holds quantized tensor '{t.name}' is not "
-                "supported: qonnx's executor and Quant lowerings do not enter ONNX subgraphs",
-                op.where,
+                "supported: qonnx's executor and Quant lowerings do not enter ONNX subgraphs"
             )
+    return None
+
+
+def _check(op: Operator, problems: list[str | None]) -> None:
+    for problem in problems:
+        if problem is not None:
+            raise ConversionError(problem, op.where)
 
 
 def if_(b: GraphBuilder, op: Operator) -> None:
-    then_sg = _subgraph(b, op, "then_subgraph_index")
-    else_sg = _subgraph(b, op, "else_subgraph_index")
+    """ONNX If; where its branches or arguments hold quantized tensors or images (which an
+    ONNX subgraph cannot carry here), both branches inline and a Where picks the result."""
+    branches = [(_subgraph(b, op, f"{label}_subgraph_index"), label) for label in ("then", "else")]
     args = list(op.inputs[1:])
-    _check_crossing(b, op, [(b.subgraph, i) for i in (*args, *op.outputs)])
-    branches = []
-    for sg, label in ((then_sg, "then"), (else_sg, "else")):
+    for sg, label in branches:
         if len(sg.inputs) != len(args) or len(sg.outputs) != len(op.outputs):
             raise ConversionError(
                 f"IF's {label} subgraph '{sg.name}' takes {len(sg.inputs)} inputs and gives "
                 f"{len(sg.outputs)} outputs; the IF has {len(args)} and {len(op.outputs)}",
                 op.where,
             )
-        _check_subgraph(b, op, sg)
+    crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*args, *op.outputs)])
+    if crossing or any(_subgraph_problem(op, sg) for sg, _ in branches):
+        _if_inline(b, op, [sg for sg, _ in branches], args)
+        return
+    graphs = []
+    for sg, label in branches:
         child = _child(b, sg, inline=False)
         _bind(child, sg, b, args)
         _run(child)
-        branches.append(_graph(child, f"{label}_{sg.name}", [], _outputs(child)))
+        graphs.append(_graph(child, f"{label}_{sg.name}", [], _outputs(child)))
     outs = b.emit(
         "If", [_typed_input(b, op.inputs[0])], n_outputs=len(op.outputs),
-        then_branch=branches[0], else_branch=branches[1],
+        then_branch=graphs[0], else_branch=graphs[1],
     )  # fmt: skip
     for idx, name in zip(op.outputs, outs, strict=True):
         b.set_output(idx, name)
+
+
+def _if_inline(b: GraphBuilder, op: Operator, branches: list[Subgraph], args: list[int]) -> None:
+    """Both branches computed, ``Where(cond, then, else)`` per output: exact, as ONNX ops have
+    no side effects and an unselected NaN or Inf does not pass a Where. TFLite's IF copies raw
+    bytes between its tensors and the branches', so each pair must share its grid and shape
+    (the Where must not broadcast)."""
+    pairs = [(b.subgraph.tensors[o], [sg.tensors[sg.outputs[k]] for sg in branches])
+             for k, o in enumerate(op.outputs)]  # fmt: skip
+    pairs += [(b.subgraph.tensors[a], [sg.tensors[sg.inputs[k]] for sg in branches])
+              for k, a in enumerate(args)]  # fmt: skip
+    for outer, inner in pairs:
+        for t in inner:
+            if (
+                _grid(t) != _grid(outer)
+                or t.shape_signature != outer.shape_signature
+                or any(d < 0 for d in outer.shape_signature)
+            ):
+                raise ConversionError(
+                    f"IF tensor '{outer.name}' and its branch tensor '{t.name}' differ in "
+                    "shape or quantization (or the shape is dynamic)",
+                    op.where,
+                )
+    results = []
+    for sg in branches:
+        child = _child(b, sg, inline=True, nested=True)
+        _bind(child, sg, b, args)
+        _run(child)
+        results.append([child.input(i) for i in sg.outputs])
+    cond = _typed_input(b, op.inputs[0])
+    for idx, then_value, else_value in zip(op.outputs, *results, strict=True):
+        b.set_output(idx, b.emit("Where", [cond, then_value, else_value])[0])
+
+
+def _grid(t) -> tuple | None:
+    q = t.quant
+    return None if q is None else (q.scale.tolist(), q.zero_point.tolist(), q.bit_width)
 
 
 def while_(b: GraphBuilder, op: Operator) -> None:
@@ -200,9 +248,8 @@ def while_(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(
             f"WHILE's subgraphs do not take and give its {n} loop variables", op.where
         )
-    _check_crossing(b, op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])
-    for sg in (cond_sg, body_sg):
-        _check_subgraph(b, op, sg)
+    crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])
+    _check(op, [crossing, _subgraph_problem(op, cond_sg), _subgraph_problem(op, body_sg)])
     # the first test, inline
     first = _child(b, cond_sg, inline=True)
     _bind(first, cond_sg, b, list(op.inputs))
