@@ -5,11 +5,12 @@ IF's branches and WHILE's body become ONNX subgraphs converted by the same opera
 they read outer values by name, constants are materialized inside them. WHILE(cond, body) is
 ``Loop(cond(v0), v0)`` whose body computes ``v = body(v)`` and then ``cond(v)``.
 
-Limits, each a ConversionError naming the op: quantized tensors in or out of a called
-subgraph (qonnx's executor and its QCDQ / standard-op lowerings do not enter ONNX subgraphs),
-tensors of rank 3 or more crossing into one (the NHWC -> NCHW layout pass does not follow
-values into subgraphs), and ASSIGN_VARIABLE inside IF or WHILE (a side effect an ONNX
-subgraph cannot express).
+What an ONNX subgraph cannot carry here: quantized tensors (qonnx's executor and its QCDQ /
+standard-op lowerings do not enter subgraphs) and tensors the NHWC -> NCHW layout pass may
+permute (it refuses graphs with subgraphs once it permutes anything). An IF meeting either
+computes both branches inline and picks with ``Where`` (exact: ONNX ops have no side
+effects); a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside IF or WHILE (a side
+effect neither form can express).
 
 Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_VARIABLEs give
 each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
@@ -170,8 +171,9 @@ def _check(op: Operator, problems: list[str | None]) -> None:
 
 
 def if_(b: GraphBuilder, op: Operator) -> None:
-    """ONNX If; where its branches or arguments hold quantized tensors or images (which an
-    ONNX subgraph cannot carry here), both branches inline and a Where picks the result."""
+    """ONNX If; where its branches or arguments hold quantized tensors, or the calling graph
+    holds tensors of rank 3 or more (the layout pass refuses to permute around ONNX
+    subgraphs), both branches inline and a Where picks the result."""
     branches = [(_subgraph(b, op, f"{label}_subgraph_index"), label) for label in ("then", "else")]
     args = list(op.inputs[1:])
     for sg, label in branches:
@@ -182,7 +184,8 @@ def if_(b: GraphBuilder, op: Operator) -> None:
                 op.where,
             )
     crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*args, *op.outputs)])
-    if crossing or any(_subgraph_problem(op, sg) for sg, _ in branches):
+    images = any(len(t.shape) >= 3 for t in b.subgraph.tensors)  # the layout pass may act
+    if crossing or images or any(_subgraph_problem(op, sg) for sg, _ in branches):
         _if_inline(b, op, [sg for sg, _ in branches], args)
         return
     graphs = []
