@@ -101,3 +101,26 @@ def cond_4d_model() -> bytes:
         return tf.cond(tf.reduce_sum(x) > 0.0, lambda: x * 2.0, lambda: x - 1.0)
 
     return _convert(tf, fn, [tf.TensorSpec([1, 4, 4, 2], tf.float32)])
+
+
+def conditional_assignment_model() -> bytes:
+    """v <- x if sum(x) > 0 else -x, then y = v, with v a tf.Variable: each IF branch
+    receives the variable's handle and assigns it."""
+    tf = _tf()
+
+    class Module(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = tf.Variable(np.arange(1, 5, dtype=np.float32) / 4)
+
+        @tf.function(input_signature=[tf.TensorSpec([4], tf.float32)])
+        def __call__(self, x):
+            tf.cond(tf.reduce_sum(x) > 0, lambda: self.v.assign(x), lambda: self.v.assign(-x))
+            return self.v * 1.0
+
+    module = Module()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [module.__call__.get_concrete_function()], module
+    )
+    converter.experimental_enable_resource_variables = True
+    return converter.convert()

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from control_flow_models import cond_4d_model, cond_model, variable_model, while_model
+from control_flow_models import (
+    cond_4d_model,
+    cond_model,
+    conditional_assignment_model,
+    variable_model,
+    while_model,
+)
 from litert_compare import real_value, reference_interpreter
 
 import tflite2qonnx
@@ -113,6 +119,17 @@ def test_variable_initialized_by_call_once_and_assigned_matches_first_invocation
     for x, (_, mine) in zip(xs, pairs, strict=True):
         v = 0.5 * v0 + x
         assert np.allclose(mine, x * v + v, atol=1e-5)
+
+
+def test_variable_assigned_in_both_if_branches_holds_the_taken_branchs_value() -> None:
+    """The branches get the variable's handle and assign it: both inline, and the variable
+    afterwards is Where(cond, then's value, else's value)."""
+    xs = [np.array(v, np.float32) for v in ([1, 2, 3, 4], [-1, -2, 0, 1])]
+    model, pairs = _first_invocations(conditional_assignment_model(), xs)
+    assert "If" not in [n.op_type for n in model.graph.node]
+    for x, (ref, mine) in zip(xs, pairs, strict=True):
+        expected = x if x.sum() > 0 else -x
+        assert np.array_equal(ref, expected) and np.array_equal(mine, expected)
 
 
 def test_tf_cond_on_an_image_inlines_both_branches() -> None:

@@ -9,8 +9,8 @@ What an ONNX subgraph cannot carry here: quantized tensors (qonnx's executor and
 standard-op lowerings do not enter subgraphs) and tensors the NHWC -> NCHW layout pass may
 permute (it refuses graphs with subgraphs once it permutes anything). An IF meeting either
 computes both branches inline and picks with ``Where`` (exact: ONNX ops have no side
-effects); a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside IF or WHILE (a side
-effect neither form can express).
+effects), as does an IF whose branches assign variables (each then holds the taken branch's
+value); a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX If.
 
 Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_VARIABLEs give
 each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
@@ -88,6 +88,9 @@ def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) 
     name (an ONNX subgraph reads outer values by name)."""
     for local, idx in zip(sg.inputs, outer, strict=True):
         t = b.tensor(idx)
+        if t.dtype == "resource":  # a variable handle: the same variable inside
+            _variables(b).handles[(sg.index, local)] = _handle(b, idx, b.current)
+            continue
         value = b.constant(idx)
         if value is not None and t.data is not None and t.dtype not in ("float32", "float16"):
             value = np.asarray(t.data)  # an integer or bool constant keeps its type
@@ -185,7 +188,8 @@ def if_(b: GraphBuilder, op: Operator) -> None:
             )
     crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*args, *op.outputs)])
     images = any(len(t.shape) >= 3 for t in b.subgraph.tensors)  # the layout pass may act
-    if crossing or images or any(_subgraph_problem(op, sg) for sg, _ in branches):
+    assigns = any(o.name == "ASSIGN_VARIABLE" for sg, _ in branches for o in sg.operators)
+    if crossing or images or assigns or any(_subgraph_problem(op, sg) for sg, _ in branches):
         _if_inline(b, op, [sg for sg, _ in branches], args)
         return
     graphs = []
@@ -223,15 +227,32 @@ def _if_inline(b: GraphBuilder, op: Operator, branches: list[Subgraph], args: li
                     "shape or quantization (or the shape is dynamic)",
                     op.where,
                 )
-    results = []
+    variables = _variables(b)
+    before = dict(variables.values)
+    results, assigned = [], []
     for sg in branches:
-        child = _child(b, sg, inline=True, nested=True)
+        variables.values = dict(before)
+        child = _child(b, sg, inline=True)
         _bind(child, sg, b, args)
         _run(child)
         results.append([child.input(i) for i in sg.outputs])
+        assigned.append(variables.values)
     cond = _typed_input(b, op.inputs[0])
     for idx, then_value, else_value in zip(op.outputs, *results, strict=True):
         b.set_output(idx, b.emit("Where", [cond, then_value, else_value])[0])
+    # a variable either branch assigns holds the taken branch's value afterwards
+    variables.values = dict(before)
+    for key in {*assigned[0], *assigned[1]}:
+        then_value, else_value = assigned[0].get(key), assigned[1].get(key)
+        if then_value == else_value:
+            variables.values[key] = then_value
+        elif then_value is None or else_value is None:
+            raise ConversionError(
+                f"IF assigns variable '{key[1]}' in one branch before it has any value",
+                op.where,
+            )
+        else:
+            variables.values[key] = b.emit("Where", [cond, then_value, else_value])[0]
 
 
 def _grid(t) -> tuple | None:
@@ -306,11 +327,15 @@ def var_handle(b: GraphBuilder, op: Operator) -> None:
 
 
 def _key(b: GraphBuilder, op: Operator) -> tuple[str, str]:
-    key = _variables(b).handles.get((b.subgraph.index, op.inputs[0]))
+    return _handle(b, op.inputs[0], op)
+
+
+def _handle(b: GraphBuilder, idx: int, op: Operator) -> tuple[str, str]:
+    """The variable a resource tensor of ``b``'s subgraph names."""
+    key = _variables(b).handles.get((b.subgraph.index, idx))
     if key is None:
         raise ConversionError(
-            f"{op.name}'s resource tensor '{b.tensor(op.inputs[0]).name}' comes from no "
-            "VAR_HANDLE in this subgraph",
+            f"{op.name}'s resource tensor '{b.tensor(idx).name}' comes from no VAR_HANDLE",
             op.where,
         )
     return key
