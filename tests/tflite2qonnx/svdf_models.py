@@ -90,16 +90,39 @@ def int8_svdf(
     return _model(tensors, rank, activation, has_bias)
 
 
-def hybrid_svdf() -> bytes:
-    """Float input and output, int8 weights: the dynamic-range (hybrid) kernel."""
-    rng = np.random.default_rng(0)
+def hybrid_svdf(
+    rank: int = 2, activation: str = "RELU", asymmetric: bool = False, seed: int = 0
+) -> bytes:
+    """Float input and output, int8 weights: the dynamic-range (hybrid) kernel; batch 2,
+    8 inputs, 3 units."""
+    rng = np.random.default_rng(seed)
+    batch, n_in, units, memory = 2, 8, 3, 4
+    filters = units * rank
     tensors = [
-        {"name": "x", "shape": (1, 4)},
-        {"name": "weights_feature", "shape": (2, 4), "dtype": "int8", "quant": ([0.1], [0]),
-         "data": rng.integers(-127, 128, (2, 4)).astype(np.int8)},
-        {"name": "weights_time", "shape": (2, 3), "dtype": "int8", "quant": ([0.1], [0]),
-         "data": rng.integers(-127, 128, (2, 3)).astype(np.int8)},
-        {"name": "state", "shape": (1, 6), "variable": True},
-        {"name": "y", "shape": (1, 2)},
+        {"name": "x", "shape": (batch, n_in)},
+        {"name": "weights_feature", "shape": (filters, n_in), "dtype": "int8",
+         "quant": ([0.01], [0]),
+         "data": rng.integers(-127, 128, (filters, n_in)).astype(np.int8)},
+        {"name": "weights_time", "shape": (filters, memory), "dtype": "int8",
+         "quant": ([0.02], [0]),
+         "data": rng.integers(-127, 128, (filters, memory)).astype(np.int8)},
+        {"name": "bias", "shape": (units,),
+         "data": rng.normal(0, 0.5, units).astype(np.float32)},
+        {"name": "state", "shape": (batch, filters * memory), "variable": True},
+        {"name": "y", "shape": (batch, units)},
     ]  # fmt: skip
-    return _model(tensors, 1, "NONE", False)
+    op = {
+        "op": "SVDF",
+        "inputs": [0, 1, 2, 3, 4],
+        "outputs": [5],
+        "options": (
+            "SVDFOptions",
+            {
+                "Rank": rank,
+                "FusedActivationFunction": ACTIVATIONS[activation],
+                "AsymmetricQuantizeInputs": asymmetric,
+            },
+        ),  # fmt: skip
+        "version": 4 if asymmetric else 2,
+    }
+    return build_model(tensors, [op], [0], [5])

@@ -28,7 +28,7 @@ def is_hybrid(b: GraphBuilder, op: Operator) -> bool:
     return b.tensor(op.inputs[0]).dtype == "float32" and b.tensor(op.inputs[1]).dtype == "int8"
 
 
-def _weights(b: GraphBuilder, op: Operator, idx: int) -> tuple[str, float]:
+def int8_weights(b: GraphBuilder, op: Operator, idx: int) -> tuple[str, float]:
     """The raw int8 weights, transposed for MatMul, and their scale."""
     t = b.tensor(idx)
     q = t.quantization
@@ -41,7 +41,7 @@ def _weights(b: GraphBuilder, op: Operator, idx: int) -> tuple[str, float]:
     return b.const(raw, f"{b.tensor_name(idx)}_int8"), float(np.float32(q.scale[0]))
 
 
-def _quantized_product(b: GraphBuilder, x: str, w: str, w_scale: float) -> str:
+def symmetric_product(b: GraphBuilder, x: str, w: str, w_scale: float) -> str:
     """dot(SymmetricQuantizeFloats(x rows), w) * (scaling factor * w_scale), float32."""
     r = reduce_axes(b, "ReduceMax", b.emit("Abs", [x])[0], [-1], keepdims=1)
     zero = b.emit("Equal", [r, b.const(np.array(0.0, np.float32), "zero")])[0]
@@ -67,13 +67,13 @@ def hybrid_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
         )
     if b.tensor(bias_idx).dtype != "float32":
         raise ConversionError(f"hybrid {op.name} needs a float bias", op.where)
-    w, w_scale = _weights(b, op, w_idx)
-    r, r_scale = _weights(b, op, r_idx)
+    w, w_scale = int8_weights(b, op, w_idx)
+    r, r_scale = int8_weights(b, op, r_idx)
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
     steps = shape[0] if time_major else shape[1]
     units = b.tensor(w_idx).shape[0]
-    x_part = b.emit("Add", [b.input(bias_idx), _quantized_product(b, b.input(x_idx), w, w_scale)])
+    x_part = b.emit("Add", [b.input(bias_idx), symmetric_product(b, b.input(x_idx), w, w_scale)])
     x_part = x_part[0]
     h = initial_state(b, h_idx, units)
     outputs = []
@@ -81,7 +81,7 @@ def hybrid_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
         index = b.const(np.array(t, np.int64), "step")
         pre = b.emit("Gather", [x_part, index], axis=0 if time_major else 1)[0]
         # a zero state (the first step's) adds exactly 0, as the kernel's skipping it does
-        pre = b.emit("Add", [pre, _quantized_product(b, h, r, r_scale)])[0]
+        pre = b.emit("Add", [pre, symmetric_product(b, h, r, r_scale)])[0]
         h = fused_activation(b, op, pre)
         outputs.append(h)
     b.set_output(op.outputs[0], stack(b, outputs, time_major))

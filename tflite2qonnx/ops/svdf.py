@@ -21,7 +21,8 @@ int32 bias are summed in int32 (wrapping, as the C loop does), rescaled to the o
 clamped to int8 after adding its zero point. The kernel requires the RELU activation but never
 applies it beyond that clamp, and it reads the weights' and bias's first scale only and never
 their zero points; all of that is followed as written. The hybrid kernel (float input, int8
-weights) is refused.
+weights) quantizes the input rows on the fly as ``ops.rnn_hybrid`` does; its
+``asymmetric_quantize_inputs`` variant is refused.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tflite2qonnx import fixed_point as fp
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.rnn_hybrid import int8_weights, symmetric_product
 
 _INT32 = 2.0**31
 
@@ -87,16 +89,14 @@ def svdf(b: GraphBuilder, op: Operator) -> None:
     x_type, w_type = b.tensor(x).dtype, b.tensor(wf).dtype
     if x_type == "float32" and w_type in ("float32", "float16"):
         _float(b, op, x, wf, wt, bias, rank, memory)
-    elif x_type == "float32":
-        raise ConversionError(
-            f"hybrid (dynamic-range) SVDF with {w_type} weights on float activations is not "
-            "supported",
-            op.where,
-        )
+    elif x_type == "float32" and w_type == "int8":
+        _hybrid(b, op, x, wf, wt, bias, rank, memory)
     elif x_type == "int8":
         _integer(b, op, x, wf, wt, bias, state, rank, memory)
     else:
-        raise ConversionError(f"{x_type} SVDF is not supported (float32 and int8)", op.where)
+        raise ConversionError(
+            f"SVDF with {x_type} input and {w_type} weights is not supported", op.where
+        )
 
 
 def _float(b, op, x, wf, wt, bias, rank, memory) -> None:
@@ -104,6 +104,26 @@ def _float(b, op, x, wf, wt, bias, rank, memory) -> None:
     w_last = np.asarray(b.constant(wt), np.float32)[:, memory - 1]
     y = b.emit("MatMul", [feature, b.const(_group_matrix(w_last, rank, np.float32), "svdf_time")])
     y = y[0]
+    if bias >= 0:
+        y = b.emit("Add", [y, b.input(bias)])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _hybrid(b, op, x, wf, wt, bias, rank, memory) -> None:
+    """EvalHybridSVDF: the input rows quantized on the fly (``ops.rnn_hybrid``), the int8
+    feature product scaled back to float, the int8 weights_time dequantized."""
+    if op.options.get("asymmetric_quantize_inputs", False):
+        raise ConversionError("hybrid SVDF with asymmetric_quantize_inputs is not supported",
+                              op.where)  # fmt: skip
+    w, w_scale = int8_weights(b, op, wf)
+    feature = symmetric_product(b, b.input(x), w, w_scale)
+    t = b.tensor(wt)
+    if t.dtype != "int8" or t.quantization is None or len(t.quantization.scale) != 1:
+        raise ConversionError("hybrid SVDF needs per-tensor int8 weights_time", op.where)
+    scale = np.float32(t.quantization.scale[0])
+    w_last = np.asarray(t.data, np.float32)[:, memory - 1] * scale  # float32, as the kernel
+    group = b.const(_group_matrix(w_last, rank, np.float32), "svdf_time")
+    y = b.emit("MatMul", [feature, group])[0]
     if bias >= 0:
         y = b.emit("Add", [y, b.input(bias)])[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
