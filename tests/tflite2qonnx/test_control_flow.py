@@ -148,3 +148,10 @@ def test_int8_while_loop_is_refused_naming_the_op_and_why() -> None:
     qonnx's executor and lowerings, and a loop of unknown trip count cannot be inlined."""
     with pytest.raises(ConversionError, match=r"WHILE.*quantized tensor .*do not enter ONNX"):
         tflite2qonnx.convert(while_model(quantized=True))
+
+
+def test_variable_model_passes_verify_on_a_fresh_interpreter_per_sample(models) -> None:
+    """CALL_ONCE runs on an interpreter's first invocation only and reset_all_variables
+    leaves resource variables: --verify runs each sample on a fresh interpreter."""
+    tflite2qonnx.convert(models["variable"], verify=True)
+    tflite2qonnx.convert(models["while"], verify=True)

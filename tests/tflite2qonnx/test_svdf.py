@@ -111,3 +111,9 @@ def test_svdf_with_a_state_that_is_not_a_variable_is_refused() -> None:
 def test_int8_svdf_without_relu_is_refused_as_tflite_does() -> None:
     with pytest.raises(ConversionError, match="int8 SVDF needs the RELU activation"):
         tflite2qonnx.convert(int8_svdf(1, activation="NONE"))
+
+
+def test_int8_svdf_passes_verify_each_sample_from_the_reset_state() -> None:
+    """--verify resets the interpreter's variables before each sample: without that, the
+    second sample would see the first one's state and the check would fail."""
+    tflite2qonnx.convert(int8_svdf(2, seed=7), verify=True)
