@@ -92,8 +92,8 @@ def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) 
             _variables(b).handles[(sg.index, local)] = _handle(b, idx, b.current)
             continue
         value = b.constant(idx)
-        if value is not None and t.data is not None and t.dtype not in ("float32", "float16"):
-            value = np.asarray(t.data)  # an integer or bool constant keeps its type
+        if t.data is not None and t.quant is None and t.dtype not in ("float32", "float16"):
+            value = np.asarray(t.data)  # an unquantized integer or bool constant keeps its type
         if value is not None:
             child._constants[local] = value
         else:
