@@ -124,3 +124,20 @@ def conditional_assignment_model() -> bytes:
     )
     converter.experimental_enable_resource_variables = True
     return converter.convert()
+
+
+def with_if_branch(data: bytes, then_index: int) -> bytes:
+    """``data`` with its first IF's then_subgraph_index set to ``then_index``."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    codes = model.operatorCodes
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if codes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.IF:
+                op.builtinOptions.thenSubgraphIndex = then_index
+                builder = flatbuffers.Builder(1024)
+                builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+                return bytes(builder.Output())
+    raise ValueError("no IF")

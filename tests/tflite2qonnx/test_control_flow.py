@@ -15,6 +15,7 @@ from control_flow_models import (
     conditional_assignment_model,
     variable_model,
     while_model,
+    with_if_branch,
 )
 from litert_compare import real_value, reference_interpreter
 
@@ -155,3 +156,10 @@ def test_variable_model_passes_verify_on_a_fresh_interpreter_per_sample(models) 
     leaves resource variables: --verify runs each sample on a fresh interpreter."""
     tflite2qonnx.convert(models["variable"], verify=True)
     tflite2qonnx.convert(models["while"], verify=True)
+
+
+@pytest.mark.parametrize("index", [0, 7])
+def test_if_naming_the_main_or_a_missing_subgraph_is_refused(models, index: int) -> None:
+    """The main subgraph (a call into it would recurse) and past-the-end indices."""
+    with pytest.raises(ConversionError, match=f"then_subgraph_index {index} names no callable"):
+        tflite2qonnx.convert(with_if_branch(models["cond"], index))

@@ -38,6 +38,7 @@ class _Variables:
 
     values: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     handles: dict[tuple[int, int], tuple[str, str]] = dataclasses.field(default_factory=dict)
+    calling: list[int] = dataclasses.field(default_factory=list)  # subgraphs being converted
 
 
 def _variables(b: GraphBuilder) -> _Variables:
@@ -50,7 +51,7 @@ def _subgraph(b: GraphBuilder, op: Operator, option: str) -> Subgraph:
     index = int(op.options.get(option, -1))
     if not 0 < index < len(b.subgraphs):
         raise ConversionError(
-            f"{op.name}'s {option} {index} names no subgraph of this model", op.where
+            f"{op.name}'s {option} {index} names no callable subgraph of this model", op.where
         )
     return b.subgraphs[index]
 
@@ -103,13 +104,19 @@ def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) 
 def _run(child: GraphBuilder) -> None:
     from tflite2qonnx.ops import CONVERTERS, unsupported_message
 
-    for sub_op in child.subgraph.operators:
+    sg = child.subgraph
+    calling = _variables(child).calling
+    if sg.index in calling:
+        raise ConversionError(f"subgraph {sg.index} '{sg.name}' calls itself", "subgraphs")
+    calling.append(sg.index)
+    for sub_op in sg.operators:
         converter = CONVERTERS.get(sub_op.name)
         if converter is None:
-            raise ConversionError(unsupported_message(sub_op), f"subgraph {child.subgraph.index}")
+            raise ConversionError(unsupported_message(sub_op), f"subgraph {sg.index}")
         child.current = sub_op
         converter(child, sub_op)
     child.current = None
+    calling.pop()
 
 
 def _outputs(child: GraphBuilder) -> list[str]:
