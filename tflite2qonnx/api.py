@@ -62,10 +62,6 @@ def convert(
     would (the form hls4ml's QONNX frontend reads).
     """
     tfl = read_model(source)
-    if len(tfl.subgraphs) != 1:
-        raise ConversionError(
-            f"{len(tfl.subgraphs)} subgraphs (control flow) are not supported", tfl.source_name
-        )
     # the graph is named after the file (subgraph names are mostly "main" or empty)
     from_file = tfl.source_name != "<bytes>"
     name = Path(tfl.source_name).stem if from_file else tfl.subgraphs[0].name or "tflite"
@@ -82,6 +78,7 @@ def convert(
         channels_last=channels_last,
         batch_size=batch_size if channels_last else None,
         input_shapes=input_shapes if channels_last else None,
+        subgraphs=tfl.subgraphs,
     )
     if not channels_last and (batch_size is not None or input_shapes):
         from qonnx_ingest.static_shapes import fix_input_shapes
@@ -113,12 +110,17 @@ def convert_subgraph(
     channels_last: bool = False,
     batch_size: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    subgraphs: Sequence[Subgraph] = (),
 ) -> onnx.ModelProto:
     """Convert one subgraph; tests use it on slices of a model (one operator, a few layers).
     ``batch_size`` and ``input_shapes`` (NHWC) apply to the channels-last form only, which
-    needs them before finishing; ``convert`` fixes the other form's shapes afterwards."""
+    needs them before finishing; ``convert`` fixes the other form's shapes afterwards.
+    ``subgraphs``: the model's, for the operators that call one (IF, WHILE, CALL_ONCE)."""
     quant_op_type = "IntQuant" if int_quant else "Quant"
-    builder = GraphBuilder(subgraph, quant_op_type=quant_op_type, opset=opset, bit_exact=bit_exact)
+    builder = GraphBuilder(
+        subgraph, quant_op_type=quant_op_type, opset=opset, bit_exact=bit_exact,
+        subgraphs=subgraphs,
+    )  # fmt: skip
     for op in subgraph.operators:
         converter = CONVERTERS.get(op.name)
         if converter is None:

@@ -31,8 +31,11 @@ class GraphBuilder:
         quant_op_type: str = "Quant",
         opset: int = 13,
         bit_exact: bool = False,
+        subgraphs: Sequence[Subgraph] = (),
     ):
         self.subgraph = subgraph
+        # every subgraph of the model, for the ops that call one (IF, WHILE, CALL_ONCE)
+        self.subgraphs = tuple(subgraphs)
         self.opset = opset
         self.quant_op_type = quant_op_type
         # emulate the builtin integer kernels' fixed-point arithmetic (tflite2qonnx.fixed_point)

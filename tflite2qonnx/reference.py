@@ -63,7 +63,13 @@ def verify(
         if inputs_path is not None
         else _random_inputs(in_details, inputs, seed, _index_bounds(source))
     )
-    ref_outs = [_invoke(reference, in_details, out_details, s) for s in samples]
+    fresh = _keeps_resource_variables(source)
+
+    def interpreter_for(it, xnnpack: bool):  # a fresh one per sample where variables persist
+        return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)
+
+    ref_run = interpreter_for(reference, reference_name == "XNNPACK")
+    ref_outs = [_invoke(ref_run(), in_details, out_details, s) for s in samples]
     xnn_cache: list = []
 
     def xnn_outs() -> list[Feeds]:  # run only when an output needs XNNPACK's spread
@@ -72,7 +78,8 @@ def verify(
                 xnn_cache.append(ref_outs)
             else:
                 xnnpack = _interpreter(source, True, model)
-                xnn_cache.append([_invoke(xnnpack, in_details, out_details, s) for s in samples])
+                xnn_run = interpreter_for(xnnpack, True)
+                xnn_cache.append([_invoke(xnn_run(), in_details, out_details, s) for s in samples])
         return xnn_cache[0]
 
     perms = stored_perms(model)
@@ -248,7 +255,21 @@ def _given_inputs(path, details: list[dict]) -> list[Feeds]:
     return out
 
 
+def _keeps_resource_variables(source) -> bool:
+    """Whether the model holds resource variables (CALL_ONCE initializes them on the first
+    invocation only, reset_all_variables leaves them): each sample then runs on a fresh
+    interpreter, since the converted graph is the first invocation."""
+    from tflite2qonnx.reader import read_model
+
+    kinds = {"CALL_ONCE", "VAR_HANDLE"}
+    return any(op.opcode.builtin in kinds for sub in read_model(source).subgraphs
+               for op in sub.operators)  # fmt: skip
+
+
 def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
+    """The outputs on ``sample`` from the variables' initial state (the recurrent states and
+    SVDF's reset), as the converted graph computes them."""
+    it.reset_all_variables()
     for d in in_details:
         it.set_tensor(d["index"], sample[d["name"]])
     try:

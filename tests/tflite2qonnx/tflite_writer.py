@@ -1,6 +1,7 @@
 """A small TFLite flatbuffer writer for ops TF's converter does not emit (custom ops, DENSIFY).
 
-One subgraph; tensors are dicts (name, shape, dtype, optional data and sparsity), operators
+One subgraph; tensors are dicts (name, shape, dtype, optional data, sparsity, quant =
+(scales, zero_points) and variable), operators
 name a builtin or a custom code and may carry raw custom options.
 """
 
@@ -16,7 +17,22 @@ _TYPES = {
     "int32": tflite.TensorType.INT32,
     "int64": tflite.TensorType.INT64,
     "int8": tflite.TensorType.INT8,
+    "int16": tflite.TensorType.INT16,
 }
+
+
+def _quantization(b: flatbuffers.Builder, quant: tuple) -> int:
+    """QuantizationParameters from (scales, zero_points)."""
+    scales, zero_points = quant
+    b.StartVector(4, len(scales), 4)
+    for v in reversed(list(scales)):
+        b.PrependFloat32(float(v))
+    scale_vec = b.EndVector()
+    zp_vec = int_vector(b, [int(z) for z in zero_points], "PrependInt64", 8)
+    tflite.QuantizationParametersStart(b)
+    tflite.QuantizationParametersAddScale(b, scale_vec)
+    tflite.QuantizationParametersAddZeroPoint(b, zp_vec)
+    return tflite.QuantizationParametersEnd(b)
 
 
 def int_vector(b: flatbuffers.Builder, values, prepend: str = "PrependInt32", size: int = 4):
@@ -108,6 +124,7 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
         name = b.CreateString(t["name"])
         shape = int_vector(b, t["shape"])
         sparsity = _sparsity(b, t["sparsity"]) if "sparsity" in t else None
+        quant = _quantization(b, t["quant"]) if "quant" in t else None
         tflite.TensorStart(b)
         tflite.TensorAddShape(b, shape)
         tflite.TensorAddType(b, _TYPES[t.get("dtype", "float32")])
@@ -115,6 +132,10 @@ def build_model(tensors: list[dict], operators: list[dict], inputs, outputs) -> 
         tflite.TensorAddName(b, name)
         if sparsity is not None:
             tflite.TensorAddSparsity(b, sparsity)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
+        if t.get("variable"):
+            tflite.TensorAddIsVariable(b, True)
         tensor_offs.append(tflite.TensorEnd(b))
 
     codes: list[str] = list(dict.fromkeys(op["op"] for op in operators))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import control_flow as cf
 from tflite2qonnx.ops import elementwise as ew
 from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops import reduce, shape, slicing
@@ -49,6 +50,7 @@ from tflite2qonnx.ops.record import (
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
 from tflite2qonnx.ops.sequence import bidirectional_sequence_lstm, unidirectional_sequence_rnn
 from tflite2qonnx.ops.softmax import log_softmax, softmax
+from tflite2qonnx.ops.svdf import svdf
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
 from tflite2qonnx.ops.topk import topk_v2
 
@@ -63,6 +65,7 @@ OPERATORS: dict[str, Op] = {
     "ABS": Op(ew.abs_),
     "ADD": Op(ew.add, bit_exact=EMULATED),
     "ADD_N": Op(ew.add_n, operands=rules.variadic),
+    "ASSIGN_VARIABLE": Op(cf.assign_variable),
     "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
     "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
@@ -71,6 +74,7 @@ OPERATORS: dict[str, Op] = {
         bidirectional_sequence_lstm, ranks=((3, *_LSTM_DIRECTION * 2, 2, 2, 2, 2, 3), (3, 3))
     ),
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
+    "CALL_ONCE": Op(cf.call_once),
     "CAST": Op(ew.cast),
     "CEIL": Op(ew.ceil),
     "CONCATENATION": Op(concatenation, operands=rules.concatenation, bit_exact=EMULATED),
@@ -99,6 +103,7 @@ OPERATORS: dict[str, Op] = {
     "GELU": Op(ew.gelu),
     "GREATER": Op(ew.greater),
     "GREATER_EQUAL": Op(ew.greater_equal),
+    "IF": Op(cf.if_),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
     "L2_NORMALIZATION": Op(reduce.l2_normalization),
     "L2_POOL_2D": Op(None, ranks=((4,), (4,))),
@@ -129,6 +134,7 @@ OPERATORS: dict[str, Op] = {
     "REDUCE_MAX": Op(reduce.reduce_max, operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_MIN": Op(reduce.reduce_min, operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_PROD": Op(reduce.reduce_prod, operands=rules.reduction),
+    "READ_VARIABLE": Op(cf.read_variable),
     "RELU": Op(relu, bit_exact=EMULATED),
     "RELU_0_TO_1": Op(ew.relu_0_to_1, bit_exact=EMULATED),
     "RELU_N1_TO_1": Op(ew.relu_n1_to_1, bit_exact=EMULATED),
@@ -160,6 +166,7 @@ OPERATORS: dict[str, Op] = {
     "STRIDED_SLICE": Op(slicing.strided_slice, operands=rules.strided_slice, bit_exact=EXACT),
     "SUB": Op(ew.sub, bit_exact=EMULATED),
     "SUM": Op(reduce.reduce_sum, operands=rules.reduction),
+    "SVDF": Op(svdf, ranks=((2, 2, 2, 1, 2), (2,)), bit_exact=EMULATED),
     "TANH": Op(ew.tanh, bit_exact=EMULATED),
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
     "TOPK_V2": Op(topk_v2, bit_exact=EXACT),
@@ -171,6 +178,8 @@ OPERATORS: dict[str, Op] = {
         bit_exact=EMULATED,
     ),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3, 2, 2, 1, 2), (3,))),
+    "VAR_HANDLE": Op(cf.var_handle),
+    "WHILE": Op(cf.while_),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }

@@ -1,5 +1,6 @@
 """BIDIRECTIONAL_SEQUENCE_LSTM and UNIDIRECTIONAL_SEQUENCE_RNN (float), unrolled like
-``ops.lstm``; their integer and hybrid kernels are refused by name.
+``ops.lstm``; the RNN's hybrid kernel (TFLite's only int8 one) is ``ops.rnn_hybrid``, the
+LSTM's integer and hybrid kernels are refused by name.
 
 BIDIRECTIONAL_SEQUENCE_LSTM runs two ``ops.lstm`` directions over the sequence, the backward
 one from the last step to the first, each output at its own step; ``merge_outputs`` concatenates
@@ -25,6 +26,7 @@ from tflite2qonnx.ops.lstm import (
     stack,
 )
 from tflite2qonnx.ops.lstm_operands import Direction, operand
+from tflite2qonnx.ops.rnn_hybrid import hybrid_sequence_rnn, is_hybrid
 
 
 def _float_only(b: GraphBuilder, op: Operator, weights: list[int]) -> None:
@@ -72,6 +74,9 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
 
 def unidirectional_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
     x_idx, w_idx, r_idx, bias_idx, h_idx = (operand(op, k) for k in range(5))
+    if is_hybrid(b, op):
+        hybrid_sequence_rnn(b, op)
+        return
     _float_only(b, op, [w_idx, r_idx])
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
