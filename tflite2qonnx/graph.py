@@ -7,6 +7,7 @@ QONNX graph reproduces every quantize / requantize point of the TFLite graph.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -51,8 +52,39 @@ class GraphBuilder:
         self._tensor_names = self._unique_tensor_names()
         # the operator being converted (set by convert_subgraph), named by operand errors
         self.current: Operator | None = None
+        # what subgraph calls share (ops/control_flow: resource variables), and whether this
+        # builder's graph runs conditionally or repeatedly (an If branch, a Loop body)
+        self.calls: object | None = None
+        self.nested = False
         for idx in subgraph.inputs:
             self._add_graph_input(idx)
+
+    def child(self, subgraph: Subgraph, *, inline: bool, nested: bool = False) -> GraphBuilder:
+        """A builder for a called subgraph (IF, WHILE, CALL_ONCE) whose names never clash with
+        this one's; ``inline``: its nodes go into this graph, else into a graph of its own (an
+        ONNX subgraph). Its inputs are bound by the caller (``bind``)."""
+        child = GraphBuilder(
+            dataclasses.replace(subgraph, inputs=()),
+            quant_op_type=self.quant_op_type,
+            opset=self.opset,
+            bit_exact=self.bit_exact,
+            subgraphs=self.subgraphs,
+        )
+        child._taken = self._taken
+        child.calls = self.calls
+        child.nested = self.nested or nested or not inline
+        if inline:
+            child.nodes, child.initializers = self.nodes, self.initializers
+            child._producer = self._producer
+        return child
+
+    def bind(self, idx: int, *, name: str | None = None, value: np.ndarray | None = None) -> None:
+        """Tensor ``idx`` takes a value from outside: a constant, or a tensor by name."""
+        if value is not None:
+            self._constants[idx] = value
+        else:
+            assert name is not None, "bind needs a name or a value"
+            self._values[idx] = name
 
     # ------------------------------------------------------------------ tensors and names
     def tensor(self, idx: int) -> Tensor:
@@ -275,12 +307,14 @@ class GraphBuilder:
             name = self._bind_output_name(idx)
             if tensor.quant is not None:
                 self.io_quantization[name] = _io_record(tensor)
-            outputs.append(_value_info(name, tensor))
-        inputs = [_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs]
+            outputs.append(tensor_value_info(name, tensor))
+        inputs = [
+            tensor_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs
+        ]
         # Every activation's TFLite (source-layout) shape: the layout pass needs the ranks.
         boundary = {v.name for v in (*inputs, *outputs)}
         value_info = [
-            _value_info(name, self.tensor(idx))
+            tensor_value_info(name, self.tensor(idx))
             for idx, name in self._values.items()
             if name not in boundary and name in self._producer
         ]
@@ -339,7 +373,7 @@ def _io_record(tensor: Tensor) -> dict:
     return record
 
 
-def _value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
+def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
     if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
         elem = TensorProto.FLOAT  # quantized and float16 tensors are exposed as real values
     elif tensor.dtype in ONNX_TYPES:

@@ -28,7 +28,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.graph import GraphBuilder, _value_info
+from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
 
 
@@ -42,9 +42,9 @@ class _Variables:
 
 
 def _variables(b: GraphBuilder) -> _Variables:
-    if not hasattr(b, "_variables"):
-        b._variables = _Variables()
-    return b._variables
+    if b.calls is None:
+        b.calls = _Variables()
+    return b.calls
 
 
 def _subgraph(b: GraphBuilder, op: Operator, option: str) -> Subgraph:
@@ -57,22 +57,10 @@ def _subgraph(b: GraphBuilder, op: Operator, option: str) -> Subgraph:
 
 
 def _child(b: GraphBuilder, sg: Subgraph, inline: bool, nested: bool = False) -> GraphBuilder:
-    """A builder for ``sg`` whose names never clash with ``b``'s; ``inline``: its nodes go
-    into ``b``'s graph, else into a graph of its own (an ONNX subgraph). ``nested``: runs
-    conditionally or repeatedly (no variable assignment there)."""
-    child = GraphBuilder(
-        dataclasses.replace(sg, inputs=()),  # the caller binds the inputs
-        quant_op_type=b.quant_op_type,
-        opset=b.opset,
-        bit_exact=b.bit_exact,
-        subgraphs=b.subgraphs,
-    )
-    child._taken = b._taken
-    child._variables = _variables(b)
-    child._nested = getattr(b, "_nested", False) or nested or not inline
-    if inline:
-        child.nodes, child.initializers, child._producer = b.nodes, b.initializers, b._producer
-    return child
+    """``b.child`` sharing ``b``'s variables. ``nested``: runs conditionally or repeatedly (no
+    variable assignment there)."""
+    _variables(b)
+    return b.child(sg, inline=inline, nested=nested)
 
 
 def _typed_input(b: GraphBuilder, idx: int) -> str:
@@ -96,9 +84,9 @@ def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) 
         if t.data is not None and t.quant is None and t.dtype not in ("float32", "float16"):
             value = np.asarray(t.data)  # an unquantized integer or bool constant keeps its type
         if value is not None:
-            child._constants[local] = value
+            child.bind(local, value=value)
         else:
-            child._values[local] = b.input(idx)
+            child.bind(local, name=b.input(idx))
 
 
 def _run(child: GraphBuilder) -> None:
@@ -134,7 +122,7 @@ def _outputs(child: GraphBuilder) -> list[str]:
 def _graph(child: GraphBuilder, name: str, inputs, outputs: list[str]) -> onnx.GraphProto:
     sg = child.subgraph
     infos = [
-        _renamed(_value_info(n, child.tensor(i)), n)
+        _renamed(tensor_value_info(n, child.tensor(i)), n)
         for n, i in zip(outputs, sg.outputs, strict=True)
     ]
     return helper.make_graph(child.nodes, name, inputs, infos, child.initializers)
@@ -291,12 +279,12 @@ def while_(b: GraphBuilder, op: Operator) -> None:
     iteration, carried = body.fresh("while_iteration"), body.fresh("while_condition")
     formal = [body.fresh(f"{body.tensor_name(i)}_in") for i in body_sg.inputs]
     for local, name in zip(body_sg.inputs, formal, strict=True):
-        body._values[local] = name
+        body.bind(local, name=name)
     _run(body)
     new_values = [body.input(i) for i in body_sg.outputs]
     test = _child(body, cond_sg, inline=True)
     for local, name in zip(cond_sg.inputs, new_values, strict=True):
-        test._values[local] = name
+        test.bind(local, name=name)
     _run(test)
     (again,) = (test.input(i) for i in cond_sg.outputs)
     outs = _outputs(body)
@@ -306,7 +294,7 @@ def while_(b: GraphBuilder, op: Operator) -> None:
         helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
         helper.make_tensor_value_info(carried, TensorProto.BOOL, []),
         *(
-            _renamed(_value_info(f, body_sg.tensors[i]), f)
+            _renamed(tensor_value_info(f, body_sg.tensors[i]), f)
             for f, i in zip(formal, body_sg.inputs, strict=True)
         ),
     ]
@@ -349,7 +337,7 @@ def _handle(b: GraphBuilder, idx: int, op: Operator) -> tuple[str, str]:
 
 
 def assign_variable(b: GraphBuilder, op: Operator) -> None:
-    if getattr(b, "_nested", False):
+    if b.nested:
         raise ConversionError(
             "ASSIGN_VARIABLE inside an IF or WHILE subgraph is not supported (a side effect "
             "an ONNX subgraph cannot express)",
