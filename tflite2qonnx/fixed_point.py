@@ -59,6 +59,8 @@ from tflite2qonnx.model import Operator
 EXACT_F32 = 2.0**24  # integers below this are exact in float32 (and in its sums)
 _EXACT_F64 = 2.0**53
 _WEIGHT_SPLIT_BITS = 4  # weights = hi * 16 + lo when one float32 Conv could be inexact
+# the activations whose integer kernels are emulated: int8 / uint8, and int16 of 16x8 models
+ACTIVATION_TYPES = {**INT8_TYPES, "int16": (16, True)}
 
 
 # ---------------------------------------------------------------------- TFLite's arithmetic
@@ -122,32 +124,55 @@ class Grid:
         return max(abs(lo - self.zero_point), abs(hi - self.zero_point))
 
 
+# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``); they run
+# it by default too, since no single rounding agrees with the 16-bit requantization and lookup
+# tables of those kernels
+INT16_KERNELS = frozenset(
+    {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "SOFTMAX"}
+)
+
+
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
     """Whether ``op`` runs an integer kernel: its first input is a quantized activation.
 
-    Under bit_exact an int16 (or other non-8-bit) quantized activation is refused: its kernels
-    use 64-bit accumulators and other multipliers, which this module does not emulate.
+    Under bit_exact an int16 activation is refused unless ``op`` is one of INT16_KERNELS, and
+    wider ones always: their kernels use other accumulators and multipliers.
     """
     t = b.tensor(op.inputs[0])
     if not t.integer_quantized:
         return False
-    if t.dtype not in INT8_TYPES:
+    if t.dtype not in INT8_TYPES and not (t.dtype == "int16" and op.name in INT16_KERNELS):
         raise ConversionError(
-            f"bit_exact: {t.dtype} activations are not emulated (int8 and uint8 only)", op.where
+            f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
         )
     return True
+
+
+def emulates(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``op`` converts as its kernel's integer arithmetic: under bit_exact any integer
+    op (``is_integer_op``), and always an int16 op of INT16_KERNELS."""
+    t = b.tensor(op.inputs[0])
+    if t.integer_quantized and t.dtype == "int16" and op.name in INT16_KERNELS:
+        return True
+    return b.bit_exact and is_integer_op(b, op)
+
+
+def is_int16(b: GraphBuilder, idx: int) -> bool:
+    return b.tensor(idx).dtype == "int16"
 
 
 def grid(b: GraphBuilder, idx: int, where: str) -> Grid:
     t = b.tensor(idx)
     q = t.quantization
-    if t.dtype not in INT8_TYPES or q is None:
+    if t.dtype not in ACTIVATION_TYPES or q is None:
         raise ConversionError(
-            f"bit_exact: tensor '{t.name}' is {t.dtype}, expected int8 or uint8", where
+            f"bit_exact: tensor '{t.name}' is {t.dtype}, expected int8, uint8 or int16", where
         )
     if len(q.scale) != 1:
         raise ConversionError(f"bit_exact: activation '{t.name}' is quantized per axis", where)
-    bits, signed = INT8_TYPES[t.dtype]
+    bits, signed = ACTIVATION_TYPES[t.dtype]
+    if bits == 16 and int(q.zero_point[0]) != 0:  # 16x8 kernels assume it (and check it)
+        raise ConversionError(f"bit_exact: int16 tensor '{t.name}' has a zero point", where)
     return Grid(float(np.float32(q.scale[0])), int(q.zero_point[0]), bits, signed)
 
 

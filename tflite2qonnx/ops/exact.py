@@ -134,14 +134,17 @@ def _finish_accumulator(
     bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
     if bias_idx >= 0:
         t = b.tensor(bias_idx)
-        if t.data is None or t.dtype != "int32":
-            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant int32", where)
+        wanted = "int64" if b.tensor(op.inputs[0]).dtype == "int16" else "int32"  # 16x8
+        if t.data is None or t.dtype != wanted:
+            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant {wanted}", where)
         bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))
         acc = b.emit("Add", [acc, f64(b, bias, "bias")])[0]
         bound = bound + np.abs(bias)
     if m0.size == 1:
         m0, shift, bound = m0[0], shift[0], np.max(bound)
     if single:
+        if np.max(bound) * 0x7FFF >= 2.0**53:  # the product with the 16-bit multiplier
+            raise ConversionError("bit_exact: accumulator too wide for exact products", where)
         y = requantize_single_rounding(b, acc, m0, shift, g_out.scale)
     else:
         y = requantize(b, acc, m0, shift, bound, g_out.scale, where)
