@@ -75,18 +75,38 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
 
 
 def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
-    """16x8 FULLY_CONNECTED: per-tensor weights take GetQuantizedConvolutionMultipler's
-    float32 product of the scales, per-channel ones the double one; one rounding."""
+    """16x8 FULLY_CONNECTED as the reference kernel (FullyConnectedInt16 /
+    FullyConnectedPerChannelInt16 with scales) computes it: the int64 accumulator times the
+    double ``s_in * s_w[c] / s_out``, rounded half away from zero (C's round)."""
     where = op.where
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     w, w_zp = integer_weights(b, op.inputs[1], (1, 0), where)
     x = x_reshaped(offsets(b, op.inputs[0], where))
     acc, bound = _split_product(b, "MatMul", x, w, op.inputs[1], w_zp, 1, where)
-    s_w = b.tensor(op.inputs[1]).quantization.scale
-    m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, len(s_w) == 1)
-    _finish_accumulator(
-        b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=True
-    )
+    bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    if bias_idx >= 0:
+        t = b.tensor(bias_idx)
+        if t.data is None or t.dtype not in ("int32", "int64"):
+            raise ConversionError(f"int16 FULLY_CONNECTED: bias '{t.name}' not constant", where)
+        acc = b.emit("Add", [acc, f64(b, np.asarray(t.data, np.float64).reshape(-1), "bias")])[0]
+        bound = bound + np.abs(np.asarray(t.data, np.float64).reshape(-1))
+    if np.max(bound) >= 2.0**53:
+        raise ConversionError("int16 FULLY_CONNECTED: accumulator beyond float64", where)
+    s_w = np.asarray(b.tensor(op.inputs[1]).quantization.scale, np.float32).astype(np.float64)
+    real = float(np.float32(g_in.scale)) * s_w / float(np.float32(g_out.scale))
+    v = b.emit("Mul", [acc, f64(b, real, "multiplier")])[0]  # one IEEE double product
+    k = cast(b, _round_half_away(b, v), TensorProto.FLOAT)
+    y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "output_scale")])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _round_half_away(b: GraphBuilder, v: str) -> str:
+    """C's round of a float64 value, exactly (``floor(|v| + 0.5)`` can round the sum up)."""
+    a = b.emit("Abs", [v])[0]
+    whole = b.emit("Floor", [a])[0]
+    up = b.emit("GreaterOrEqual", [b.emit("Sub", [a, whole])[0], f64(b, 0.5, "half")])[0]
+    r = b.emit("Add", [whole, cast(b, up, TensorProto.DOUBLE)])[0]
+    return b.emit("Mul", [b.emit("Sign", [v])[0], r])[0]
 
 
 def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
