@@ -31,9 +31,11 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
   add the zero point and clamp.
 
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
-kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply); a
-covered op it cannot make exact (int16 activations, a uint8 MEAN over H and W, MEAN with equal
-input and output grids, weight zero points per channel) raises ConversionError rather than
+kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply)
+and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_softmax16``,
+which run by default too); a covered op it cannot make exact (other int16 kernels, a uint8
+MEAN over H and W, MEAN with equal input and output grids, weight zero points per channel)
+raises ConversionError rather than
 silently rounding once. Ops not covered (PRELU, SQUARED_DIFFERENCE, ...) convert as by default
 and the conversion warns; float ops and float models are untouched.
 
