@@ -132,18 +132,21 @@ class Grid:
 INT16_KERNELS = frozenset(
     {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "SOFTMAX"}
 )
+# int16 kernels emulated under bit_exact only: a single rounding is within a step of them
+INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL"})
 
 
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
     """Whether ``op`` runs an integer kernel: its first input is a quantized activation.
 
-    Under bit_exact an int16 activation is refused unless ``op`` is one of INT16_KERNELS, and
-    wider ones always: their kernels use other accumulators and multipliers.
+    Under bit_exact an int16 activation is refused unless ``op`` is one of INT16_KERNELS or
+    INT16_BIT_EXACT, and wider ones always: their kernels use other accumulators and multipliers.
     """
     t = b.tensor(op.inputs[0])
     if not t.integer_quantized:
         return False
-    if t.dtype not in INT8_TYPES and not (t.dtype == "int16" and op.name in INT16_KERNELS):
+    int16_ok = t.dtype == "int16" and op.name in INT16_KERNELS | INT16_BIT_EXACT
+    if t.dtype not in INT8_TYPES and not int16_ok:
         raise ConversionError(
             f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
         )
@@ -284,11 +287,13 @@ def requantize(
     bound: np.ndarray | float,
     s_out: float,
     where: str,
+    out_bits: int = 8,
 ) -> str:
     """``s_out * MultiplyByQuantizedMultiplier(acc, M0, shift)`` as a float32 value.
 
     ``acc`` is a float64 value holding integers (|acc| <= ``bound``, per channel or scalar);
-    ``m0`` / ``shift`` are scalars or one per channel along the value's last axis.
+    ``m0`` / ``shift`` are scalars or one per channel along the value's last axis;
+    ``out_bits``: the output's storage width (16 for int16 outputs).
     """
     m0 = np.asarray(m0, np.int64)
     shift = np.asarray(shift, np.int64)
@@ -300,8 +305,9 @@ def requantize(
             "bit_exact: the multiplier's left shift could overflow the int32 accumulator", where
         )
     # A float64 product is exact below 2^53; where it could be wider, |v| >= 2^(22 + left), so
-    # an output that does not saturate int8 needs right - left > 12.
-    simple = (bound * m0 * 2.0**left < _EXACT_F64) | (right - left <= 12)
+    # an output that does not saturate int8 needs right - left > 12 (int16: > 4, which keeps
+    # the same margin).
+    simple = (bound * m0 * 2.0**left < _EXACT_F64) | (right - left <= 20 - out_bits)
     if np.all(simple):
         v = b.emit("Mul", [acc, f64(b, m0 * 2.0 ** (left - 31), "multiplier")])[0]
         t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]
