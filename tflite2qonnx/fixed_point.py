@@ -158,8 +158,16 @@ def emulates(b: GraphBuilder, op: Operator) -> bool:
     op (``is_integer_op``), and always an int16 op of INT16_KERNELS."""
     t = b.tensor(op.inputs[0])
     if t.integer_quantized and t.dtype == "int16" and op.name in INT16_KERNELS:
-        return True
+        if b.bit_exact or op.name not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            return True
+        # the int64-bias convolution kernel is the one emulated (int32 biases: another)
+        return _bias_dtype(b, op) == "int64"
     return b.bit_exact and is_integer_op(b, op)
+
+
+def _bias_dtype(b: GraphBuilder, op: Operator) -> str | None:
+    idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    return b.tensor(idx).dtype if idx >= 0 else None
 
 
 def is_int16(b: GraphBuilder, idx: int) -> bool:

@@ -57,8 +57,14 @@ def _split_product(b, op_type, x, w, w_idx, w_zp, out_axis, where, **attrs):
 
 def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     """16x8 CONV_2D / DEPTHWISE_CONV_2D (reference_integer_ops' int16 ConvPerChannel and
-    DepthwiseConvPerChannel): per-channel multipliers in double, one rounding."""
+    DepthwiseConvPerChannel with int64 biases): per-channel multipliers in double, one
+    rounding. An int32 bias (the kernel's other accumulator) is refused; by default such a
+    convolution rounds once (``fixed_point.emulates``)."""
     where = op.where
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        raise ConversionError(
+            "bit_exact: an int16 convolution without a bias is not emulated", where
+        )
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     w, w_zp = integer_weights(b, op.inputs[1], perm, where)
     attrs = spatial_attrs(b, op, kernel)
