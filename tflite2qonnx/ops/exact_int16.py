@@ -44,12 +44,15 @@ _BYTE = 256.0
 
 
 def _split_product(b, op_type, x, w, w_idx, w_zp, out_axis, where, **attrs):
-    """Exact ``op_type(x, w)`` for an int16-valued float32 ``x``: its bytes' products."""
+    """Exact ``op_type(x, w)`` for an int16-valued float32 ``x``: its bytes, stacked on the
+    batch axis through one node (one reader of the weights, which --channels-last folds)."""
     inv_byte, byte = (b.const(np.array(v, np.float32), "byte") for v in (1 / _BYTE, _BYTE))
     hi = b.emit("Floor", [b.emit("Mul", [x, inv_byte])[0]])[0]
     lo = b.emit("Sub", [x, b.emit("Mul", [hi, byte])[0]])[0]
-    acc_hi, _ = integer_product(b, op_type, hi, w, w_idx, w_zp, out_axis, 128, where, **attrs)
-    acc_lo, _ = integer_product(b, op_type, lo, w, w_idx, w_zp, out_axis, 255, where, **attrs)
+    both = b.emit("Concat", [hi, lo], axis=0)[0]
+    # |hi| <= 128 and lo <= 255 bound the float32 sums (integer_product checks them)
+    acc, _ = integer_product(b, op_type, both, w, w_idx, w_zp, out_axis, 255, where, **attrs)
+    acc_hi, acc_lo = b.emit("Split", [acc], n_outputs=2, axis=0)
     acc = b.emit("Add", [b.emit("Mul", [acc_hi, f64(b, _BYTE, "byte")])[0], acc_lo])[0]
     moved = np.moveaxis(np.abs(w), out_axis, 0).reshape(w.shape[out_axis], -1)
     return acc, moved.sum(axis=1) * 32768.0
@@ -128,6 +131,7 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
         raise ConversionError("bit_exact: AVERAGE_POOL_2D window too large for exact sums", where)
     channels = b.tensor(op.inputs[0]).shape[-1]
     ones = b.const(np.ones((channels, 1, *kernel), np.float32), "window_ones")
+    attrs = {"dilations": [1, 1], **attrs}  # spelled out: --channels-last's Conv needs it
     total = b.emit("Conv", [raw, ones], group=channels, kernel_shape=list(kernel), **attrs)[0]
     counts = _valid_counts(
         b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
