@@ -78,3 +78,13 @@ def test_end_to_end_equals_the_interpreter_on_16_inputs(bit_exact):
     assert len(pairs) == 16
     for pair in pairs:
         assert pair.steps().max() == 0
+
+
+def test_channels_last_graph_equals_the_interpreter():
+    # the channels-last pass folds each Conv's one weight reader: the int16 input's two bytes
+    # share one Conv, and the pooling sum spells out its dilations
+    model = tflite2qonnx.convert(DS_CNN, channels_last=True)
+    assert any(n.op_type == "Conv" and n.domain != "" for n in model.graph.node)
+    pairs = compare(model, reference_interpreter(DS_CNN), n_inputs=1)  # qonnx executor: slow
+    for pair in pairs:
+        assert pair.steps().max() == 0
