@@ -31,9 +31,11 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
   add the zero point and clamp.
 
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
-kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply); a
-covered op it cannot make exact (int16 activations, a uint8 MEAN over H and W, MEAN with equal
-input and output grids, weight zero points per channel) raises ConversionError rather than
+kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply)
+and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_softmax16``,
+which run by default too); a covered op it cannot make exact (other int16 kernels, a uint8
+MEAN over H and W, MEAN with equal input and output grids, weight zero points per channel)
+raises ConversionError rather than
 silently rounding once. Ops not covered (PRELU, SQUARED_DIFFERENCE, ...) convert as by default
 and the conversion warns; float ops and float models are untouched.
 
@@ -59,6 +61,8 @@ from tflite2qonnx.model import Operator
 EXACT_F32 = 2.0**24  # integers below this are exact in float32 (and in its sums)
 _EXACT_F64 = 2.0**53
 _WEIGHT_SPLIT_BITS = 4  # weights = hi * 16 + lo when one float32 Conv could be inexact
+# the activations whose integer kernels are emulated: int8 / uint8, and int16 of 16x8 models
+ACTIVATION_TYPES = {**INT8_TYPES, "int16": (16, True)}
 
 
 # ---------------------------------------------------------------------- TFLite's arithmetic
@@ -122,32 +126,66 @@ class Grid:
         return max(abs(lo - self.zero_point), abs(hi - self.zero_point))
 
 
+# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``); they run
+# it by default too, since no single rounding agrees with the 16-bit requantization and lookup
+# tables of those kernels
+INT16_KERNELS = frozenset(
+    {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "SOFTMAX"}
+)
+# int16 kernels emulated under bit_exact only: a single rounding is within a step of them
+INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL"})
+
+
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
     """Whether ``op`` runs an integer kernel: its first input is a quantized activation.
 
-    Under bit_exact an int16 (or other non-8-bit) quantized activation is refused: its kernels
-    use 64-bit accumulators and other multipliers, which this module does not emulate.
+    Under bit_exact an int16 activation is refused unless ``op`` is one of INT16_KERNELS or
+    INT16_BIT_EXACT, and wider ones always: their kernels use other accumulators and multipliers.
     """
     t = b.tensor(op.inputs[0])
     if not t.integer_quantized:
         return False
-    if t.dtype not in INT8_TYPES:
+    int16_ok = t.dtype == "int16" and op.name in INT16_KERNELS | INT16_BIT_EXACT
+    if t.dtype not in INT8_TYPES and not int16_ok:
         raise ConversionError(
-            f"bit_exact: {t.dtype} activations are not emulated (int8 and uint8 only)", op.where
+            f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
         )
     return True
+
+
+def emulates(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``op`` converts as its kernel's integer arithmetic: under bit_exact any integer
+    op (``is_integer_op``), and always an int16 op of INT16_KERNELS."""
+    t = b.tensor(op.inputs[0])
+    if t.integer_quantized and t.dtype == "int16" and op.name in INT16_KERNELS:
+        if b.bit_exact or op.name not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            return True
+        # the int64-bias convolution kernel is the one emulated (int32 biases: another)
+        return _bias_dtype(b, op) == "int64"
+    return b.bit_exact and is_integer_op(b, op)
+
+
+def _bias_dtype(b: GraphBuilder, op: Operator) -> str | None:
+    idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    return b.tensor(idx).dtype if idx >= 0 else None
+
+
+def is_int16(b: GraphBuilder, idx: int) -> bool:
+    return b.tensor(idx).dtype == "int16"
 
 
 def grid(b: GraphBuilder, idx: int, where: str) -> Grid:
     t = b.tensor(idx)
     q = t.quantization
-    if t.dtype not in INT8_TYPES or q is None:
+    if t.dtype not in ACTIVATION_TYPES or q is None:
         raise ConversionError(
-            f"bit_exact: tensor '{t.name}' is {t.dtype}, expected int8 or uint8", where
+            f"bit_exact: tensor '{t.name}' is {t.dtype}, expected int8, uint8 or int16", where
         )
     if len(q.scale) != 1:
         raise ConversionError(f"bit_exact: activation '{t.name}' is quantized per axis", where)
-    bits, signed = INT8_TYPES[t.dtype]
+    bits, signed = ACTIVATION_TYPES[t.dtype]
+    if bits == 16 and int(q.zero_point[0]) != 0:  # 16x8 kernels assume it (and check it)
+        raise ConversionError(f"bit_exact: int16 tensor '{t.name}' has a zero point", where)
     return Grid(float(np.float32(q.scale[0])), int(q.zero_point[0]), bits, signed)
 
 
@@ -257,11 +295,13 @@ def requantize(
     bound: np.ndarray | float,
     s_out: float,
     where: str,
+    out_bits: int = 8,
 ) -> str:
     """``s_out * MultiplyByQuantizedMultiplier(acc, M0, shift)`` as a float32 value.
 
     ``acc`` is a float64 value holding integers (|acc| <= ``bound``, per channel or scalar);
-    ``m0`` / ``shift`` are scalars or one per channel along the value's last axis.
+    ``m0`` / ``shift`` are scalars or one per channel along the value's last axis;
+    ``out_bits``: the output's storage width (16 for int16 outputs).
     """
     m0 = np.asarray(m0, np.int64)
     shift = np.asarray(shift, np.int64)
@@ -273,8 +313,9 @@ def requantize(
             "bit_exact: the multiplier's left shift could overflow the int32 accumulator", where
         )
     # A float64 product is exact below 2^53; where it could be wider, |v| >= 2^(22 + left), so
-    # an output that does not saturate int8 needs right - left > 12.
-    simple = (bound * m0 * 2.0**left < _EXACT_F64) | (right - left <= 12)
+    # an output that does not saturate int8 needs right - left > 12 (int16: > 4, which keeps
+    # the same margin).
+    simple = (bound * m0 * 2.0**left < _EXACT_F64) | (right - left <= 20 - out_bits)
     if np.all(simple):
         v = b.emit("Mul", [acc, f64(b, m0 * 2.0 ** (left - 31), "multiplier")])[0]
         t = b.emit("Floor", [b.emit("Add", [v, f64(b, 0.5, "half")])[0]])[0]

@@ -536,10 +536,13 @@ CASES: dict[str, OpCase] = {
 }
 
 
-def build_tflite(case: OpCase, quantized: bool, seed: int = 0, float_input: bool = False) -> bytes:
+def build_tflite(
+    case: OpCase, quantized: bool, seed: int = 0, float_input: bool = False, int16: bool = False
+) -> bytes:
     """Convert the case's Keras model with TFLiteConverter (full integer when ``quantized``).
 
-    ``float_input`` keeps a float input, so the model starts with a QUANTIZE op.
+    ``float_input`` keeps a float input, so the model starts with a QUANTIZE op. ``int16``:
+    16x8 quantization (int16 activations and I/O, int8 weights, int64 biases) instead of int8.
     """
     tf = _tf()
     # named, so that calibration feeds by name: the converted model's input order is not
@@ -562,8 +565,14 @@ def build_tflite(case: OpCase, quantized: bool, seed: int = 0, float_input: bool
 
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.float32 if float_input else tf.int8
-        converter.inference_output_type = tf.int8
+        ops = tf.lite.OpsSet
+        activations = tf.int16 if int16 else tf.int8
+        converter.target_spec.supported_ops = [
+            ops.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+            if int16
+            else ops.TFLITE_BUILTINS_INT8
+        ]
+        converter.inference_input_type = tf.float32 if float_input else activations
+        converter.inference_output_type = activations
     data = converter.convert()
     return case.edit(data) if case.edit is not None else data

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflite2qonnx.fixed_point import is_integer_op
+from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact
+from tflite2qonnx.ops import exact, exact_int16
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -33,8 +33,9 @@ def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
 
 
 def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
-    if b.bit_exact and is_integer_op(b, op):
-        return exact.conv(b, op, perm, kernel, groups)
+    if emulates(b, op):
+        kernel_fn = exact_int16.conv if is_int16(b, op.inputs[0]) else exact.conv
+        return kernel_fn(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         inputs.append(b.input(op.inputs[2]))

@@ -134,14 +134,17 @@ def _finish_accumulator(
     bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
     if bias_idx >= 0:
         t = b.tensor(bias_idx)
-        if t.data is None or t.dtype != "int32":
-            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant int32", where)
+        wanted = "int64" if b.tensor(op.inputs[0]).dtype == "int16" else "int32"  # 16x8
+        if t.data is None or t.dtype != wanted:
+            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant {wanted}", where)
         bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))
         acc = b.emit("Add", [acc, f64(b, bias, "bias")])[0]
         bound = bound + np.abs(bias)
     if m0.size == 1:
         m0, shift, bound = m0[0], shift[0], np.max(bound)
     if single:
+        if np.max(bound) * 0x7FFF >= 2.0**53:  # the product with the 16-bit multiplier
+            raise ConversionError("bit_exact: accumulator too wide for exact products", where)
         y = requantize_single_rounding(b, acc, m0, shift, g_out.scale)
     else:
         y = requantize(b, acc, m0, shift, bound, g_out.scale, where)
@@ -173,15 +176,21 @@ def _rescaled_inputs(b: GraphBuilder, op: Operator, left_shift: int):
 def add(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
     """ADD / SUB (int8 / uint8): the inputs rescaled with a left shift of 20, summed
     (subtracted), then requantized to the output. SUB's Prepare derives its multipliers
-    exactly as ADD's."""
+    exactly as ADD's. int16 with general scales (not pot_scale_int16): a left shift of 15."""
     where = op.where
     g_out = grid(b, op.outputs[0], where)
     left_shift = 20
+    if g_out.bits == 16:  # the general-scale int16 kernel; pot_scale_int16 is another one
+        if op.options.get("pot_scale_int16", True):
+            raise ConversionError(f"bit_exact: int16 {op.name} with pot_scale_int16", where)
+        left_shift = 15
     parts, bounds, twice_max = _rescaled_inputs(b, op, left_shift)
     out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
     raw = b.emit("Sub" if subtract else "Add", parts)[0]
     m_out, e_out = quantize_multiplier(out_real)
-    y = requantize(b, raw, np.int64(m_out), np.int64(e_out), sum(bounds), g_out.scale, where)
+    y = requantize(
+        b, raw, np.int64(m_out), np.int64(e_out), sum(bounds), g_out.scale, where, g_out.bits
+    )
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
@@ -202,18 +211,22 @@ def squared_difference(b: GraphBuilder, op: Operator) -> None:
 
 
 def mul(b: GraphBuilder, op: Operator) -> None:
-    """MUL (int8 / uint8): ``(q1 - zp1) * (q2 - zp2)`` requantized with the multiplier
+    """MUL (int8 / uint8 / int16): ``(q1 - zp1) * (q2 - zp2)`` requantized with the multiplier
     ``s1 * s2 / s_out``, which its Prepare computes in float32 before QuantizeMultiplier."""
     where = op.where
     g1, g2 = grid(b, op.inputs[0], where), grid(b, op.inputs[1], where)
     g_out = grid(b, op.outputs[0], where)
-    # |products| <= 255 * 255: exact in float32
+    # |products| <= 255 * 255 (int8) exact in float32; int16 ones are multiplied in float64
     x1, x2 = offsets(b, op.inputs[0], where), offsets(b, op.inputs[1], where)
-    acc = cast(b, b.emit("Mul", [x1, x2])[0], TensorProto.DOUBLE)
+    if g_out.bits == 16:
+        x1, x2 = cast(b, x1, TensorProto.DOUBLE), cast(b, x2, TensorProto.DOUBLE)
+        acc = b.emit("Mul", [x1, x2])[0]
+    else:
+        acc = cast(b, b.emit("Mul", [x1, x2])[0], TensorProto.DOUBLE)
     f32 = np.float32
     m0, shift = quantize_multiplier(float(f32(f32(g1.scale) * f32(g2.scale)) / f32(g_out.scale)))
     bound = float(g1.max_abs_offset * g2.max_abs_offset)
-    y = requantize(b, acc, np.int64(m0), np.int64(shift), bound, g_out.scale, where)
+    y = requantize(b, acc, np.int64(m0), np.int64(shift), bound, g_out.scale, where, g_out.bits)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 

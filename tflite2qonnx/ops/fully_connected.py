@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import is_integer_op
+from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact
+from tflite2qonnx.ops import exact, exact_int16
 from tflite2qonnx.ops.activation import fused_activation
 
 
@@ -26,8 +26,9 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
             x = b.emit("Reshape", [x, b.const(np.array([-1, depth], np.int64), "fc_shape")])[0]
         return x
 
-    if b.bit_exact and is_integer_op(b, op):
-        return exact.fully_connected(b, op, flatten)
+    if emulates(b, op):
+        kernel_fn = exact_int16.fully_connected if is_int16(b, x_idx) else exact.fully_connected
+        return kernel_fn(b, op, flatten)
     x = flatten(b.input(x_idx))
     # W^T is folded at conversion time; per-axis weight scales move from axis 0 to axis 1.
     y = b.emit("MatMul", [x, b.input(w_idx, perm=(1, 0))])[0]

@@ -3,10 +3,10 @@ integers, see ``GraphBuilder.reinterpret``)."""
 
 from __future__ import annotations
 
-from tflite2qonnx.fixed_point import is_integer_op
+from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact
+from tflite2qonnx.ops import exact, exact_int16
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -20,9 +20,10 @@ def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:
 
 
 def average_pool_2d(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
+    if emulates(b, op):
         kernel = [op.options["filter_height"], op.options["filter_width"]]
-        return exact.average_pool(b, op, kernel)
+        kernel_fn = exact_int16.average_pool if is_int16(b, op.inputs[0]) else exact.average_pool
+        return kernel_fn(b, op, kernel)
     _pool(b, op, "AveragePool", count_include_pad=0)
 
 

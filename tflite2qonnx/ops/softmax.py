@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflite2qonnx.fixed_point import is_integer_op
+from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact_softmax
+from tflite2qonnx.ops import exact_softmax, exact_softmax16
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
+    if emulates(b, op):
+        if is_int16(b, op.inputs[0]):
+            return exact_softmax16.softmax(b, op)
         return exact_softmax.softmax(b, op)
     x = b.input(op.inputs[0])
     beta = float(op.options.get("beta", 1.0))

@@ -1,0 +1,147 @@
+"""The 16x8 kernels (int16 activations with zero point 0, int8 weights, int64 biases) as
+TFLite's builtin reference kernels compute them: CONV_2D, DEPTHWISE_CONV_2D,
+FULLY_CONNECTED and AVERAGE_POOL_2D (``ops.exact_softmax16`` has SOFTMAX).
+
+They run both by default and under --bit-exact (``fixed_point.emulates``): the 16x8 kernels
+requantize with a multiplier rounded to 16 bits, which moves about one output in twenty by a
+step against any single rounding of the real product, so only their arithmetic agrees with the
+interpreter end to end.
+
+* Convolutions and FULLY_CONNECTED accumulate ``x * w`` in int64, add the int64 bias and
+  requantize with the 64-bit MultiplyByQuantizedMultiplier (``requantize_single_rounding``).
+  A float32 Conv is exact only while its partial sums stay below 2^24, so the int16 input is
+  split into its high and low bytes (``x = 256 * hi + lo``), two int8-sized products that
+  meet in float64.
+* AVERAGE_POOL_2D sums the window's valid cells in int32 and divides by their count rounding
+  half away from zero; the sum is a grouped Conv with a kernel of ones (exact in float32 below
+  2^24: AveragePool's mean times the window is not, at int16 magnitudes), the quotient float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.fixed_point import (
+    EXACT_F32,
+    cast,
+    conv_multipliers,
+    f64,
+    grid,
+    integer_product,
+    integer_weights,
+    offsets,
+    raw_integers,
+)
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.exact import _finish_accumulator, _valid_counts
+from tflite2qonnx.ops.padding import spatial_attrs
+
+_BYTE = 256.0
+
+
+def _split_product(b, op_type, x, w, w_idx, w_zp, out_axis, where, **attrs):
+    """Exact ``op_type(x, w)`` for an int16-valued float32 ``x``: its bytes, stacked on the
+    batch axis through one node (one reader of the weights, which --channels-last folds)."""
+    inv_byte, byte = (b.const(np.array(v, np.float32), "byte") for v in (1 / _BYTE, _BYTE))
+    hi = b.emit("Floor", [b.emit("Mul", [x, inv_byte])[0]])[0]
+    lo = b.emit("Sub", [x, b.emit("Mul", [hi, byte])[0]])[0]
+    both = b.emit("Concat", [hi, lo], axis=0)[0]
+    # |hi| <= 128 and lo <= 255 bound the float32 sums (integer_product checks them)
+    acc, _ = integer_product(b, op_type, both, w, w_idx, w_zp, out_axis, 255, where, **attrs)
+    acc_hi, acc_lo = b.emit("Split", [acc], n_outputs=2, axis=0)
+    acc = b.emit("Add", [b.emit("Mul", [acc_hi, f64(b, _BYTE, "byte")])[0], acc_lo])[0]
+    moved = np.moveaxis(np.abs(w), out_axis, 0).reshape(w.shape[out_axis], -1)
+    return acc, moved.sum(axis=1) * 32768.0
+
+
+def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
+    """16x8 CONV_2D / DEPTHWISE_CONV_2D (reference_integer_ops' int16 ConvPerChannel and
+    DepthwiseConvPerChannel with int64 biases): per-channel multipliers in double, one
+    rounding. An int32 bias (the kernel's other accumulator) is refused; by default such a
+    convolution rounds once (``fixed_point.emulates``)."""
+    where = op.where
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        raise ConversionError(
+            "bit_exact: an int16 convolution without a bias is not emulated", where
+        )
+    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
+    w, w_zp = integer_weights(b, op.inputs[1], perm, where)
+    attrs = spatial_attrs(b, op, kernel)
+    x = offsets(b, op.inputs[0], where)
+    acc, bound = _split_product(
+        b, "Conv", x, w, op.inputs[1], w_zp, 0, where,
+        group=groups, kernel_shape=list(kernel), **attrs,
+    )  # fmt: skip
+    s_w = b.tensor(op.inputs[1]).quantization.scale
+    m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, False)
+    _finish_accumulator(
+        b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2, single=True
+    )
+
+
+def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
+    """16x8 FULLY_CONNECTED as the reference kernel (FullyConnectedInt16 /
+    FullyConnectedPerChannelInt16 with scales) computes it: the int64 accumulator times the
+    double ``s_in * s_w[c] / s_out``, rounded half away from zero (C's round)."""
+    where = op.where
+    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
+    w, w_zp = integer_weights(b, op.inputs[1], (1, 0), where)
+    x = x_reshaped(offsets(b, op.inputs[0], where))
+    acc, bound = _split_product(b, "MatMul", x, w, op.inputs[1], w_zp, 1, where)
+    bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    if bias_idx >= 0:
+        t = b.tensor(bias_idx)
+        if t.data is None or t.dtype not in ("int32", "int64"):
+            raise ConversionError(f"int16 FULLY_CONNECTED: bias '{t.name}' not constant", where)
+        acc = b.emit("Add", [acc, f64(b, np.asarray(t.data, np.float64).reshape(-1), "bias")])[0]
+        bound = bound + np.abs(np.asarray(t.data, np.float64).reshape(-1))
+    if np.max(bound) >= 2.0**53:
+        raise ConversionError("int16 FULLY_CONNECTED: accumulator beyond float64", where)
+    s_w = np.asarray(b.tensor(op.inputs[1]).quantization.scale, np.float32).astype(np.float64)
+    real = float(np.float32(g_in.scale)) * s_w / float(np.float32(g_out.scale))
+    v = b.emit("Mul", [acc, f64(b, real, "multiplier")])[0]  # one IEEE double product
+    k = cast(b, _round_half_away(b, v), TensorProto.FLOAT)
+    y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "output_scale")])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _round_half_away(b: GraphBuilder, v: str) -> str:
+    """C's round of a float64 value, exactly (``floor(|v| + 0.5)`` can round the sum up)."""
+    a = b.emit("Abs", [v])[0]
+    whole = b.emit("Floor", [a])[0]
+    up = b.emit("GreaterOrEqual", [b.emit("Sub", [a, whole])[0], f64(b, 0.5, "half")])[0]
+    r = b.emit("Add", [whole, cast(b, up, TensorProto.DOUBLE)])[0]
+    return b.emit("Mul", [b.emit("Sign", [v])[0], r])[0]
+
+
+def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
+    """16x8 AVERAGE_POOL_2D (reference_integer_ops::AveragePool for int16)."""
+    where = op.where
+    g_out = grid(b, op.outputs[0], where)
+    raw, _ = raw_integers(b, op.inputs[0], where)
+    attrs = spatial_attrs(b, op, kernel)
+    if "auto_pad" in attrs:
+        raise ConversionError("bit_exact: AVERAGE_POOL_2D needs static spatial dims", where)
+    window = int(kernel[0] * kernel[1])
+    if window * 32768 >= EXACT_F32:
+        raise ConversionError("bit_exact: AVERAGE_POOL_2D window too large for exact sums", where)
+    channels = b.tensor(op.inputs[0]).shape[-1]
+    ones = b.const(np.ones((channels, 1, *kernel), np.float32), "window_ones")
+    attrs = {"dilations": [1, 1], **attrs}  # spelled out: --channels-last's Conv needs it
+    total = b.emit("Conv", [raw, ones], group=channels, kernel_shape=list(kernel), **attrs)[0]
+    counts = _valid_counts(
+        b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
+    )
+    mean_ = b.emit(
+        "Div", [cast(b, total, TensorProto.DOUBLE), f64(b, counts.astype(np.float64), "count")]
+    )[0]
+    # round half away from zero: (acc +- count / 2) / count in C's truncating division
+    magnitude = b.emit("Add", [b.emit("Abs", [mean_])[0], f64(b, 0.5, "half")])[0]
+    magnitude = b.emit("Floor", [magnitude])[0]
+    k = cast(b, b.emit("Mul", [b.emit("Sign", [mean_])[0], magnitude])[0], TensorProto.FLOAT)
+    y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "scale")])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
