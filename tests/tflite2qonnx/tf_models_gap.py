@@ -12,11 +12,11 @@ from tf_models import OpCase, _conv_then, _f, _fn
 
 
 def _i(tf, x, scale: float = 4.0):
-    """An int32 tensor from a float one: round(x * scale)."""
-    return tf.cast(tf.round(x * scale), tf.int32)
+    """An int32 tensor from a float one: floor(x * scale) (ROUND has no reference kernel)."""
+    return tf.cast(tf.floor(x * scale), tf.int32)
 
 
-_SEGMENTS = np.array([0, 0, 1, 3, 3, 3], np.int32)
+_SEGMENTS = np.array([0, 0, 1, 2, 2, 2], np.int32)  # sorted, no gaps (the kernel's rule)
 _UNSORTED = np.array([2, 0, 2, -1, 0, 4], np.int32)  # -1 is dropped; segment 1 and 3 empty
 
 
@@ -43,6 +43,7 @@ def _unsorted(tf_op: str):
         _fn(lambda tf, x: getattr(tf.math, f"unsorted_segment_{tf_op}")(x, _UNSORTED, 5)),
         ((6, 3),),
         quantized=False,
+        interpreter="default",
     )
 
 
@@ -100,6 +101,7 @@ GAP_CASES: dict[str, OpCase] = {
         _fn(lambda tf, x: tf.math.segment_sum(x, _SEGMENTS)),
         ((6, 3),),
         quantized=False,
+        interpreter="default",
     ),
     "unsorted_segment_sum": _unsorted("sum"),
     "unsorted_segment_max": _unsorted("max"),
@@ -122,7 +124,7 @@ GAP_CASES: dict[str, OpCase] = {
     ),
     "unique": OpCase(
         "UNIQUE",
-        _fn(lambda tf, x: [_f(tf, v) for v in tf.unique(tf.round(x[0] * 2.0))]),
+        _fn(lambda tf, x: [_f(tf, v) for v in tf.unique(tf.floor(x[0] * 2.0))]),
         ((1, 12),),
     ),
     # ---- math
@@ -159,9 +161,7 @@ GAP_CASES: dict[str, OpCase] = {
     ),
     "range": OpCase(
         "RANGE",
-        _fn(
-            lambda tf, x: tf.range(_i(tf, x[0, 0], 3.0), 9, 2)[None, :] * tf.ones((1, 1), tf.int32)
-        ),
+        _fn(lambda tf, x: _f(tf, tf.range(_i(tf, x[0, 0], 3.0), 9, 2))),
         ((1, 1),),
         quantized=False,
     ),

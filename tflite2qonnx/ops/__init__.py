@@ -10,7 +10,7 @@ from __future__ import annotations
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import elementwise as ew
-from tflite2qonnx.ops import math_extra, reduce, scatter, shape, slicing, space_batch
+from tflite2qonnx.ops import math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops.activation import relu, relu6
 from tflite2qonnx.ops.conv import (
@@ -73,6 +73,7 @@ OPERATORS: dict[str, Op] = {
         bidirectional_sequence_lstm, ranks=((3, *_LSTM_DIRECTION * 2, 2, 2, 2, 2, 3), (3, 3))
     ),
     "BITWISE_XOR": Op(math_extra.bitwise_xor),
+    "BROADCAST_ARGS": Op(math_extra.broadcast_args),
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "BUCKETIZE": Op(math_extra.bucketize),
     "CAST": Op(ew.cast),
@@ -89,7 +90,9 @@ OPERATORS: dict[str, Op] = {
     "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
     "DIV": Op(ew.div),
+    "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
     "ELU": Op(ew.elu),
+    "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,))),
     "EQUAL": Op(ew.equal),
     "EXP": Op(ew.exp),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),

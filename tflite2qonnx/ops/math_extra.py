@@ -152,3 +152,19 @@ def bucketize(b: GraphBuilder, op: Operator) -> None:
     if b.tensor(op.outputs[0]).dtype != "int32":
         count = b.emit("Cast", [count], to=helper_dtype(b, op.outputs[0]))[0]
     b.set_output(op.outputs[0], count)
+
+
+def broadcast_args(b: GraphBuilder, op: Operator) -> None:
+    """The broadcast of two shapes: the shorter padded with leading 1s, then per dim the
+    other's size where one is 1 (the kernel rejects other mismatches)."""
+    shapes = [operand(b, i) for i in op.inputs[:2]]
+    lengths = [b.tensor(i).shape[0] for i in op.inputs[:2]]
+    dtype = b.tensor(op.outputs[0]).dtype
+    longest = max(lengths)
+    for k, (s, n) in enumerate(zip(shapes, lengths, strict=True)):
+        if n < longest:
+            ones = b.const(np.ones(longest - n, dtype), "ones")
+            shapes[k] = b.emit("Concat", [ones, s], axis=0)[0]
+    one = b.const(np.array(1, dtype), "one")
+    y = b.emit("Where", [b.emit("Equal", [shapes[0], one])[0], shapes[1], shapes[0]])[0]
+    b.set_output(op.outputs[0], y)
