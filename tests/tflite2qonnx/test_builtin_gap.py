@@ -7,11 +7,10 @@ import zlib
 
 import numpy as np
 import pytest
-from litert_compare import compare
+from litert_compare import compare, run_ours
 from test_tflite_ops import interpreter, op_names, xnnpack_agreement
 from tf_models import build_tflite
-from tf_models_gap import GAP_CASES
-from tflite_writer import build_model
+from tf_models_gap import GAP_CASES, GAP_MODELS
 
 import tflite2qonnx
 from qonnx_ingest.errors import ConversionError
@@ -45,23 +44,40 @@ def test_gap_op_model_matches_interpreter(name: str, quantized: bool) -> None:
         assert all(p.float_error_ok() for p in pairs)
 
 
-def _rank_model() -> bytes:
-    tensors = [{"name": "x", "shape": (2, 3, 4)}, {"name": "r", "shape": (), "dtype": "int32"}]
-    ops = [{"op": "RANK", "inputs": [0], "outputs": [1]}]
-    return build_model(tensors, ops, [0], [1])
+def _raw_outputs(data: bytes, feeds: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(interpreter's, ours) per output, as stored: integer outputs are compared as integers."""
+    it = interpreter(data)
+    for detail in it.get_input_details():
+        it.set_tensor(detail["index"], feeds[detail["name"]])
+    it.invoke()
+    ours = run_ours(tflite2qonnx.convert(data), feeds)
+    return [(it.get_tensor(d["index"]), ours[d["name"]]) for d in it.get_output_details()]
 
 
 def test_rank_is_the_interpreters_constant() -> None:
-    data = _rank_model()
-    it = interpreter(data)
-    it.invoke()
-    expected = it.get_tensor(it.get_output_details()[0]["index"])
-    model = tflite2qonnx.convert(data)
-    from litert_compare import run_ours
+    data = GAP_MODELS["rank"]()
+    ((theirs, ours),) = _raw_outputs(data, {"x": np.zeros((2, 3, 4), np.float32)})
+    assert ours.dtype == theirs.dtype == np.int32 and ours.shape == theirs.shape
+    assert ours == theirs == 3
 
-    x = np.zeros((2, 3, 4), np.float32)
-    (ours,) = run_ours(model, {model.graph.input[0].name: x}).values()
-    assert ours.dtype == np.int32 and ours.shape == expected.shape and ours == expected == 3
+
+def test_broadcast_args_right_aligns_and_replaces_ones() -> None:
+    ((theirs, ours),) = _raw_outputs(GAP_MODELS["broadcast_args"](), {})
+    assert ours.tolist() == theirs.tolist() == [5, 4, 3]
+
+
+def test_dynamic_update_slice_clamps_the_start_like_the_kernel() -> None:
+    """Starts past the end or negative are clamped so the block fits (checked on two)."""
+    data = GAP_MODELS["dynamic_update_slice"]()
+    pairs = compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=2)
+    assert all(np.array_equal(p.ours, p.reference) for p in pairs)
+    assert not np.array_equal(pairs[0].reference, pairs[1].reference)
+
+
+def test_embedding_lookup_takes_rows_of_the_table() -> None:
+    data = GAP_MODELS["embedding_lookup"]()
+    pairs = compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=2)
+    assert all(np.array_equal(p.ours, p.reference) for p in pairs)
 
 
 def test_sparse_to_dense_refuses_repeated_indices() -> None:

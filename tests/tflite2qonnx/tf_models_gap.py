@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from tf_models import OpCase, _conv_then, _f, _fn
+from tflite_writer import build_model
 
 
 def _i(tf, x, scale: float = 4.0):
@@ -171,4 +172,58 @@ GAP_CASES: dict[str, OpCase] = {
         ((3, 5),),
         quantized=False,
     ),
+}
+
+
+# ---------------------------------------------------------------------- built without TF
+# (TF's converter folds RANK and BROADCAST_ARGS on static shapes and emits no
+# DYNAMIC_UPDATE_SLICE or EMBEDDING_LOOKUP from Keras)
+def _i32(name: str, values) -> dict:
+    values = np.asarray(values, np.int32)
+    return {"name": name, "shape": values.shape, "dtype": "int32", "data": values}
+
+
+def rank_model() -> bytes:
+    tensors = [{"name": "x", "shape": (2, 3, 4)}, {"name": "r", "shape": (), "dtype": "int32"}]
+    return build_model(tensors, [{"op": "RANK", "inputs": [0], "outputs": [1]}], [0], [1])
+
+
+def broadcast_args_model() -> bytes:
+    y = {"name": "y", "shape": (3,), "dtype": "int32"}
+    ops = [{"op": "BROADCAST_ARGS", "inputs": [0, 1], "outputs": [2]}]
+    return build_model([_i32("a", [5, 1, 3]), _i32("b", [4, 1]), y], ops, [], [2])
+
+
+def dynamic_update_slice_model() -> bytes:
+    """The same block written at a start past the end and at a negative one."""
+    tensors = [
+        {"name": "x", "shape": (4, 6)},
+        {"name": "u", "shape": (2, 3)},
+        _i32("past_end", [3, 1]),
+        _i32("negative", [-1, 4]),
+        {"name": "y1", "shape": (4, 6)},
+        {"name": "y2", "shape": (4, 6)},
+    ]
+    ops = [
+        {"op": "DYNAMIC_UPDATE_SLICE", "inputs": [0, 1, 2], "outputs": [4]},
+        {"op": "DYNAMIC_UPDATE_SLICE", "inputs": [0, 1, 3], "outputs": [5]},
+    ]
+    return build_model(tensors, ops, [0, 1], [4, 5])
+
+
+def embedding_lookup_model() -> bytes:
+    tensors = [
+        _i32("ids", [2, 0, 2, 3]),
+        {"name": "table", "shape": (4, 3)},
+        {"name": "rows", "shape": (4, 3)},
+    ]
+    ops = [{"op": "EMBEDDING_LOOKUP", "inputs": [0, 1], "outputs": [2]}]
+    return build_model(tensors, ops, [1], [2])
+
+
+GAP_MODELS = {
+    "rank": rank_model,
+    "broadcast_args": broadcast_args_model,
+    "dynamic_update_slice": dynamic_update_slice_model,
+    "embedding_lookup": embedding_lookup_model,
 }
