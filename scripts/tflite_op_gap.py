@@ -30,16 +30,27 @@ def tf2onnx_tflite_ops() -> set[str]:
     return names
 
 
-def main() -> None:
-    from tflite2qonnx.ops import CONVERTERS
+def _builtins() -> set[str]:
+    """BuiltinOperator names of the TFLite schema the reader uses."""
+    import tflite
 
-    ours, theirs = set(CONVERTERS), tf2onnx_tflite_ops()
+    return {k for k in vars(tflite.BuiltinOperator) if not k.startswith("_")}
+
+
+def main() -> None:
+    from tflite2qonnx.ops import CONVERTERS, CUSTOM_OPERATORS
+
+    ours, theirs, builtins = set(CONVERTERS), tf2onnx_tflite_ops(), _builtins()
     gap, extra = sorted(theirs - ours), sorted(ours - theirs)
+    stale = [n for n in gap if n not in builtins and n not in CUSTOM_OPERATORS]
+    rest = sorted(builtins - ours - {"CUSTOM", "DELEGATE", "PLACEHOLDER_FOR_GREATER_OP_CODES"})
     print(
         f"tflite2qonnx converts {len(ours)} operators; tf2onnx's TFLite path handles {len(theirs)}"
     )
     print(f"handled by tf2onnx, not by us ({len(gap)}): {', '.join(gap) or '-'}")
+    print(f"  of those, not a builtin of the TFLite schema: {', '.join(stale) or '-'}")
     print(f"converted by us, not by tf2onnx ({len(extra)}): {', '.join(extra) or '-'}")
+    print(f"TFLite builtins neither handles ({len(rest)}): {', '.join(rest)}")
 
 
 if __name__ == "__main__":
