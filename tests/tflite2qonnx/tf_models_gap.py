@@ -8,7 +8,7 @@ interpreter and ours see the same values whatever the random input.
 from __future__ import annotations
 
 import numpy as np
-from tf_models import OpCase, _conv_then, _f, _fn
+from tf_models import OpCase, _conv_then, _f, _fn, _layer
 from tflite_writer import build_model
 
 
@@ -75,6 +75,7 @@ GAP_CASES: dict[str, OpCase] = {
         "REVERSE_SEQUENCE",
         _fn(lambda tf, x: tf.reverse_sequence(x, [3, 1, 6, 5], seq_axis=2, batch_axis=1)),
         ((2, 4, 6, 3),),
+        quantized=False,  # TFLite has no int8 kernel
     ),
     "l2_pool_same": OpCase(
         "L2_POOL_2D",
@@ -82,6 +83,19 @@ GAP_CASES: dict[str, OpCase] = {
         ((1, 9, 8, 3),),
         quantized=False,
         edit=lambda data: recode(data, "AVERAGE_POOL_2D", "L2_POOL_2D"),
+    ),
+    # float only: TFLite's CONV_3D_TRANSPOSE is float-only
+    "conv_3d_transpose_same": OpCase(
+        "CONV_3D_TRANSPOSE",
+        _layer(lambda tf: tf.keras.layers.Conv3DTranspose(3, 3, (2, 1, 2), padding="same")),
+        ((1, 3, 4, 5, 2),),
+        quantized=False,
+    ),
+    "conv_3d_transpose_valid": OpCase(
+        "CONV_3D_TRANSPOSE",
+        _layer(lambda tf: tf.keras.layers.Conv3DTranspose(2, (2, 3, 1), (1, 2, 2))),
+        ((1, 3, 4, 5, 2),),
+        quantized=False,
     ),
     # ---- gather / scatter / segments
     "scatter_nd_duplicates": OpCase(

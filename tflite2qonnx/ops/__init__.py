@@ -22,6 +22,7 @@ from tflite2qonnx.ops.conv import (
     space_to_depth,
     transpose_conv,
 )
+from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
@@ -81,6 +82,7 @@ OPERATORS: dict[str, Op] = {
     "CONCATENATION": Op(concatenation, operands=rules.concatenation, bit_exact=EMULATED),
     "CONV_2D": Op(conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED),
     "CONV_3D": Op(conv_3d, ranks=((5, 5), (5,)), operands=rules.conv_filter),
+    "CONV_3D_TRANSPOSE": Op(conv_3d_transpose, ranks=((1, 5, 5), (5,))),
     "COS": Op(ew.cos),
     "CUMSUM": Op(reduce.cumsum, operands=rules.one_axis),
     "DENSIFY": Op(densify),
