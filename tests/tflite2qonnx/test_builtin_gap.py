@@ -97,3 +97,14 @@ def test_sparse_to_dense_refuses_repeated_indices() -> None:
     data = build_tflite(case, False)
     with pytest.raises(ConversionError, match="SPARSE_TO_DENSE.*repeated indices|repeated"):
         tflite2qonnx.convert(data)
+
+
+@pytest.mark.parametrize("opset, op_type", [(13, "ReduceSum"), (18, "BitwiseXor")])
+def test_bitwise_xor_on_bits_before_opset_18_and_bitwise_xor_from_it(opset, op_type) -> None:
+    """Both forms equal the interpreter's integers (cast to float at the model's end)."""
+    case = GAP_CASES["bitwise_xor"]
+    data = build_tflite(case, False, seed=zlib.crc32(b"bitwise_xor") % 1000)
+    model = tflite2qonnx.convert(data, opset=opset)
+    assert any(n.op_type == op_type for n in model.graph.node)
+    pairs = compare(model, interpreter(data), n_inputs=4, low=case.low, high=case.high)
+    assert all(np.array_equal(p.ours, p.reference) for p in pairs)
