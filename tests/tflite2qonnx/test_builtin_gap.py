@@ -10,7 +10,7 @@ import pytest
 from litert_compare import compare, run_ours
 from test_tflite_ops import interpreter, op_names, xnnpack_agreement
 from tf_models import build_tflite
-from tf_models_gap import GAP_CASES, GAP_MODELS
+from tf_models_gap import GAP_CASES, GAP_MODELS, nms_v4_model
 
 import tflite2qonnx
 from qonnx_ingest.errors import ConversionError
@@ -78,6 +78,24 @@ def test_embedding_lookup_takes_rows_of_the_table() -> None:
     data = GAP_MODELS["embedding_lookup"]()
     pairs = compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=2)
     assert all(np.array_equal(p.ours, p.reference) for p in pairs)
+
+
+def test_nms_drops_a_box_whose_iou_equals_the_threshold() -> None:
+    """The kernel drops at IoU >= threshold (ONNX at >): box 1 overlaps box 0 by exactly 0.5
+    and goes; box 2 (corners given in reverse) overlaps neither and stays."""
+    boxes = np.array([[0, 0, 1, 1], [0, 0, 1, 0.5], [3, 3, 2, 2]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7], np.float32)
+    outputs = _raw_outputs(
+        GAP_MODELS["non_max_suppression_v4"](), {"boxes": boxes, "scores": scores}
+    )
+    (selected, ours_selected), (valid, ours_valid) = outputs
+    assert selected.tolist() == ours_selected.tolist() == [0, 2, 0]
+    assert int(valid) == int(ours_valid) == 2
+
+
+def test_nms_refuses_a_zero_iou_threshold_which_keeps_one_box() -> None:
+    with pytest.raises(ConversionError, match="iou_threshold 0.0 <= 0"):
+        tflite2qonnx.convert(nms_v4_model(0.0))
 
 
 def test_sparse_to_dense_refuses_repeated_indices() -> None:

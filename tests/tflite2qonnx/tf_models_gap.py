@@ -142,6 +142,45 @@ GAP_CASES: dict[str, OpCase] = {
         _fn(lambda tf, x: [_f(tf, v) for v in tf.unique(tf.floor(x[0] * 2.0))]),
         ((1, 12),),
     ),
+    # ---- non-max suppression (boxes with corners in either order, as the kernel allows);
+    # fewer boxes than max_output_size survive on some inputs: the zero padding is compared
+    "non_max_suppression_v4": OpCase(
+        "NON_MAX_SUPPRESSION_V4",
+        _fn(
+            lambda tf, t: [
+                _f(tf, v)
+                for v in tf.raw_ops.NonMaxSuppressionV4(
+                    boxes=t[0],
+                    scores=t[1][:, 0],
+                    max_output_size=10,
+                    iou_threshold=0.2,
+                    score_threshold=0.0,
+                    pad_to_max_output_size=True,
+                )
+            ]
+        ),
+        ((16, 4), (16, 1)),
+        quantized=False,
+    ),
+    "non_max_suppression_v5": OpCase(
+        "NON_MAX_SUPPRESSION_V5",
+        _fn(
+            lambda tf, t: [
+                _f(tf, v)
+                for v in tf.raw_ops.NonMaxSuppressionV5(
+                    boxes=t[0],
+                    scores=t[1][:, 0],
+                    max_output_size=7,
+                    iou_threshold=0.25,
+                    score_threshold=-0.2,
+                    soft_nms_sigma=0.0,
+                    pad_to_max_output_size=True,
+                )
+            ]
+        ),
+        ((16, 4), (16, 1)),
+        quantized=False,
+    ),
     # ---- math
     "atan2": OpCase("ATAN2", _fn(lambda tf, t: tf.math.atan2(t[0], t[1])), ((2, 8), (2, 8))),
     "right_shift": OpCase(
@@ -235,7 +274,24 @@ def embedding_lookup_model() -> bytes:
     return build_model(tensors, ops, [1], [2])
 
 
+def nms_v4_model(iou_threshold: float) -> bytes:
+    """Boxes and scores fed, the rest constant: 3 boxes, at most 3 kept, any score."""
+    scalar = {"shape": ()}
+    tensors = [
+        {"name": "boxes", "shape": (3, 4)},
+        {"name": "scores", "shape": (3,)},
+        _i32("max_output_size", 3),
+        {"name": "iou", **scalar, "data": np.array(iou_threshold, np.float32)},
+        {"name": "min_score", **scalar, "data": np.array(-1e9, np.float32)},
+        {"name": "selected", "shape": (3,), "dtype": "int32"},
+        {"name": "valid", "shape": (), "dtype": "int32"},
+    ]
+    ops = [{"op": "NON_MAX_SUPPRESSION_V4", "inputs": [0, 1, 2, 3, 4], "outputs": [5, 6]}]
+    return build_model(tensors, ops, [0, 1], [5, 6])
+
+
 GAP_MODELS = {
+    "non_max_suppression_v4": lambda: nms_v4_model(0.5),
     "rank": rank_model,
     "broadcast_args": broadcast_args_model,
     "dynamic_update_slice": dynamic_update_slice_model,

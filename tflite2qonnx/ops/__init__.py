@@ -37,6 +37,7 @@ from tflite2qonnx.ops.mediapipe_transform import (
     transform_landmarks,
     transform_tensor_bilinear,
 )
+from tflite2qonnx.ops.nms import non_max_suppression
 from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
 from tflite2qonnx.ops.quantize import dequantize, quantize
 from tflite2qonnx.ops.record import (
@@ -130,6 +131,8 @@ OPERATORS: dict[str, Op] = {
     "MIRROR_PAD": Op(slicing.mirror_pad, operands=rules.pad, bit_exact=EXACT),
     "MUL": Op(ew.mul, bit_exact=EMULATED),
     "NEG": Op(ew.neg),
+    "NON_MAX_SUPPRESSION_V4": Op(non_max_suppression, ranks=((2, 1), (1,))),
+    "NON_MAX_SUPPRESSION_V5": Op(non_max_suppression, ranks=((2, 1), (1, 1))),
     "NOT_EQUAL": Op(ew.not_equal),
     "ONE_HOT": Op(scatter.one_hot, bit_exact=EXACT),
     "PACK": Op(slicing.pack, bit_exact=EXACT),
