@@ -51,7 +51,8 @@ def _masked_reduce(
         mask = b.emit("Unsqueeze", [mask, _i64(b, list(range(2, 2 + rest)), "axes")])[0]
     data = b.emit("Unsqueeze", [data, _i64(b, [0], "axis")])[0]
     dtype = b.tensor(op.outputs[0]).dtype
-    np_type = np.float32 if dtype == "float32" else np.dtype(dtype)
+    quantized = b.tensor(op.outputs[0]).quant is not None  # raw integers held as floats
+    np_type = np.float32 if dtype == "float32" or quantized else np.dtype(dtype)
     if kind == "sum":
         onnx_op, init = "ReduceSum", 0
     elif kind == "prod":
@@ -64,10 +65,41 @@ def _masked_reduce(
     return reduce_axes(b, onnx_op, masked, [1], 0)
 
 
+def _stored_integers(b: GraphBuilder, op: Operator, idx: int) -> str:
+    """The integers a per-tensor quantized tensor stores, as float: round(x / s) + zp."""
+    q = b.tensor(idx).quant
+    if q is None or q.axis is not None or b.tensor(op.outputs[0]).quant is None:
+        raise ConversionError(f"{op.name} needs per-tensor quantized updates and output", op.where)
+    x = b.emit("Div", [b.input(idx), b.const(np.array(q.scale, np.float32), "scale")])[0]
+    zp = b.const(np.array(float(q.zero_point), np.float32), "zero_point")
+    return b.emit("Add", [b.emit("Round", [x])[0], zp])[0]
+
+
+def _wrapped_to_grid(b: GraphBuilder, op: Operator, v: str) -> str:
+    """Integer sums stored back into the output's type as C++ does (modulo 2^bits), then read
+    on the output's grid: s * (q - zp)."""
+    out = b.tensor(op.outputs[0])
+    info = np.iinfo(np.dtype(out.dtype))
+    span = float(info.max) - float(info.min) + 1
+    low = b.const(np.array(float(info.min), np.float32), "type_min")
+    wraps = b.emit("Floor", [b.emit("Div", [b.emit("Sub", [v, low])[0], _f(b, span)])[0]])[0]
+    v = b.emit("Sub", [v, b.emit("Mul", [wraps, _f(b, span)])[0]])[0]
+    v = b.emit("Sub", [v, _f(b, float(out.quant.zero_point))])[0]
+    return b.emit("Mul", [v, _f(b, float(out.quant.scale))])[0]
+
+
+def _f(b: GraphBuilder, value: float) -> str:
+    return b.const(np.array(value, np.float32), "c")
+
+
 def scatter_nd(b: GraphBuilder, op: Operator) -> None:
-    """A zero tensor of ``shape`` with ``updates`` added at ``indices`` (duplicates sum)."""
-    _float_only(b, op)
+    """A zero tensor of ``shape`` with ``updates`` added at ``indices`` (duplicates sum). The
+    int8 kernel adds the stored integers onto raw zeros, wrapping in the type, whatever the
+    grids (it never requantizes): that is what the graph computes then."""
     indices_idx, updates_idx, shape_idx = op.inputs[:3]
+    quantized = b.tensor(updates_idx).quant is not None or b.tensor(op.outputs[0]).quant
+    if not quantized:
+        _float_only(b, op)
     shape = [int(d) for d in b.int_constant(shape_idx, op.where).reshape(-1)]
     k = b.tensor(indices_idx).shape[-1]
     if not 1 <= k <= len(shape):
@@ -77,9 +109,12 @@ def scatter_nd(b: GraphBuilder, op: Operator) -> None:
     rows = b.emit("Mul", [idx, _i64(b, strides, "strides")])[0]
     rows = reduce_axes(b, "ReduceSum", rows, [1], 0)
     rest = shape[k:]
-    data = b.emit("Reshape", [operand(b, updates_idx), _i64(b, [-1, *rest], "rows")])[0]
+    data = _stored_integers(b, op, updates_idx) if quantized else operand(b, updates_idx)
+    data = b.emit("Reshape", [data, _i64(b, [-1, *rest], "rows")])[0]
     cells = _i64(b, np.arange(math.prod(shape[:k])), "cells")
     y = _masked_reduce(b, op, rows, data, cells, len(rest), "sum")
+    if quantized:
+        y = _wrapped_to_grid(b, op, y)
     b.set_output(op.outputs[0], b.emit("Reshape", [y, _i64(b, shape, "shape")])[0])
 
 
