@@ -119,7 +119,7 @@ def range_(b: GraphBuilder, op: Operator) -> None:
     """start, start + delta, ... below limit (above it for a negative delta): ONNX Range."""
     if b.tensor(op.outputs[0]).quant is not None:
         raise ConversionError("RANGE on quantized values is not a TFLite kernel", op.where)
-    start, limit, delta = (operand(b, i) for i in op.inputs[:3])
+    start, limit, delta = (operand(b, op.inputs[i]) for i in range(3))
     scalar = b.const(np.array([], np.int64), "scalar")
     start, limit, delta = (b.emit("Reshape", [v, scalar])[0] for v in (start, limit, delta))
     b.set_output(op.outputs[0], b.emit("Range", [start, limit, delta])[0])
@@ -157,8 +157,9 @@ def bucketize(b: GraphBuilder, op: Operator) -> None:
 def broadcast_args(b: GraphBuilder, op: Operator) -> None:
     """The broadcast of two shapes: the shorter padded with leading 1s, then per dim the
     other's size where one is 1 (the kernel rejects other mismatches)."""
-    shapes = [operand(b, i) for i in op.inputs[:2]]
-    lengths = [b.tensor(i).shape[0] for i in op.inputs[:2]]
+    pair = (op.inputs[0], op.inputs[1])
+    shapes = [operand(b, i) for i in pair]
+    lengths = [b.tensor(i).shape[0] for i in pair]
     dtype = b.tensor(op.outputs[0]).dtype
     longest = max(lengths)
     for k, (s, n) in enumerate(zip(shapes, lengths, strict=True)):

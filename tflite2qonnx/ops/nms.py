@@ -30,7 +30,7 @@ def _i64(b: GraphBuilder, values, hint: str) -> str:
 
 
 def non_max_suppression(b: GraphBuilder, op: Operator) -> None:
-    boxes_idx, scores_idx, max_idx, iou_idx, score_idx = op.inputs[:5]
+    boxes_idx, scores_idx, max_idx, iou_idx, score_idx = (op.inputs[i] for i in range(5))
     v5 = op.name == "NON_MAX_SUPPRESSION_V5"
     if any(b.tensor(i).quant is not None for i in (boxes_idx, scores_idx)):
         raise ConversionError(f"quantized {op.name} is not converted", op.where)

@@ -17,7 +17,7 @@ from onnx import TensorProto
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.common import reduce_axes
+from tflite2qonnx.ops.common import one_int, reduce_axes, table_size
 from tflite2qonnx.ops.elementwise import helper_dtype, operand
 
 
@@ -96,7 +96,7 @@ def scatter_nd(b: GraphBuilder, op: Operator) -> None:
     """A zero tensor of ``shape`` with ``updates`` added at ``indices`` (duplicates sum). The
     int8 kernel adds the stored integers onto raw zeros, wrapping in the type, whatever the
     grids (it never requantizes): that is what the graph computes then."""
-    indices_idx, updates_idx, shape_idx = op.inputs[:3]
+    indices_idx, updates_idx, shape_idx = (op.inputs[i] for i in range(3))
     quantized = b.tensor(updates_idx).quant is not None or b.tensor(op.outputs[0]).quant
     if not quantized:
         _float_only(b, op)
@@ -111,7 +111,7 @@ def scatter_nd(b: GraphBuilder, op: Operator) -> None:
     rest = shape[k:]
     data = _stored_integers(b, op, updates_idx) if quantized else operand(b, updates_idx)
     data = b.emit("Reshape", [data, _i64(b, [-1, *rest], "rows")])[0]
-    cells = _i64(b, np.arange(math.prod(shape[:k])), "cells")
+    cells = _i64(b, np.arange(table_size(math.prod(shape[:k]), "cells", op.where)), "cells")
     y = _masked_reduce(b, op, rows, data, cells, len(rest), "sum")
     if quantized:
         y = _wrapped_to_grid(b, op, y)
@@ -121,7 +121,7 @@ def scatter_nd(b: GraphBuilder, op: Operator) -> None:
 def _segments(kind: str, unsorted: bool):
     def convert(b: GraphBuilder, op: Operator) -> None:
         _float_only(b, op)
-        data_idx, ids_idx = op.inputs[:2]
+        data_idx, ids_idx = op.inputs[0], op.inputs[1]
         data_shape = list(b.tensor(data_idx).shape)
         k = len(b.tensor(ids_idx).shape)
         if k != 1 and not unsorted:
@@ -132,11 +132,12 @@ def _segments(kind: str, unsorted: bool):
         ids = b.emit("Reshape", [_as_int64(b, ids_idx), _i64(b, [-1], "flat")])[0]
         data = b.emit("Reshape", [operand(b, data_idx), _i64(b, [-1, *rest], "rows")])[0]
         if unsorted:
-            (count,) = b.int_constant(op.inputs[2], op.where).reshape(-1)
-            cells = _i64(b, np.arange(count), "segments")
+            count = one_int(b, op.inputs[2], "num_segments", op.where)
+            cells = _i64(b, np.arange(table_size(count, "segments", op.where)), "segments")
         elif b.tensor(ids_idx).data is not None:
             ids_value = b.int_constant(ids_idx, op.where)
-            cells = _i64(b, np.arange(int(ids_value.max()) + 1), "segments")
+            count = table_size(int(ids_value.max(initial=-1)) + 1, "segments", op.where)
+            cells = _i64(b, np.arange(count), "segments")
         else:  # as many segments as the largest id says
             top = reduce_axes(b, "ReduceMax", ids, [0], 0)
             one = _i64(b, 1, "one")
@@ -157,11 +158,16 @@ unsorted_segment_prod = _segments("prod", unsorted=True)
 def sparse_to_dense(b: GraphBuilder, op: Operator) -> None:
     """``default_value`` everywhere, ``values`` at constant ``indices`` (distinct, in range:
     ONNX ScatterND leaves the order of repeated writes open)."""
-    indices_idx, shape_idx, values_idx, default_idx = op.inputs[:4]
+    indices_idx, shape_idx, values_idx, default_idx = (op.inputs[i] for i in range(4))
     if b.tensor(indices_idx).data is None:
         raise ConversionError("SPARSE_TO_DENSE needs constant indices", op.where)
     shape = [int(d) for d in b.int_constant(shape_idx, op.where).reshape(-1)]
-    indices = b.int_constant(indices_idx, op.where).reshape(-1, len(shape) or 1)
+    indices = b.int_constant(indices_idx, op.where).reshape(-1)
+    if indices.size % (len(shape) or 1):
+        raise ConversionError(
+            f"{indices.size} index values for a rank-{len(shape)} output", op.where
+        )
+    indices = indices.reshape(-1, len(shape) or 1)
     if len({tuple(r) for r in indices.tolist()}) != len(indices):
         raise ConversionError("repeated indices: the order of their writes is open", op.where)
     if ((indices < 0) | (indices >= np.array(shape))).any():
@@ -180,8 +186,8 @@ def sparse_to_dense(b: GraphBuilder, op: Operator) -> None:
 def one_hot(b: GraphBuilder, op: Operator) -> None:
     """on_value where the index equals the class, off_value elsewhere; out-of-range and
     negative indices give a row of off_value (ONNX OneHot would wrap negative ones)."""
-    indices_idx, depth_idx, on_idx, off_idx = op.inputs[:4]
-    (depth,) = b.int_constant(depth_idx, op.where).reshape(-1)
+    indices_idx, depth_idx, on_idx, off_idx = (op.inputs[i] for i in range(4))
+    depth = table_size(one_int(b, depth_idx, "depth", op.where), "depth", op.where)
     out_rank = len(b.tensor(indices_idx).shape) + 1
     axis = int(op.options.get("axis", -1)) % out_rank
     dtype = b.tensor(indices_idx).dtype

@@ -14,6 +14,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.common import table_size
 from tflite2qonnx.ops.padding import spatial_attrs
 
 
@@ -32,7 +33,10 @@ def _static_shape(b: GraphBuilder, op: Operator, idx: int) -> list[int]:
 def _block(b: GraphBuilder, op: Operator) -> tuple[list[int], np.ndarray]:
     """block_shape [M] and paddings / crops [M, 2] (constants)."""
     block = [int(v) for v in b.int_constant(op.inputs[1], op.where).reshape(-1)]
-    pads = b.int_constant(op.inputs[2], op.where).reshape(-1, 2)
+    pads = b.int_constant(op.inputs[2], op.where).reshape(-1)
+    if pads.size != 2 * len(block):
+        raise ConversionError(f"{pads.size} padding values for {len(block)} block dims", op.where)
+    pads = pads.reshape(-1, 2)
     if len(pads) != len(block) or min(block, default=1) < 1 or (pads < 0).any():
         raise ConversionError(
             f"block_shape {block} and paddings {pads.tolist()} do not fit", op.where
@@ -105,6 +109,7 @@ def matrix_diag(b: GraphBuilder, op: Operator) -> None:
     n = _static_shape(b, op, op.inputs[0])[-1]
     x = b.raw_input(op.inputs[0], op.outputs[0])
     row = b.emit("Unsqueeze", [x, _i64(b, [-2], "axis")])[0]  # (..., 1, n): column j holds x_j
+    table_size(n * n, "MATRIX_DIAG's mask", op.where)
     eye = b.const(np.eye(n, dtype=bool), "diag_mask")
     b.set_output(op.outputs[0], b.emit("Where", [eye, row, _raw_zero(b, op.outputs[0])])[0])
 
@@ -116,6 +121,7 @@ def matrix_set_diag(b: GraphBuilder, op: Operator) -> None:
     diag = b.raw_input(op.inputs[1], op.outputs[0])
     # cell (i, i) must read diag[i]: along rows (m <= n) or along columns
     diag = b.emit("Unsqueeze", [diag, _i64(b, [-1 if m <= n else -2], "axis")])[0]
+    table_size(m * n, "MATRIX_SET_DIAG's mask", op.where)
     eye = b.const(np.eye(m, n, dtype=bool), "diag_mask")
     b.set_output(op.outputs[0], b.emit("Where", [eye, diag, x])[0])
 

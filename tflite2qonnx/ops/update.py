@@ -9,12 +9,13 @@ from onnx import TensorProto
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.common import table_size
 
 
 def dynamic_update_slice(b: GraphBuilder, op: Operator) -> None:
     """ScatterND of the update at start + every offset of its block: each cell is written once.
     The kernel clamps the start so the block fits (XLA's rule), and copies raw integers."""
-    operand_idx, update_idx, start_idx = op.inputs[:3]
+    operand_idx, update_idx, start_idx = (op.inputs[i] for i in range(3))
     shape = list(b.tensor(operand_idx).shape_signature)
     block = list(b.tensor(update_idx).shape_signature)
     if min(shape + block, default=0) < 0 or len(shape) != len(block):
@@ -24,6 +25,7 @@ def dynamic_update_slice(b: GraphBuilder, op: Operator) -> None:
     start = b.emit("Cast", [b.input(start_idx)], to=TensorProto.INT64)[0]
     high = b.const(np.array(shape, np.int64) - np.array(block, np.int64), "dus_high")
     start = b.emit("Max", [b.emit("Min", [start, high])[0], b.const(np.zeros(1, np.int64), "z")])[0]
+    table_size(int(np.prod(block)) * len(block), "update offsets", op.where)
     offsets = np.stack(np.indices(block), axis=-1).astype(np.int64)  # [*block, rank]
     indices = b.emit("Add", [b.const(offsets, "dus_offsets"), start])[0]
     x = b.raw_input(operand_idx, op.outputs[0])
@@ -34,7 +36,7 @@ def dynamic_update_slice(b: GraphBuilder, op: Operator) -> None:
 def embedding_lookup(b: GraphBuilder, op: Operator) -> None:
     """Rows ``ids`` of ``value``. A quantized table with a float output is the hybrid kernel:
     q * scale of the row, zero point ignored, so only zero points of 0 are read as such."""
-    ids_idx, value_idx = op.inputs[:2]
+    ids_idx, value_idx = op.inputs[0], op.inputs[1]
     value, out = b.tensor(value_idx), b.tensor(op.outputs[0])
     if value.quant is not None and out.quant is None:
         if any(int(z) != 0 for z in value.quantization.zero_point):
