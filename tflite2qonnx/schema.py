@@ -92,9 +92,12 @@ def snake(camel: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
 
 
-def as_tuple(arr: Any) -> tuple[int, ...]:
-    """AsNumpy() result (array, or 0 when the vector is absent) -> tuple of Python ints."""
+def as_tuple(arr: Any) -> tuple[int | float, ...]:
+    """AsNumpy() result (array, or 0 when the vector is absent) -> tuple of Python numbers:
+    ints, or floats for a float vector (BUCKETIZE's boundaries; int() truncated them)."""
     if isinstance(arr, np.ndarray):
+        if arr.dtype.kind == "f":
+            return tuple(float(v) for v in arr.tolist())
         return tuple(int(v) for v in arr.tolist())
     return ()
 

@@ -11,6 +11,7 @@ import pytest
 from hand_built import custom_op_examples
 from litert_compare import compare, random_input, reference_interpreter
 from tf_models import CASES, DYNAMIC_SIZE, OpCase, build_tflite
+from tf_models_gap import GAP_CASES, GAP_MODELS
 
 import tflite2qonnx
 from qonnx_ingest.execute import execute_qonnx
@@ -191,11 +192,13 @@ def test_opset_dependent_forms_switch_at_their_first_opset(op: str) -> None:
 
 
 def test_every_registered_op_is_exercised_by_a_generated_or_corpus_model() -> None:
-    seen = {case.op for case in CASES.values()} | {"QUANTIZE"}  # the rounding test's input
+    # QUANTIZE: the rounding test's input
+    seen = {case.op for case in (*CASES.values(), *GAP_CASES.values())} | {"QUANTIZE"}
     corpus = sorted((CORPUS / "tflite").glob("*.tflite")) if CORPUS.is_dir() else []
     for path in corpus:
         seen |= op_names(path)
-    for data in [*(build() for build in hand_built.MODELS.values()), *custom_op_examples()]:
+    builders = [*hand_built.MODELS.values(), *GAP_MODELS.values()]
+    for data in [*(build() for build in builders), *custom_op_examples()]:
         seen |= op_names(data)
     assert set(CONVERTERS) - seen == set()
 

@@ -11,8 +11,8 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import control_flow as cf
 from tflite2qonnx.ops import elementwise as ew
+from tflite2qonnx.ops import math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
-from tflite2qonnx.ops import reduce, shape, slicing
 from tflite2qonnx.ops.activation import relu, relu6
 from tflite2qonnx.ops.conv import (
     conv_2d,
@@ -23,6 +23,7 @@ from tflite2qonnx.ops.conv import (
     space_to_depth,
     transpose_conv,
 )
+from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
@@ -37,6 +38,7 @@ from tflite2qonnx.ops.mediapipe_transform import (
     transform_landmarks,
     transform_tensor_bilinear,
 )
+from tflite2qonnx.ops.nms import non_max_suppression
 from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
 from tflite2qonnx.ops.quantize import dequantize, quantize
 from tflite2qonnx.ops.record import (
@@ -68,28 +70,36 @@ OPERATORS: dict[str, Op] = {
     "ASSIGN_VARIABLE": Op(cf.assign_variable),
     "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
     "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
+    "ATAN2": Op(math_extra.atan2),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
     "BATCH_MATMUL": Op(batch_matmul, bit_exact=EMULATED),
+    "BATCH_TO_SPACE_ND": Op(space_batch.batch_to_space_nd, bit_exact=EXACT),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
         bidirectional_sequence_lstm, ranks=((3, *_LSTM_DIRECTION * 2, 2, 2, 2, 2, 3), (3, 3))
     ),
+    "BITWISE_XOR": Op(math_extra.bitwise_xor),
+    "BROADCAST_ARGS": Op(math_extra.broadcast_args),
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "CALL_ONCE": Op(cf.call_once),
+    "BUCKETIZE": Op(math_extra.bucketize),
     "CAST": Op(ew.cast),
     "CEIL": Op(ew.ceil),
     "CONCATENATION": Op(concatenation, operands=rules.concatenation, bit_exact=EMULATED),
     "CONV_2D": Op(conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED),
     "CONV_3D": Op(conv_3d, ranks=((5, 5), (5,)), operands=rules.conv_filter),
+    "CONV_3D_TRANSPOSE": Op(conv_3d_transpose, ranks=((1, 5, 5), (5,))),
     "COS": Op(ew.cos),
     "CUMSUM": Op(reduce.cumsum, operands=rules.one_axis),
     "DENSIFY": Op(densify),
-    "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEPTHWISE_CONV_2D": Op(
         depthwise_conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED
     ),
+    "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
     "DIV": Op(ew.div),
+    "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
     "ELU": Op(ew.elu),
+    "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
     "EQUAL": Op(ew.equal),
     "EXP": Op(ew.exp),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
@@ -106,39 +116,48 @@ OPERATORS: dict[str, Op] = {
     "IF": Op(cf.if_),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
     "L2_NORMALIZATION": Op(reduce.l2_normalization),
-    "L2_POOL_2D": Op(None, ranks=((4,), (4,))),
+    "L2_POOL_2D": Op(space_batch.l2_pool_2d, ranks=((4,), (4,))),
     "LEAKY_RELU": Op(ew.leaky_relu, bit_exact=EMULATED),
     "LESS": Op(ew.less),
     "LESS_EQUAL": Op(ew.less_equal),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
     "LOG": Op(ew.log),
-    "LOG_SOFTMAX": Op(log_softmax),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),
     "LOGICAL_OR": Op(ew.logical_or),
     "LOGISTIC": Op(ew.logistic, bit_exact=EMULATED),
-    "MAX_POOL_2D": Op(max_pool_2d, ranks=((4,), (4,)), bit_exact=EXACT),
+    "LOG_SOFTMAX": Op(log_softmax),
+    "MATRIX_DIAG": Op(space_batch.matrix_diag, bit_exact=EXACT),
+    "MATRIX_SET_DIAG": Op(space_batch.matrix_set_diag, bit_exact=EXACT),
     "MAXIMUM": Op(ew.maximum, bit_exact=EXACT),
+    "MAX_POOL_2D": Op(max_pool_2d, ranks=((4,), (4,)), bit_exact=EXACT),
     "MEAN": Op(reduce.mean, operands=rules.reduction, bit_exact=EMULATED),
     "MINIMUM": Op(ew.minimum, bit_exact=EXACT),
     "MIRROR_PAD": Op(slicing.mirror_pad, operands=rules.pad, bit_exact=EXACT),
     "MUL": Op(ew.mul, bit_exact=EMULATED),
     "NEG": Op(ew.neg),
+    "NON_MAX_SUPPRESSION_V4": Op(non_max_suppression, ranks=((2, 1), (1,))),
+    "NON_MAX_SUPPRESSION_V5": Op(non_max_suppression, ranks=((2, 1), (1, 1))),
     "NOT_EQUAL": Op(ew.not_equal),
+    "ONE_HOT": Op(scatter.one_hot, bit_exact=EXACT),
     "PACK": Op(slicing.pack, bit_exact=EXACT),
     "PAD": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "PADV2": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "POW": Op(ew.pow_),
     "PRELU": Op(ew.prelu, bit_exact=EMULATED),
     "QUANTIZE": Op(quantize, bit_exact=EMULATED),
+    "RANGE": Op(math_extra.range_),
+    "RANK": Op(math_extra.rank),
+    "REDUCE_ALL": Op(math_extra.reduce_all, operands=rules.reduction),
+    "REDUCE_ANY": Op(math_extra.reduce_any, operands=rules.reduction),
     "REDUCE_MAX": Op(reduce.reduce_max, operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_MIN": Op(reduce.reduce_min, operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_PROD": Op(reduce.reduce_prod, operands=rules.reduction),
     "READ_VARIABLE": Op(cf.read_variable),
     "RELU": Op(relu, bit_exact=EMULATED),
+    "RELU6": Op(relu6, bit_exact=EMULATED),
     "RELU_0_TO_1": Op(ew.relu_0_to_1, bit_exact=EMULATED),
     "RELU_N1_TO_1": Op(ew.relu_n1_to_1, bit_exact=EMULATED),
-    "RELU6": Op(relu6, bit_exact=EMULATED),
     "RESHAPE": Op(shape.reshape, bit_exact=EXACT),
     "RESIZE_BILINEAR": Op(
         resize_bilinear, ranks=((4,), (4,)), operands=rules.resize, bit_exact=EMULATED
@@ -146,9 +165,13 @@ OPERATORS: dict[str, Op] = {
     "RESIZE_NEAREST_NEIGHBOR": Op(
         resize_nearest_neighbor, ranks=((4,), (4,)), operands=rules.resize, bit_exact=EXACT
     ),
+    "REVERSE_SEQUENCE": Op(space_batch.reverse_sequence, bit_exact=EXACT),
     "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
+    "RIGHT_SHIFT": Op(math_extra.right_shift),
     "ROUND": Op(ew.round_),
     "RSQRT": Op(ew.rsqrt),
+    "SCATTER_ND": Op(scatter.scatter_nd, bit_exact=EXACT),
+    "SEGMENT_SUM": Op(scatter.segment_sum),
     "SELECT": Op(ew.select, bit_exact=EXACT),
     "SELECT_V2": Op(ew.select, bit_exact=EXACT),
     "SHAPE": Op(shape.shape),
@@ -156,7 +179,9 @@ OPERATORS: dict[str, Op] = {
     "SIN": Op(ew.sin),
     "SLICE": Op(slicing.slice_, operands=rules.per_dimension(1, 2), bit_exact=EXACT),
     "SOFTMAX": Op(softmax, bit_exact=EMULATED),
+    "SPACE_TO_BATCH_ND": Op(space_batch.space_to_batch_nd, bit_exact=EXACT),
     "SPACE_TO_DEPTH": Op(space_to_depth, ranks=((4,), (4,)), bit_exact=EXACT),
+    "SPARSE_TO_DENSE": Op(scatter.sparse_to_dense, bit_exact=EXACT),
     "SPLIT": Op(slicing.split, operands=rules.split, bit_exact=EXACT),
     "SPLIT_V": Op(slicing.split_v, operands=rules.split_v, bit_exact=EXACT),
     "SQRT": Op(ew.sqrt),
@@ -180,7 +205,13 @@ OPERATORS: dict[str, Op] = {
     "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3, 2, 2, 1, 2), (3,))),
     "VAR_HANDLE": Op(cf.var_handle),
     "WHILE": Op(cf.while_),
+    "UNIQUE": Op(scatter.unique, bit_exact=EXACT),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
+    "UNSORTED_SEGMENT_MAX": Op(scatter.unsorted_segment_max),
+    "UNSORTED_SEGMENT_MIN": Op(scatter.unsorted_segment_min),
+    "UNSORTED_SEGMENT_PROD": Op(scatter.unsorted_segment_prod),
+    "UNSORTED_SEGMENT_SUM": Op(scatter.unsorted_segment_sum),
+    "WHERE": Op(scatter.where),
     "ZEROS_LIKE": Op(shape.zeros_like),
 }
 

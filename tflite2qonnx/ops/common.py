@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 
 
@@ -24,3 +25,22 @@ def reduce_axes(b: GraphBuilder, onnx_op: str, x: str, axes: list[int], keepdims
         axes_name = b.const(np.array(axes, np.int64), "axes")
         return b.emit(onnx_op, [x, axes_name], keepdims=keepdims)[0]
     return b.emit(onnx_op, [x], axes=axes, keepdims=keepdims)[0]
+
+
+# the most elements a converter materializes as a constant (a mask, a class or offset table)
+MAX_TABLE = 1 << 24
+
+
+def table_size(n: int, what: str, where: str) -> int:
+    """``n`` if a constant of ``n`` elements is reasonable to write, else a ConversionError."""
+    if n > MAX_TABLE:
+        raise ConversionError(f"{what} would need {n} elements (more than {MAX_TABLE})", where)
+    return n
+
+
+def one_int(b: GraphBuilder, idx: int, what: str, where: str) -> int:
+    """A constant operand holding exactly one integer."""
+    value = b.int_constant(idx, where).reshape(-1)
+    if value.size != 1:
+        raise ConversionError(f"{what} must be one value, got {value.size}", where)
+    return int(value[0])
