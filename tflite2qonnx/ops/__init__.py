@@ -39,6 +39,7 @@ from tflite2qonnx.ops.mediapipe_transform import (
 from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
 from tflite2qonnx.ops.quantize import dequantize, quantize
 from tflite2qonnx.ops.record import (
+    DEQUANTIZES,
     EMULATED,
     EXACT,
     EXACT_ON_ONE_GRID,
@@ -60,7 +61,7 @@ __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
 
 # Builtin operators, by BuiltinOperator name
 OPERATORS: dict[str, Op] = {
-    "ABS": Op(ew.abs_),
+    "ABS": Op(ew.abs_, bit_exact=EMULATED),
     "ADD": Op(ew.add, bit_exact=EMULATED),
     "ADD_N": Op(ew.add_n, operands=rules.variadic),
     "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
@@ -85,9 +86,9 @@ OPERATORS: dict[str, Op] = {
     ),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
     "DIV": Op(ew.div),
-    "ELU": Op(ew.elu),
+    "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EQUAL": Op(ew.equal),
-    "EXP": Op(ew.exp),
+    "EXP": Op(ew.exp, bit_exact=EMULATED),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
     "FILL": Op(shape.fill),
     "FLOOR": Op(ew.floor),
@@ -181,7 +182,7 @@ CUSTOM_OPERATORS: dict[str, Op] = {
     "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
     "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
     "MaxUnpooling2D": Op(max_unpooling_2d),
-    "TFLite_Detection_PostProcess": Op(detection_postprocess),
+    "TFLite_Detection_PostProcess": Op(detection_postprocess, bit_exact=DEQUANTIZES),
     "TransformLandmarks": Op(transform_landmarks),
     "TransformTensorBilinear": Op(transform_tensor_bilinear),
 }
@@ -210,7 +211,7 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
             continue
         record = OPERATORS.get(op.name)
         treatment = ROUNDED_ONCE if record is None else record.bit_exact
-        if treatment in (EMULATED, EXACT):
+        if treatment in (EMULATED, EXACT, DEQUANTIZES):
             continue
         out = b.tensor(op.outputs[0]).quantization if op.outputs else None
         same_grid = out is not None and (list(out.scale), list(out.zero_point)) == (
