@@ -97,7 +97,7 @@ OPERATORS: dict[str, Op] = {
     "FULLY_CONNECTED": Op(fully_connected, bit_exact=EMULATED),
     "GATHER": Op(slicing.gather, bit_exact=EXACT),
     "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
-    "GELU": Op(ew.gelu),
+    "GELU": Op(ew.gelu, bit_exact=EMULATED),
     "GREATER": Op(ew.greater),
     "GREATER_EQUAL": Op(ew.greater_equal),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
