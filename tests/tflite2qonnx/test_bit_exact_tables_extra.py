@@ -56,3 +56,18 @@ def test_table_kernel_equals_builtin_on_every_stored_input(name: str) -> None:
     scale, zero_point = out["quantization"]
     ours_q = np.round(ours / scale) + zero_point
     assert np.array_equal(ours_q, theirs), f"{name}: {np.mean(ours_q != theirs):.4%} differ"
+
+
+@pytest.mark.parametrize("name", ["arg_max_channels", "arg_min_height"])
+def test_arg_max_min_of_integers_convert_exactly_without_warning(name: str) -> None:
+    """ARG_MAX / ARG_MIN compare the stored integers; the real values s * (q - zp) order the
+    same way (first index on ties), so --bit-exact has nothing to emulate and warns nothing."""
+    from litert_compare import compare, reference_interpreter
+    from tf_models import CASES, build_tflite
+
+    data = build_tflite(CASES[name], True, seed=zlib.crc32(name.encode()) % 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConversionWarning)
+        model = convert(data, bit_exact=True)
+    pairs = compare(model, reference_interpreter(data), n_inputs=8)
+    assert pairs and all(np.array_equal(p.ours, p.reference) for p in pairs)

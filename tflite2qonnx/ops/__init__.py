@@ -64,8 +64,8 @@ OPERATORS: dict[str, Op] = {
     "ABS": Op(ew.abs_, bit_exact=EMULATED),
     "ADD": Op(ew.add, bit_exact=EMULATED),
     "ADD_N": Op(ew.add_n, operands=rules.variadic),
-    "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
-    "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
+    "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis, bit_exact=EXACT),
+    "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis, bit_exact=EXACT),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
     "BATCH_MATMUL": Op(batch_matmul, bit_exact=EMULATED),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
