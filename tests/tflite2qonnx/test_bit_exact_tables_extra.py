@@ -1,5 +1,6 @@
-"""--bit-exact EXP, ELU, ABS and GELU (int8) against the interpreter on every one of the 256 stored
-inputs: each becomes a Gather on its kernel's table (tflite2qonnx.ops.exact_tables_extra).
+"""--bit-exact EXP, ELU, ABS, GELU and RSQRT (int8) against the interpreter on every one of the
+256 stored inputs (RSQRT: every one at or above the zero point, as the kernel refuses negative
+values): each becomes a Gather on its kernel's table (tflite2qonnx.ops.exact_tables_extra).
 
 TF's converter keeps ELU in float, so the int8 ELU model is the int8 TANH one with its operator
 changed to ELU and an output grid for ELU's range (``hand_built.edit_operator``).
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.keras
 EDITS = {"elu": ("tanh", {"new_op": "ELU", "version": 1, "output_quantization": (0.0123, -47)})}
 
 
-@pytest.mark.parametrize("name", ["exp", "elu", "abs", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("name", ["exp", "elu", "abs", "gelu", "gelu_tanh", "rsqrt"])
 def test_table_kernel_equals_builtin_on_every_stored_input(name: str) -> None:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     from hand_built import edit_operator
@@ -43,7 +44,8 @@ def test_table_kernel_equals_builtin_on_every_stored_input(name: str) -> None:
     it.allocate_tensors()
     (inp,), (out,) = it.get_input_details(), it.get_output_details()
     assert (inp["dtype"], out["dtype"]) == (np.int8, np.int8)
-    q = np.resize(np.arange(-128, 128), int(np.prod(inp["shape"]))).reshape(inp["shape"])
+    first = inp["quantization"][1] if name == "rsqrt" else -128
+    q = np.resize(np.arange(first, 128), int(np.prod(inp["shape"]))).reshape(inp["shape"])
     it.set_tensor(inp["index"], q.astype(np.int8))
     it.invoke()
     theirs = it.get_tensor(out["index"]).astype(np.int64)

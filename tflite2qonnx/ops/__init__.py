@@ -143,7 +143,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
     "ROUND": Op(ew.round_),
-    "RSQRT": Op(ew.rsqrt),
+    "RSQRT": Op(ew.rsqrt, bit_exact=EMULATED),
     "SELECT": Op(ew.select, bit_exact=EXACT),
     "SELECT_V2": Op(ew.select, bit_exact=EXACT),
     "SHAPE": Op(shape.shape),

@@ -186,6 +186,8 @@ elu = _unary("Elu")  # alpha 1
 
 
 def rsqrt(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     y = b.emit("Reciprocal", [b.emit("Sqrt", [b.input(op.inputs[0])])[0]])[0]
     b.set_output(op.outputs[0], y)
 

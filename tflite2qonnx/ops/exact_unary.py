@@ -1,5 +1,6 @@
 """--bit-exact for the one-input int8 / uint8 kernels: LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU,
-the RELU family between differing grids, QUANTIZE between integer grids, EXP, ELU, GELU and ABS.
+the RELU family between differing grids, QUANTIZE between integer grids, EXP, ELU, GELU, RSQRT
+and ABS.
 
 Each becomes a Gather on the 256-entry table of ``tflite2qonnx.ops.exact_tables``. Converters
 call ``convert`` first under bit_exact; it returns False (nothing emitted) where the default
@@ -38,6 +39,7 @@ _KERNELS: dict[str, Callable[[Operator], Callable]] = {
     "EXP": lambda op: extra.exp_table,
     "ELU": lambda op: extra.elu_table,
     "ABS": lambda op: extra.abs_table,
+    "RSQRT": lambda op: extra.rsqrt_table,
     "GELU": lambda op: extra.gelu_tanh_table if op.options.get("approximate") else extra.gelu_table,
     **{name: (lambda op, r=r: tables.relu_table(*r)) for name, r in _CLAMPS.items()},
 }
