@@ -108,7 +108,7 @@ OPERATORS: dict[str, Op] = {
     "LESS_EQUAL": Op(ew.less_equal),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
     "LOG": Op(ew.log),
-    "LOG_SOFTMAX": Op(log_softmax),
+    "LOG_SOFTMAX": Op(log_softmax, bit_exact=EMULATED),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),
     "LOGICAL_OR": Op(ew.logical_or),

@@ -7,7 +7,7 @@ import numpy as np
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact_softmax
+from tflite2qonnx.ops import exact_log_softmax, exact_softmax
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:
@@ -21,4 +21,6 @@ def softmax(b: GraphBuilder, op: Operator) -> None:
 
 
 def log_softmax(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_log_softmax.log_softmax(b, op)
     b.set_output(op.outputs[0], b.emit("LogSoftmax", [b.input(op.inputs[0])], axis=-1)[0])
