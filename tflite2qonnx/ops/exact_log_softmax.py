@@ -29,7 +29,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import rank_of, reduce_axes
 from tflite2qonnx.ops.exact_tables import multiply_by_quantized_multiplier, rounding_divide_by_pot
-from tflite2qonnx.ops.exact_tables_extra import _sat_left, _srdhm
+from tflite2qonnx.ops.exact_tables_extra import saturating_left_shift, srdhm_arrays
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -38,13 +38,13 @@ _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 def _exp_quarter(a: np.ndarray) -> np.ndarray:
     """exp_on_interval_between_negative_one_quarter_and_0_excl, Q0.31 in and out."""
     x = a + (1 << 28)
-    x2 = _srdhm(x, x)
-    x3 = _srdhm(x2, x)
-    x4 = _srdhm(x2, x2)
+    x2 = srdhm_arrays(x, x)
+    x3 = srdhm_arrays(x2, x)
+    x4 = srdhm_arrays(x2, x2)
     x4_over_4 = rounding_divide_by_pot(x4, 2)
-    poly = rounding_divide_by_pot(_srdhm(x4_over_4 + x3, np.int64(715827883)) + x2, 1)
+    poly = rounding_divide_by_pot(srdhm_arrays(x4_over_4 + x3, np.int64(715827883)) + x2, 1)
     c = np.int64(1895147668)
-    return c + _srdhm(np.full_like(x, c), x + poly)
+    return c + srdhm_arrays(np.full_like(x, c), x + poly)
 
 
 def exp_on_negative_values(a: np.ndarray, integer_bits: int) -> np.ndarray:
@@ -53,16 +53,16 @@ def exp_on_negative_values(a: np.ndarray, integer_bits: int) -> np.ndarray:
     frac_bits = 31 - integer_bits
     quarter = 1 << (frac_bits - 2)
     a_mod = (a & (quarter - 1)) - quarter
-    result = _exp_quarter(_sat_left(a_mod, integer_bits))
+    result = _exp_quarter(saturating_left_shift(a_mod, integer_bits))
     remainder = a_mod - a
     for exponent, m in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308)):
         if integer_bits > exponent:
             bit = remainder & (1 << (frac_bits + exponent)) != 0
-            result = np.where(bit, _srdhm(result, np.int64(m)), result)
+            result = np.where(bit, srdhm_arrays(result, np.int64(m)), result)
     for exponent, m in ((2, 39332535), (3, 720401), (4, 242)):
         if integer_bits > exponent:
             bit = remainder & (1 << (frac_bits + exponent)) != 0
-            result = np.where(bit, _srdhm(result, np.int64(m)), result)
+            result = np.where(bit, srdhm_arrays(result, np.int64(m)), result)
     return np.where(a == 0, _I32_MAX, result)
 
 

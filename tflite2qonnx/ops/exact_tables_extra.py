@@ -73,7 +73,7 @@ gelu_table = _float_table(_gelu)
 gelu_tanh_table = _float_table(_gelu_tanh)
 
 
-def _srdhm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def srdhm_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul of two int32 arrays (C division truncates)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     num = a * b + np.where(a * b >= 0, 1 << 30, 1 - (1 << 30))
@@ -81,7 +81,7 @@ def _srdhm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a == _I32_MIN) & (b == _I32_MIN), _I32_MAX, np.where(num < 0, -q, q))
 
 
-def _sat_left(x: np.ndarray, exponent: int) -> np.ndarray:
+def saturating_left_shift(x: np.ndarray, exponent: int) -> np.ndarray:
     """SaturatingRoundingMultiplyByPOT<exponent > 0>: a left shift saturating to int32."""
     threshold = (1 << (31 - exponent)) - 1
     return np.where(x > threshold, _I32_MAX, np.where(x < -threshold, _I32_MIN, x << exponent))
@@ -99,9 +99,9 @@ def _inv_sqrt(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     half_three = np.int64((1 << 28) + (1 << 27))
     x = np.full_like(value, 1 << 28)
     for _ in range(5):
-        x3 = _sat_left(_srdhm(_srdhm(x, x), x), 6)
-        x = _sat_left(_srdhm(half_three, x) - _srdhm(half_input, x3), 3)
-    x = _srdhm(x, np.int64(1518500250))
+        x3 = saturating_left_shift(srdhm_arrays(srdhm_arrays(x, x), x), 6)
+        x = saturating_left_shift(srdhm_arrays(half_three, x) - srdhm_arrays(half_input, x3), 3)
+    x = srdhm_arrays(x, np.int64(1518500250))
     x = np.where(shift < 0, x << np.maximum(-shift, 0), x)
     return x, -np.maximum(shift, 0)
 
