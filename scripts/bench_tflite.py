@@ -12,7 +12,8 @@ Per model:
 - nodes, Transpose, Quant: counts in the converted graph.
 
 A model that does not convert shows the CLI's one-line error instead of figures. Target: the
-whole CLI run under 1 s per model. Prints figures; it is not a test.
+whole CLI run under 1 s per model. Prints figures; it is not a test. --bit-exact has its own
+bench, ``scripts/bench_bit_exact.py`` (agreement, node growth, onnxruntime cost).
 Run: ``.venv/bin/python scripts/bench_tflite.py [MODEL.tflite ...]``.
 """
 

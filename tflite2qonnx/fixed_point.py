@@ -42,8 +42,10 @@ and the conversion warns; float ops and float models are untouched.
 This module is the arithmetic and the graph pieces; the kernels that use them are operator code
 (``tflite2qonnx.ops.exact``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
 ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact_softmax``;
-``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_unary`` with ``ops.exact_tables``: the
-one-input kernels as lookup tables), and how --bit-exact treats each operator is in its record.
+``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_reduce``: SUM, REDUCE_PROD;
+``ops.exact_log_softmax``;
+``ops.exact_unary`` with ``ops.exact_tables`` and ``ops.exact_tables_extra``: the one-input
+kernels as lookup tables), and how --bit-exact treats each operator is in its record.
 """
 
 from __future__ import annotations

@@ -69,21 +69,22 @@ def test_qcdq_summary_counts_quantize_dequantize_pairs(tmp_path, capsys):
 
 @pytest.mark.keras
 def test_bit_exact_counts_every_operator_it_leaves():
-    """Two LOG_SOFTMAX (whose fixed-point kernel --bit-exact does not emulate) are named once
-    with their count, and the count says two."""
+    """Two L2_NORMALIZATION (whose fixed-point kernel --bit-exact does not emulate) are named
+    once with their count, and the count says two."""
     import zlib
 
     from tf_models import CASES, build_tflite
 
-    data = build_tflite(CASES["log_softmax_twice"], True, seed=zlib.crc32(b"twice") % 1000)
+    case = CASES["l2_normalization_twice"]
+    data = build_tflite(case, True, seed=zlib.crc32(b"twice") % 1000)
     kinds = [op.name for op in read_model(data).subgraphs[0].operators]
-    assert kinds.count("LOG_SOFTMAX") == 2
+    assert kinds.count("L2_NORMALIZATION") == 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConversionWarning)
         convert(data, bit_exact=True)
     (message,) = [str(w.message) for w in caught if "--bit-exact leaves" in str(w.message)]
     assert "leaves 2 integer operators rounding once" in message
-    assert message.endswith(": LOG_SOFTMAX x2")
+    assert message.endswith(": L2_NORMALIZATION x2")
 
 
 @pytest.fixture

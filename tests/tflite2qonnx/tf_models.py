@@ -279,10 +279,16 @@ CASES: dict[str, OpCase] = {
     "gelu": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x)), low=-3, high=3),
     "gelu_tanh": OpCase("GELU", _fn(lambda tf, x: tf.nn.gelu(x, approximate=True)), low=-3, high=3),
     "log_softmax": OpCase("LOG_SOFTMAX", _fn(lambda tf, x: tf.nn.log_softmax(x * 3.0)), ((1, 10),)),
-    # two LOG_SOFTMAX (with a MUL between): --bit-exact leaves both to single rounding
+    # two LOG_SOFTMAX (with a MUL between)
     "log_softmax_twice": OpCase(
         "LOG_SOFTMAX",
         _fn(lambda tf, x: tf.nn.log_softmax(tf.nn.log_softmax(x * 3.0) * 0.5)),
+        ((1, 10),),
+    ),
+    # two L2_NORMALIZATION (with a MUL between): --bit-exact leaves both to single rounding
+    "l2_normalization_twice": OpCase(
+        "L2_NORMALIZATION",
+        _fn(lambda tf, x: tf.math.l2_normalize(tf.math.l2_normalize(x * 3.0, -1) * 0.5, -1)),
         ((1, 10),),
     ),
     # int8: the reference kernel's fixed-point inverse sqrt is up to 2 steps off the optimized

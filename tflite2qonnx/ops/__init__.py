@@ -42,6 +42,7 @@ from tflite2qonnx.ops.nms import non_max_suppression
 from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
 from tflite2qonnx.ops.quantize import dequantize, quantize
 from tflite2qonnx.ops.record import (
+    DEQUANTIZES,
     EMULATED,
     EXACT,
     EXACT_ON_ONE_GRID,
@@ -64,12 +65,12 @@ __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
 
 # Builtin operators, by BuiltinOperator name
 OPERATORS: dict[str, Op] = {
-    "ABS": Op(ew.abs_),
+    "ABS": Op(ew.abs_, bit_exact=EMULATED),
     "ADD": Op(ew.add, bit_exact=EMULATED),
     "ADD_N": Op(ew.add_n, operands=rules.variadic),
     "ASSIGN_VARIABLE": Op(cf.assign_variable),
-    "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis),
-    "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis),
+    "ARG_MAX": Op(reduce.arg_max, operands=rules.one_axis, bit_exact=EXACT),
+    "ARG_MIN": Op(reduce.arg_min, operands=rules.one_axis, bit_exact=EXACT),
     "ATAN2": Op(math_extra.atan2),
     "AVERAGE_POOL_2D": Op(average_pool_2d, ranks=((4,), (4,)), bit_exact=EMULATED),
     "BATCH_MATMUL": Op(batch_matmul, bit_exact=EMULATED),
@@ -98,10 +99,10 @@ OPERATORS: dict[str, Op] = {
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
     "DIV": Op(ew.div),
     "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
-    "ELU": Op(ew.elu),
+    "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
     "EQUAL": Op(ew.equal),
-    "EXP": Op(ew.exp),
+    "EXP": Op(ew.exp, bit_exact=EMULATED),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
     "FILL": Op(shape.fill),
     "FLOOR": Op(ew.floor),
@@ -110,7 +111,7 @@ OPERATORS: dict[str, Op] = {
     "FULLY_CONNECTED": Op(fully_connected, bit_exact=EMULATED),
     "GATHER": Op(slicing.gather, bit_exact=EXACT),
     "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
-    "GELU": Op(ew.gelu),
+    "GELU": Op(ew.gelu, bit_exact=EMULATED),
     "GREATER": Op(ew.greater),
     "GREATER_EQUAL": Op(ew.greater_equal),
     "IF": Op(cf.if_),
@@ -122,11 +123,11 @@ OPERATORS: dict[str, Op] = {
     "LESS_EQUAL": Op(ew.less_equal),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
     "LOG": Op(ew.log),
+    "LOG_SOFTMAX": Op(log_softmax, bit_exact=EMULATED),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),
     "LOGICAL_OR": Op(ew.logical_or),
     "LOGISTIC": Op(ew.logistic, bit_exact=EMULATED),
-    "LOG_SOFTMAX": Op(log_softmax),
     "MATRIX_DIAG": Op(space_batch.matrix_diag, bit_exact=EXACT),
     "MATRIX_SET_DIAG": Op(space_batch.matrix_set_diag, bit_exact=EXACT),
     "MAXIMUM": Op(ew.maximum, bit_exact=EXACT),
@@ -152,7 +153,7 @@ OPERATORS: dict[str, Op] = {
     "REDUCE_ANY": Op(math_extra.reduce_any, operands=rules.reduction),
     "REDUCE_MAX": Op(reduce.reduce_max, operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_MIN": Op(reduce.reduce_min, operands=rules.reduction, bit_exact=EXACT),
-    "REDUCE_PROD": Op(reduce.reduce_prod, operands=rules.reduction),
+    "REDUCE_PROD": Op(reduce.reduce_prod, operands=rules.reduction, bit_exact=EMULATED),
     "READ_VARIABLE": Op(cf.read_variable),
     "RELU": Op(relu, bit_exact=EMULATED),
     "RELU6": Op(relu6, bit_exact=EMULATED),
@@ -169,7 +170,7 @@ OPERATORS: dict[str, Op] = {
     "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
     "RIGHT_SHIFT": Op(math_extra.right_shift),
     "ROUND": Op(ew.round_),
-    "RSQRT": Op(ew.rsqrt),
+    "RSQRT": Op(ew.rsqrt, bit_exact=EMULATED),
     "SCATTER_ND": Op(scatter.scatter_nd, bit_exact=EXACT),
     "SEGMENT_SUM": Op(scatter.segment_sum),
     "SELECT": Op(ew.select, bit_exact=EXACT),
@@ -190,7 +191,7 @@ OPERATORS: dict[str, Op] = {
     "SQUEEZE": Op(shape.squeeze, bit_exact=EXACT),
     "STRIDED_SLICE": Op(slicing.strided_slice, operands=rules.strided_slice, bit_exact=EXACT),
     "SUB": Op(ew.sub, bit_exact=EMULATED),
-    "SUM": Op(reduce.reduce_sum, operands=rules.reduction),
+    "SUM": Op(reduce.reduce_sum, operands=rules.reduction, bit_exact=EMULATED),
     "SVDF": Op(svdf, ranks=((2, 2, 2, 1, 2), (2,)), bit_exact=EMULATED),
     "TANH": Op(ew.tanh, bit_exact=EMULATED),
     "TILE": Op(slicing.tile, operands=rules.per_dimension(1), bit_exact=EXACT),
@@ -221,7 +222,7 @@ CUSTOM_OPERATORS: dict[str, Op] = {
     "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
     "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
     "MaxUnpooling2D": Op(max_unpooling_2d),
-    "TFLite_Detection_PostProcess": Op(detection_postprocess),
+    "TFLite_Detection_PostProcess": Op(detection_postprocess, bit_exact=DEQUANTIZES),
     "TransformLandmarks": Op(transform_landmarks),
     "TransformTensorBilinear": Op(transform_tensor_bilinear),
 }
@@ -250,7 +251,7 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
             continue
         record = OPERATORS.get(op.name)
         treatment = ROUNDED_ONCE if record is None else record.bit_exact
-        if treatment in (EMULATED, EXACT):
+        if treatment in (EMULATED, EXACT, DEQUANTIZES):
             continue
         out = b.tensor(op.outputs[0]).quantization if op.outputs else None
         same_grid = out is not None and (list(out.scale), list(out.zero_point)) == (

@@ -186,6 +186,8 @@ elu = _unary("Elu")  # alpha 1
 
 
 def rsqrt(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     y = b.emit("Reciprocal", [b.emit("Sqrt", [b.input(op.inputs[0])])[0]])[0]
     b.set_output(op.outputs[0], y)
 
@@ -219,6 +221,8 @@ relu_0_to_1 = _clip_op(0.0, 1.0)
 def gelu(b: GraphBuilder, op: Operator) -> None:
     """ONNX Gelu from opset 20; before it 0.5 x (1 + erf(x / sqrt 2)), or with ``approximate``
     0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    if b.bit_exact and exact_unary.convert(b, op):
+        return
     x = b.input(op.inputs[0])
     approximate = bool(op.options.get("approximate", False))
     if b.opset >= 20:

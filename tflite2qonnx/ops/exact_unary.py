@@ -1,5 +1,6 @@
 """--bit-exact for the one-input int8 / uint8 kernels: LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU,
-the RELU family between differing grids, and QUANTIZE between integer grids.
+the RELU family between differing grids, QUANTIZE between integer grids, EXP, ELU, GELU, RSQRT
+and ABS.
 
 Each becomes a Gather on the 256-entry table of ``tflite2qonnx.ops.exact_tables``. Converters
 call ``convert`` first under bit_exact; it returns False (nothing emitted) where the default
@@ -19,6 +20,7 @@ from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_tables as tables
+from tflite2qonnx.ops import exact_tables_extra as extra
 from tflite2qonnx.ops.exact_lut import unary_table
 
 _CLAMPS = {
@@ -34,6 +36,11 @@ _KERNELS: dict[str, Callable[[Operator], Callable]] = {
     "HARD_SWISH": lambda op: tables.hard_swish_table,
     "LEAKY_RELU": lambda op: tables.leaky_relu_table(float(op.options.get("alpha", 0.2))),
     "QUANTIZE": lambda op: tables.requantize_table,
+    "EXP": lambda op: extra.exp_table,
+    "ELU": lambda op: extra.elu_table,
+    "ABS": lambda op: extra.abs_table,
+    "RSQRT": lambda op: extra.rsqrt_table,
+    "GELU": lambda op: extra.gelu_tanh_table if op.options.get("approximate") else extra.gelu_table,
     **{name: (lambda op, r=r: tables.relu_table(*r)) for name, r in _CLAMPS.items()},
 }
 

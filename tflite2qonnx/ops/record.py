@@ -24,6 +24,7 @@ ROUNDED_ONCE = "rounded once"  # converted as by default; the conversion warns a
 EMULATED = "emulated"  # its own fixed-point kernel under ops.exact
 EXACT = "exact"  # its int8 kernel only copies, compares or clamps the integers
 EXACT_ON_ONE_GRID = "exact on one grid"  # a clamp: exact when input and output share a grid
+DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes in float
 
 
 @dataclass(frozen=True)

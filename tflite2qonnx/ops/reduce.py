@@ -10,7 +10,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact
+from tflite2qonnx.ops import exact, exact_reduce
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
 
@@ -30,12 +30,14 @@ def mean(b: GraphBuilder, op: Operator) -> None:
     b.set_output(op.outputs[0], y)
 
 
-def _reduce(onnx_op: str, raw: bool = False):
+def _reduce(onnx_op: str, raw: bool = False, emulated=None):
     """``raw``: the int8 kernel picks raw integers (REDUCE_MAX, REDUCE_MIN), see
-    ``GraphBuilder.reinterpret``."""
+    ``GraphBuilder.reinterpret``; ``emulated(b, op, axes, keepdims)``: its --bit-exact kernel."""
 
     def convert(b: GraphBuilder, op: Operator) -> None:
         keepdims = int(bool(op.options.get("keep_dims", False)))
+        if emulated is not None and b.bit_exact and is_integer_op(b, op):
+            return emulated(b, op, _axes(b, op), keepdims)
         x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])
         y = reduce_axes(b, onnx_op, x, _axes(b, op), keepdims)
         b.set_output(op.outputs[0], y)
@@ -43,10 +45,10 @@ def _reduce(onnx_op: str, raw: bool = False):
     return convert
 
 
-reduce_sum = _reduce("ReduceSum")
+reduce_sum = _reduce("ReduceSum", emulated=exact_reduce.sum_)
 reduce_max = _reduce("ReduceMax", raw=True)
 reduce_min = _reduce("ReduceMin", raw=True)
-reduce_prod = _reduce("ReduceProd")
+reduce_prod = _reduce("ReduceProd", emulated=exact_reduce.reduce_prod)
 
 _INDEX_TYPES = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}
 

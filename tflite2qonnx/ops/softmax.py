@@ -7,7 +7,7 @@ import numpy as np
 from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact_softmax, exact_softmax16
+from tflite2qonnx.ops import exact_log_softmax, exact_softmax, exact_softmax16
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:
@@ -23,4 +23,6 @@ def softmax(b: GraphBuilder, op: Operator) -> None:
 
 
 def log_softmax(b: GraphBuilder, op: Operator) -> None:
+    if emulates(b, op):
+        return exact_log_softmax.log_softmax(b, op)
     b.set_output(op.outputs[0], b.emit("LogSoftmax", [b.input(op.inputs[0])], axis=-1)[0])

@@ -1,0 +1,87 @@
+"""--bit-exact LOG_SOFTMAX (int8) against the interpreter's reference_integer_ops::LogSoftmax
+(both resolvers run it for int8): the exponential and rescaled differences as tables, the
+row's fixed-point log evaluated in the graph (tflite2qonnx.ops.exact_log_softmax).
+
+The graph is run in onnxruntime as --verify runs it (qonnx's executor, node by node, would
+take minutes on these ~300 nodes), on 100 seeded inputs per model, half of them squeezed
+toward one value so that rows hold near-ties and small sums as well as wide spreads.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+from litert_compare import reference_interpreter
+
+from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.verification import _onnxruntime_session
+from tflite2qonnx.api import convert
+from tflite2qonnx.reader import read_model
+
+pytestmark = pytest.mark.keras
+
+
+def _case(name: str):
+    from tf_models import CASES, OpCase, _fn
+
+    extra = {
+        "log_softmax_wide_rows": OpCase(
+            "LOG_SOFTMAX", _fn(lambda tf, x: tf.nn.log_softmax(x * 8.0)), ((3, 40),)
+        ),
+        "log_softmax_rank4": OpCase(
+            "LOG_SOFTMAX", _fn(lambda tf, x: tf.nn.log_softmax(x * 2.0)), ((1, 3, 4, 6),)
+        ),
+    }
+    return extra.get(name) or CASES[name]
+
+
+def _model(name: str) -> bytes:
+    from tf_models import build_tflite
+
+    return build_tflite(_case(name), True, seed=zlib.crc32(name.encode()) % 1000)
+
+
+@pytest.mark.parametrize(
+    "name", ["log_softmax", "log_softmax_twice", "log_softmax_wide_rows", "log_softmax_rank4"]
+)
+def test_log_softmax_equals_builtin(name: str) -> None:
+    data = _model(name)
+    assert "LOG_SOFTMAX" in {op.name for op in read_model(data).subgraphs[0].operators}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConversionWarning)
+        model = convert(data, bit_exact=True, keep_io_layout=True)
+    session, runner = _onnxruntime_session(model)
+    assert session is not None, runner
+    it = reference_interpreter(data)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    rng = np.random.default_rng(5)
+    differ = total = 0
+    for k in range(100):
+        q = rng.integers(-128, 128, inp["shape"])
+        if k % 2:
+            q = q // rng.integers(2, 40)
+        q = q.astype(np.int8)
+        it.set_tensor(inp["index"], q)
+        it.invoke()
+        theirs = it.get_tensor(out["index"]).astype(np.int64)
+        scale, zero_point = inp["quantization"]
+        real = (scale * (q.astype(np.float32) - zero_point)).astype(np.float32)
+        (ours,) = session.run(None, {inp["name"]: real})
+        s_out, zp_out = out["quantization"]
+        ours_q = np.round(ours.astype(np.float64) / s_out) + zp_out
+        differ += int(np.sum(ours_q != theirs))
+        total += ours_q.size
+    assert total and differ == 0, f"{name}: {differ} of {total} differ"
+
+
+def test_uint8_log_softmax_is_refused() -> None:
+    """uint8 runs another kernel per resolver (a float table, or reference_ops' fixed point):
+    --bit-exact refuses it rather than guess."""
+    from test_bit_exact_reduce import as_uint8
+
+    data = as_uint8(_model("log_softmax"))
+    with pytest.raises(ConversionError, match="only int8 LOG_SOFTMAX"):
+        convert(data, bit_exact=True)
