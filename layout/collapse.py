@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper
 from layout.graph import get_attr, is_default_domain
 from layout.op_table import QONNX_DOMAINS
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.quant import QUANT_OP_TYPES
 
 _MAX_ELEMENTS = 1 << 22  # bound on the index simulation's cost
 _MAX_PERM_AXES = 6  # bound on the search over the non-1 axes' permutations
@@ -30,7 +31,10 @@ def collapse_moves(model: onnx.ModelProto) -> int:
     """Rewrite ``model`` in place; returns how many Transposes it removed."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
+    if not any(n.op_type == "Transpose" for n in graph.node):
+        return 0
     shapes = _static_shapes(graph)
+    shapes.update(_inferred_shapes(model, shapes))
     uses: dict[str, int] = {}
     for node in graph.node:
         for t in node.input:
@@ -102,6 +106,23 @@ def _static_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
     for t in graph.initializer:
         shapes[t.name] = tuple(int(d) for d in t.dims)
     return shapes
+
+
+def _inferred_shapes(model: onnx.ModelProto, known: dict) -> dict[str, tuple[int, ...]]:
+    """The shapes converters leave out, from onnx's inference on the channels-first graph (the
+    source-layout one reads NHWC data with NCHW ops, so inference there would be wrong)."""
+    graph = model.graph
+    if any(n.domain not in ("", "ai.onnx") and n.op_type not in QUANT_OP_TYPES for n in graph.node):
+        return {}  # qonnx's inference for other custom ops costs a graph scan per node
+    moves = [n for n in graph.node if n.op_type in ("Transpose", "Reshape")]
+    if all(n.input[0] in known for n in moves):
+        return {}
+    from qonnx_ingest.finish import infer_shapes
+
+    try:
+        return _static_shapes(infer_shapes(model).graph)
+    except Exception:  # noqa: BLE001 - finishing reports inconsistent shapes, naming them
+        return {}
 
 
 def _composite(chain, shapes, inits) -> tuple[tuple[int, ...], np.ndarray] | None:
