@@ -12,8 +12,6 @@ commute with data movement and move to its front.
 
 from __future__ import annotations
 
-from itertools import permutations
-
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -24,7 +22,6 @@ from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 _MAX_ELEMENTS = 1 << 22  # bound on the index simulation's cost
-_MAX_PERM_AXES = 6  # bound on the search over the non-1 axes' permutations
 
 
 def collapse_moves(model: onnx.ModelProto) -> int:
@@ -157,32 +154,73 @@ def _collapse(chain, shapes, inits, taken, new_inits) -> list[onnx.NodeProto] | 
     if found is None:
         return None
     shape, a = found
+    form = _digit_form(a.reshape(-1))
+    if form is None:
+        return None
+    fine, perm = form
     moves: list[tuple[str, object]] = []
-    if np.array_equal(a.reshape(-1), np.arange(a.size)):
+    if perm == sorted(perm):
         if a.shape != shape:
             moves.append(("Reshape", a.shape))
     else:
-        squeezed = tuple(d for d in shape if d != 1)
-        if len(squeezed) > _MAX_PERM_AXES:
-            return None
-        base = np.arange(a.size, dtype=np.int64).reshape(squeezed)
-        flat = a.reshape(-1)
-        perm = next(
-            (
-                p
-                for p in permutations(range(len(squeezed)))
-                if np.array_equal(base.transpose(p).reshape(-1), flat)
-            ),
-            None,
-        )
-        if perm is None:
-            return None
-        if squeezed != shape:
-            moves.append(("Reshape", squeezed))
-        moves.append(("Transpose", list(perm)))
-        if tuple(squeezed[i] for i in perm) != a.shape:
+        if fine != shape:
+            moves.append(("Reshape", fine))
+        moves.append(("Transpose", perm))
+        if tuple(fine[i] for i in perm) != a.shape:
             moves.append(("Reshape", a.shape))
     return _emit(chain, moves, taken, new_inits)
+
+
+def _digit_form(f: np.ndarray) -> tuple[tuple[int, ...], list[int]] | None:
+    """(fine input shape, perm) with ``f == arange.reshape(fine).transpose(perm).ravel()``.
+
+    ``f`` lists, in output order, which input element each output element is. A data move
+    of Reshapes and Transposes permutes mixed-radix digits: read each output digit's radix
+    and input stride from the innermost outward, then check the whole of ``f`` against them.
+    """
+    n = f.size
+    if n == 0 or f[0] != 0:
+        return None
+    digits: list[tuple[int, int]] = []  # (radix, input stride), innermost output digit first
+    block = 1
+    while block < n:
+        stride = int(f[block])
+        r = 2
+        while r * block < n and int(f[r * block]) == r * stride:
+            r += 1
+        if (n // block) % r:
+            return None
+        digits.append((r, stride))
+        block *= r
+    idx = np.arange(n, dtype=np.int64)
+    rebuilt = np.zeros(n, dtype=np.int64)
+    for r, stride in digits:
+        rebuilt += (idx % r) * stride
+        idx //= r
+    if not np.array_equal(rebuilt, f):
+        return None
+    by_stride = sorted(range(len(digits)), key=lambda k: -digits[k][1])  # input, outer first
+    expected = 1
+    for k in reversed(by_stride):
+        if digits[k][1] != expected:
+            return None
+        expected *= digits[k][0]
+    outer = list(reversed(range(len(digits))))  # output digits, outer first
+    perm = [by_stride.index(k) for k in outer]
+    fine = [digits[k][0] for k in by_stride]
+    # merge axes that stay adjacent, in order, on both sides
+    merged_fine: list[int] = []
+    merged_perm: list[list[int]] = []
+    for axis in perm:
+        if merged_perm and merged_perm[-1][-1] + 1 == axis:
+            merged_perm[-1].append(axis)
+        else:
+            merged_perm.append([axis])
+    groups = sorted(merged_perm)
+    for group in groups:
+        merged_fine.append(int(np.prod([fine[i] for i in group])))
+    order = [groups.index(group) for group in merged_perm]
+    return tuple(merged_fine), order
 
 
 def _emit(chain, moves, taken, new_inits) -> list[onnx.NodeProto]:
