@@ -22,6 +22,7 @@ from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 _MAX_ELEMENTS = 1 << 22  # bound on the index simulation's cost
+_MAX_CHAIN = 8
 
 
 def collapse_moves(model: onnx.ModelProto) -> int:
@@ -47,17 +48,19 @@ def collapse_moves(model: onnx.ModelProto) -> int:
         if id(node) in dropped or _kind(node, inits) is None:
             continue
         chain = [node]
-        while True:
+        kept = 0  # chain[:kept] stay: another op reads what they produce
+        while len(chain) < _MAX_CHAIN:
             src = chain[0].input[0]
             prev = producer.get(src)
-            if prev is None or _kind(prev, inits) is None or uses.get(src) != 1:
+            if prev is None or _kind(prev, inits) is None or id(prev) in dropped:
                 break
-            if src in outputs or id(prev) in dropped:
-                break
+            if uses.get(src) != 1 or src in outputs or kept:
+                kept += 1
             chain.insert(0, prev)
-        for start in range(len(chain) - 1):  # the longest chain first
+        for start in range(len(chain)):  # the longest chain first
             part = chain[start:]
-            before = sum(n.op_type == "Transpose" for n in part)
+            mine = part[max(kept - start, 0) :]
+            before = sum(n.op_type == "Transpose" for n in mine)
             if before == 0:
                 break
             new = _collapse(part, shapes, inits, taken, new_inits)
@@ -65,7 +68,7 @@ def collapse_moves(model: onnx.ModelProto) -> int:
             if after is not None and after < before:
                 removed += before - after
                 replaced[id(node)] = new
-                dropped.update(id(n) for n in part[:-1])
+                dropped.update(id(n) for n in mine[:-1])
                 break
     if not replaced:
         return 0
@@ -73,8 +76,25 @@ def collapse_moves(model: onnx.ModelProto) -> int:
     for node in graph.node:
         if id(node) not in dropped:
             nodes.extend(replaced.get(id(node), [node]))
-    _replace_nodes(graph, nodes, new_inits, outputs)
+    live = _live(nodes, inits, outputs)
+    removed += sum(n.op_type == "Transpose" for n in nodes) - sum(
+        n.op_type == "Transpose" for n in live
+    )
+    _replace_nodes(graph, live, new_inits, outputs)
     return removed
+
+
+def _live(nodes: list, inits: dict, outputs: set[str]) -> list[onnx.NodeProto]:
+    """Without the data moves a replaced chain left unread (a shared one whose readers all
+    collapsed)."""
+    read = set(outputs)
+    kept = []
+    for node in reversed(nodes):
+        if _kind(node, inits) is not None and not any(t in read for t in node.output):
+            continue
+        read.update(node.input)
+        kept.append(node)
+    return kept[::-1]
 
 
 def _kind(node: onnx.NodeProto, inits: dict) -> str | None:
