@@ -105,11 +105,16 @@ def _kind(node: onnx.NodeProto, inits: dict) -> str | None:
         if node.op_type == "Reshape" and len(node.input) == 2 and node.input[1] in inits:
             return "move"
         return None
-    if node.domain in QONNX_DOMAINS and node.op_type in ("Quant", "IntQuant", "Trunc"):
-        params = [t for t in node.input[1:] if t]
-        if all(t in inits and int(np.prod(inits[t].dims)) == 1 for t in params):
-            return "point"
-    return None
+    return "point" if per_tensor_quantizer(node, inits) else None
+
+
+def per_tensor_quantizer(node: onnx.NodeProto, inits: dict) -> bool:
+    """A QONNX quantizer with scalar constant parameters: elementwise, so it commutes with
+    any data move."""
+    if node.domain not in QONNX_DOMAINS or node.op_type not in ("Quant", "IntQuant", "Trunc"):
+        return False
+    params = [t for t in node.input[1:] if t]
+    return all(t in inits and int(np.prod(inits[t].dims)) == 1 for t in params)
 
 
 def _static_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int, ...]]:

@@ -4,8 +4,9 @@ from each model's structure, and agreement with the TFLite interpreter.
 How the counts are derived (S = the TRANSPOSE ops TFLite's converter wrote, checked first):
 every Transpose of the source stays unless it meets a layout Transpose that undoes it; the
 layout pass adds one where a channels-first tensor enters the token world (its elements
-really move) and one where tokens come back to a Conv, and a chain of Reshapes and
-Transposes whose composite moves no element is a Reshape.
+really move) and one where tokens come back to a Conv, a chain of Reshapes and
+Transposes whose composite moves no element is a Reshape, and the TRANSPOSE TFLite writes
+after q·kᵀ goes (kᵀ·qᵀ is computed instead, from the same two Transposes with other perms).
 
 tf2onnx 1.17 (``python -m tf2onnx.convert --tflite``, opset 13) leaves 11 Transposes on vit,
 mobilevit and speech and 15 on spatial (float and int8 alike), measured when these tests were
@@ -25,20 +26,24 @@ pytestmark = pytest.mark.keras
 
 # name: (TRANSPOSE ops in the source, Transposes after conversion)
 EXPECTED = {
-    # S = 7: q, k, scores, v, heads back (attention); open, close (LayerNorm). +1 Conv output
-    # -> tokens [16, 8]. The LayerNorm's closing TRANSPOSE, the Reshape to [1, 4, 4, 8] and
-    # the Transpose to NCHW for the last Conv compose to a Reshape: -1. 7 + 1 - 1 = 7.
-    "vit": (7, 7),
-    # S = 7: unfold, fold, 5 in attention. The NCHW -> NHWC Transpose in front of the unfold
-    # composes with the unfold's into one; the fold's composes with the one to NCHW: 7.
-    "mobilevit": (7, 7),
-    # S = 7 as vit. +1 input [12, 5] -> NCHW [5, 1, 12] for the Conv1D, +1 Conv output ->
-    # tokens; LayerNorm close + Reshape + to NCHW compose to a Reshape (-1); +1 second Conv
-    # output -> the [1, 12, 8] Reshape in front of the average. 7 + 1 + 1 - 1 + 1 = 9.
-    "speech": (7, 9),
-    # S = 9: 5 in attention, open + close of 2 LayerNorms. The residual stream is NCHW: each
-    # LayerNorm's opening Transpose composes with the one back to NHWC (-2); the attention
-    # output and the MLP output (MatMul results) go to NCHW for the residual Adds (+2): 9.
+    # S = 7: q, k, scores, v, heads back (attention); open, close (LayerNorm). Scores: -1.
+    # +1 Conv output -> tokens [16, 8]. The LayerNorm's closing TRANSPOSE, the Reshape to
+    # [1, 4, 4, 8] and the Transpose to NCHW for the last Conv compose to a Reshape: -1.
+    # 7 - 1 + 1 - 1 = 6.
+    "vit": (7, 6),
+    # S = 7: unfold, fold, 5 in attention (scores: -1). The NCHW -> NHWC Transpose in front
+    # of the unfold composes with the unfold's into one; the fold's composes with the one to
+    # NCHW: 7 - 1 = 6.
+    "mobilevit": (7, 6),
+    # S = 7 as vit (scores: -1). +1 input [12, 5] -> NCHW [5, 1, 12] for the Conv1D, +1 Conv
+    # output -> tokens; LayerNorm close + Reshape + to NCHW compose to a Reshape (-1); +1
+    # second Conv output -> the [1, 12, 8] Reshape in front of the average.
+    # 7 - 1 + 1 + 1 - 1 + 1 = 8.
+    "speech": (7, 8),
+    # S = 9: 5 in attention (over two axes, the scores pass through a 6-D Reshape: they
+    # stay), open + close of 2 LayerNorms. The residual stream is NCHW: each LayerNorm's
+    # opening Transpose composes with the one back to NHWC (-2); the attention output and
+    # the MLP output (MatMul results) go to NCHW for the residual Adds (+2): 9.
     "spatial": (9, 9),
 }
 # int8 once (vit): the count is the same as float's, and each TensorFlow build costs ~10 s

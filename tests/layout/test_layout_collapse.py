@@ -172,3 +172,40 @@ def test_dynamic_batch_reshape_into_conv_needs_no_transpose():
     x = f32(r.normal(size=(3, 20)))
     want = conv(x.reshape(3, 4, 5, 1), w, pad=1)
     np.testing.assert_allclose(run(out, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_transposed_scores_become_one_matmul_of_retransposed_operands():
+    """TFLite's attention: s = Transpose(q·kᵀ, swap last two) with q and kᵀ from Transposes.
+    kᵀᵀ·qᵀ from the same two Transposes (other perms) leaves 2 Transposes, not 3."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["q"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["x2"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Transpose", ["s"], ["st"], perm=[0, 1, 3, 2]),
+        helper.make_node("Softmax", ["st"], ["y"], axis=-1),
+    ]
+    m = model(nodes, {"x": [1, 5, 2, 4], "x2": [1, 6, 2, 4]}, {"y": [1, 2, 6, 5]})
+    out = check(m)
+    assert count(out, "Transpose") == 2
+    r = rng(35)
+    x, x2 = f32(r.normal(size=(1, 5, 2, 4))), f32(r.normal(size=(1, 6, 2, 4)))
+    scores = (x.transpose(0, 2, 1, 3) @ x2.transpose(0, 2, 3, 1)).transpose(0, 1, 3, 2)
+    want = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(run(out, {"x": x, "x2": x2})["y"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_transposed_matmul_with_constant_operand_transposes_the_constant():
+    """One operand a constant: (xᵀ·W)ᵀ = Wᵀ·x, W transposed at conversion time, and xᵀ's
+    Transpose composed with the swap is the identity: no Transpose left of the 2."""
+    wc = f32(rng(36).normal(size=(4, 3)))
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["a"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["a", "wc"], ["s"]),
+        helper.make_node("Transpose", ["s"], ["y"], perm=[0, 2, 1]),
+    ]
+    m = model(nodes, {"x": [2, 4, 5]}, {"y": [2, 3, 5]}, {"wc": wc})
+    out = check(m)
+    assert count(out, "Transpose") == 0
+    x = f32(rng(37).normal(size=(2, 4, 5)))
+    want = (x.transpose(0, 2, 1) @ wc).transpose(0, 2, 1)
+    np.testing.assert_allclose(run(out, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
