@@ -7,7 +7,9 @@ from collections.abc import Mapping
 import onnx
 
 from layout.classes import infer_ranks, node_rule
+from layout.collapse import collapse_moves
 from layout.graph import GraphIndex, constants_to_initializers, has_subgraph
+from layout.matmul_swap import swap_transposed_matmuls
 from layout.orders import PERMUTABLE_RANKS, SOURCE_NAMES, STORED_NAMES
 from layout.propagate import Seed, assign, implicit_seeds
 from layout.rewrite import Rewriter
@@ -44,6 +46,8 @@ def to_channels_first(
     if any(permuted.values()) and any(has_subgraph(n) for n in g.nodes):
         raise ConversionError("the layout pass does not rewrite control-flow subgraphs")
     Rewriter(g, rules, permuted, keep_io_layout).run(out)
+    swap_transposed_matmuls(out)
+    collapse_moves(out)
     return out
 
 

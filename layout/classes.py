@@ -4,9 +4,10 @@ the ranks value_info does not give, and each node's effective rule for propagati
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
-from layout.graph import GraphIndex, is_default_domain
+from layout.graph import GraphIndex, get_attr, is_default_domain
 from layout.op_table import (
     OP_CLASSES,
     QONNX_CLASSES,
@@ -62,6 +63,37 @@ def infer_ranks(g: GraphIndex) -> None:
         for t in targets:
             if t and t not in rank:
                 rank[t] = r
+        if node.op_type == "Reshape" and is_default_domain(node) and node.output[0] not in g.dims:
+            dims = reshape_dims(node, g)
+            if dims is not None:
+                g.dims[node.output[0]] = dims
+
+
+def reshape_dims(node: onnx.NodeProto, g: GraphIndex) -> tuple | None:
+    """A Reshape's output dims from its constant shape (None where only run time knows).
+
+    Converters leave them out; the rewriter needs them to see which axes have size 1 (moving
+    those is a Reshape, not a Transpose).
+    """
+    shape = g.ints(node, 1)
+    if shape is None:
+        return None
+    d_in = g.dims.get(node.input[0])
+    allowzero = get_attr(node, "allowzero", 0)
+    dims: list = []
+    for i, s in enumerate(shape):
+        if s > 0 or (s == 0 and allowzero):
+            dims.append(s)
+        elif s == 0:
+            known = d_in is not None and i < len(d_in) and isinstance(d_in[i], int)
+            dims.append(d_in[i] if known else None)
+        else:
+            dims.append(None)
+    if None in dims and d_in is not None and all(isinstance(d, int) for d in d_in):
+        rest = [d for d in dims if d is not None]
+        if dims.count(None) == 1 and 0 not in rest:
+            dims[dims.index(None)] = int(np.prod(d_in)) // int(np.prod(rest))
+    return tuple(dims)
 
 
 def node_rule(node: onnx.NodeProto, g: GraphIndex) -> NodeRule:
