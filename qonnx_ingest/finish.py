@@ -14,6 +14,7 @@ import onnx
 from onnx import helper
 
 from qonnx_ingest import DEFAULT_OPSET, __version__
+from qonnx_ingest.compact import compact, needs_compacting
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
@@ -26,9 +27,13 @@ def finish_model(
     opset: int = DEFAULT_OPSET,
     metadata: Mapping[str, str] | None = None,
     rename_tensors: bool = True,
+    compact_large: bool = False,
 ) -> onnx.ModelProto:
     """Return the finished model: opsets, constants folded except the quantizers, equal
-    constants shared, unused tensors dropped, names, checks; in time linear in the graph."""
+    constants shared, unused tensors dropped, names, checks; in time linear in the graph.
+
+    ``compact_large``: a graph whose structure outweighs its weights gets the compact form
+    (qonnx_ingest.compact); only where no metadata names internal tensors."""
     set_opset_imports(model, opset)
     for node in model.graph.node:
         if node.op_type in QUANT_OP_TYPES:
@@ -52,6 +57,8 @@ def finish_model(
     name_nodes(model.graph)
     if rename_tensors:
         name_tensors_after_nodes(model.graph)
+        if compact_large and needs_compacting(model):
+            compact(model.graph)
     model.producer_name = "qonnx-ingest"
     model.producer_version = __version__
     if metadata:

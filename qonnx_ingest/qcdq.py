@@ -1,9 +1,10 @@
 """Lowering QONNX to QCDQ (QuantizeLinear -> Clip -> DequantizeLinear) for runtimes without
 the Quant op, onnxruntime above all.
 
-Activation quantizers go through qonnx's ``QuantToQCDQ``. It takes only zero-point-free,
-2-8 bit, round-half-even Quants; two cases it leaves are lowered here because QCDQ computes
-them exactly as well, up to ties:
+Activation quantizers go through qonnx's ``QuantToQCDQ`` rule (written out in qcdq_rewrite,
+qonnx's own pass for what it leaves). It takes only zero-point-free, 2-8 bit, round-half-even
+Quants; two cases it leaves are lowered here because QCDQ computes them exactly as well, up to
+ties:
 
 - a non-zero zero point: ``s * (sat(round(x / s) + z) - z)`` equals Quant's
   ``s * (round(clip(x / s + z)) - z)`` except where ``x / s`` is exactly half-way;
@@ -27,6 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
+from qonnx_ingest.qcdq_rewrite import lower_quants
 from qonnx_ingest.quant_info import (
     ACTIVATION,
     INPUT,
@@ -42,33 +44,7 @@ _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
 
 def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     """A QCDQ copy of ``model``; ``model`` is not changed."""
-    model = copy.deepcopy(model)
-    graph = model.graph
-    nodes = {n.output[0]: n for n in graph.node if n.output}  # outputs are unique, names may not be
-    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    tied = []
-    for q in quantized_tensors(model):
-        node = nodes[q.output]
-        if q.role not in (ACTIVATION, INPUT):
-            _replace_node(graph, node, _dequantized_constant(model, node, q, constants))
-            continue
-        _check_lowerable(q)
-        if q.rounding_mode not in _EXACT_ROUNDING or np.any(q.zero_point != 0):
-            tied.append(q.node or q.output)
-        if np.any(q.zero_point != 0):
-            _replace_node(graph, node, _qdq_nodes(q))
-        else:
-            _set_attribute(node, "rounding_mode", "ROUND")
-            node.op_type = "Quant"
-    if tied:
-        message = (
-            f"{len(tied)} activation quantizers round ties differently in QCDQ (QuantizeLinear "
-            f"rounds x/scale half to even before adding the zero point): {name_list(tied)}"
-        )
-        if strict:
-            raise ConversionError(message + " (--strict refuses them)", "qcdq")
-        warnings.warn(message, ConversionWarning, 2)
-    sort_nodes(graph)
+    model = prepare(model, strict)
     try:
         model = _quant_to_qcdq(model)
     except Exception as exc:  # qonnx's rewriter raises bare exceptions
@@ -86,7 +62,52 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     return model
 
 
+def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
+    """A copy of ``model`` with what qonnx's QuantToQCDQ does not take lowered here: constant
+    quantizers, zero points, tie-rounding modes (set to ROUND, after the warning)."""
+    model = copy.deepcopy(model)
+    graph = model.graph
+    nodes = {n.output[0]: n for n in graph.node if n.output}  # outputs are unique, names may not be
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    tied = []
+    replaced: dict[str, list] = {}  # by the quantizer's output: one rebuild of the node list
+    for q in quantized_tensors(model):
+        node = nodes[q.output]
+        if q.role not in (ACTIVATION, INPUT):
+            replaced[q.output] = _dequantized_constant(model, node, q, constants)
+            continue
+        _check_lowerable(q)
+        if q.rounding_mode not in _EXACT_ROUNDING or np.any(q.zero_point != 0):
+            tied.append(q.node or q.output)
+        if np.any(q.zero_point != 0):
+            replaced[q.output] = _qdq_nodes(q)
+        else:
+            _set_attribute(node, "rounding_mode", "ROUND")
+            node.op_type = "Quant"
+    if tied:
+        message = (
+            f"{len(tied)} activation quantizers round ties differently in QCDQ (QuantizeLinear "
+            f"rounds x/scale half to even before adding the zero point): {name_list(tied)}"
+        )
+        if strict:
+            raise ConversionError(message + " (--strict refuses them)", "qcdq")
+        warnings.warn(message, ConversionWarning, 3)
+    if replaced:
+        _replace_nodes(graph, replaced)
+    sort_nodes(graph)
+    return model
+
+
 def _quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
+    """qonnx's QuantToQCDQ: our linear form of its rule (qcdq_rewrite), then, only for a Quant
+    the rule leaves there, qonnx's own rewrite; unused tensors dropped."""
+    if lower_quants(model.graph) == 0:  # every Quant lowered: qonnx's pass would match none
+        remove_unused_tensors(model.graph)
+        return model
+    return _qonnx_quant_to_qcdq(model)
+
+
+def _qonnx_quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
     """qonnx's QuantToQCDQ: its onnxscript rewrite rules, then unused tensors dropped.
 
     qonnx's own ``apply`` wraps the result in a ModelWrapper (a shape check per tensor) and
@@ -231,11 +252,19 @@ def _param(name: str, values: np.ndarray, per_axis: bool) -> onnx.TensorProto:
     return numpy_helper.from_array(values if per_axis else values.reshape(()), name)
 
 
-def _replace_node(graph: onnx.GraphProto, node, replacement: list) -> None:
-    index = list(graph.node).index(node)
-    graph.node.remove(node)
-    for offset, new in enumerate(replacement):
-        graph.node.insert(index + offset, new)
+def _replace_nodes(graph: onnx.GraphProto, replaced: dict[str, list]) -> None:
+    """Each node whose first output is a key of ``replaced`` becomes the nodes listed there."""
+    nodes = []
+    for node in graph.node:
+        new = replaced.get(node.output[0]) if node.output else None
+        if new is None:
+            copy_ = onnx.NodeProto()
+            copy_.CopyFrom(node)
+            nodes.append(copy_)
+        else:
+            nodes.extend(new)
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _set_attribute(node, name: str, value: str) -> None:

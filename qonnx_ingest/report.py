@@ -208,7 +208,14 @@ def _fold_constant_quantizers(wrapper) -> None:
     ]
     for node in folded:
         wrapper.set_initializer(node.output[0], constant_quantizer_output(node, constants, graph))
-        graph.node.remove(node)
+    if folded:  # one rebuild: removing nodes one by one scans the list per node
+        gone = {id(node) for node in folded}
+        kept = [node for node in graph.node if id(node) not in gone]
+        copies = [onnx.NodeProto() for _ in kept]
+        for copy, node in zip(copies, kept, strict=True):
+            copy.CopyFrom(node)
+        del graph.node[:]
+        graph.node.extend(copies)
 
 
 def _bops_eq5(wrapper, node_costs: dict) -> float:

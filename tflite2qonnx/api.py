@@ -163,7 +163,8 @@ def convert_subgraph(
         model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
     except ConversionError as exc:
         raise _with_layout_hint(exc, model, layouts) from None
-    return finish_model(model, opset=opset, metadata=metadata)
+    # the metadata names graph inputs and outputs only, which the compact form keeps
+    return finish_model(model, opset=opset, metadata=metadata, compact_large=True)
 
 
 def _count(n: int, noun: str) -> str:

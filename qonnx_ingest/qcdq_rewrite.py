@@ -1,0 +1,134 @@
+"""qonnx's ``QuantToQCDQ`` rewrite, in one linear pass and without its imports.
+
+qonnx's pass matches its rule with onnxscript's rewriter, whose import (onnxscript, onnx_ir,
+sympy) alone costs more than converting a MobileNet. The rule is simple: a Quant whose scale,
+zero point and bit width are initializers, with a zero zero point, a scalar bit width in
+[2, 8], a scalar or 1-D (after squeezing) scale and ROUND rounding becomes
+
+    QuantizeLinear(x, s, 0) [-> Clip(lo, hi)] -> DequantizeLinear(., s, 0)
+
+in 8-bit (u)int storage, the Clip present when the bit width is below 8 or the grid is signed
+and narrow, ``axis`` the first dimension of the scale's shape with the per-channel size. This
+module writes exactly that; a Quant outside the rule is left for qonnx's own pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from qonnx_ingest.names import TakenNames, unique_name
+
+# the domains qonnx's rule matches (its brevitas and qonnx patterns)
+_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
+
+
+def lower_quants(graph: onnx.GraphProto) -> int:
+    """Replace every Quant of ``graph`` that qonnx's rule lowers by its QCDQ nodes (in place);
+    return how many were left as they were. Unused parameters stay: the caller drops them."""
+    inits = {t.name: t for t in graph.initializer}
+    taken = TakenNames(
+        {n.name for n in graph.node} | {o for n in graph.node for o in n.output} | set(inits)
+    )
+    nodes, left = [], 0
+    for node in graph.node:
+        if node.op_type != "Quant" or node.domain not in _DOMAINS:
+            nodes.append(node)
+            continue
+        replacement = _qcdq(node, inits, taken)
+        if replacement is None:
+            left += 1
+            nodes.append(node)
+        else:
+            nodes.extend(replacement)
+    if len(nodes) != len(graph.node):
+        copies = []
+        for node in nodes:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copies.append(copy)
+        del graph.node[:]
+        graph.node.extend(copies)
+    return left
+
+
+def _attributes(node: onnx.NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _qcdq(node: onnx.NodeProto, inits: dict, taken: set) -> list | None:
+    """The QCDQ nodes for ``node``, or None where qonnx's rule does not apply."""
+    if len(node.input) != 4 or any(name not in inits for name in node.input[1:]):
+        return None
+    attrs = _attributes(node)
+    # the rule binds these attributes by name: a Quant without them does not match
+    if "signed" not in attrs or "narrow" not in attrs:
+        return None
+    rounding = attrs.get("rounding_mode", b"ROUND")
+    if rounding not in (b"ROUND", "ROUND"):
+        return None
+    scale_t, zero_t, bits_t = (inits[name] for name in node.input[1:])
+    scale = numpy_helper.to_array(scale_t)
+    squeezed = scale.squeeze()
+    zero = numpy_helper.to_array(zero_t).squeeze()
+    bits = numpy_helper.to_array(bits_t)
+    if squeezed.ndim not in (0, 1) or zero.ndim != 0 or zero != 0:
+        return None
+    if bits.shape != () or not 2 <= bits <= 8 or bits != np.round(bits):
+        return None
+    bits = int(bits)
+    signed, narrow = bool(attrs["signed"]), bool(attrs["narrow"])
+    store_type, store_np = (TensorProto.INT8, np.int8) if signed else (TensorProto.UINT8, np.uint8)
+    base = node.name or node.output[0]
+    if squeezed.ndim == 1:
+        axis = {"axis": scale.shape.index(squeezed.shape[0])}
+        zeros = np.zeros(squeezed.shape, store_np)
+    else:
+        axis = {}
+        zeros = np.zeros((), store_np)
+    scale_value = helper.make_tensor(
+        "scale", scale_t.data_type, squeezed.shape, squeezed.reshape(-1).tolist()
+    )
+    zero_value = helper.make_tensor("zero_point", store_type, zeros.shape, zeros.reshape(-1))
+    s = unique_name(f"{base}_scale", taken)
+    z = unique_name(f"{base}_zero_point", taken)
+    q = unique_name(f"{base}_q", taken)
+    nodes = [
+        helper.make_node("Constant", [], [s], name=s, value=scale_value),
+        helper.make_node("Constant", [], [z], name=z, value=zero_value),
+        helper.make_node(
+            "QuantizeLinear", [node.input[0], s, z], [q],
+            name=unique_name(f"{base}_quantize", taken), **axis,
+        ),
+    ]  # fmt: skip
+    if (signed and narrow) or bits < 8:
+        if signed:
+            hi = 2 ** (bits - 1) - 1
+            lo = -hi if narrow else -(2 ** (bits - 1))
+        else:
+            lo, hi = 0, (2**bits - 2 if narrow else 2**bits - 1)
+        bounds = []
+        for label, value in (("min", lo), ("max", hi)):
+            name = unique_name(f"{base}_{label}", taken)
+            nodes.append(
+                helper.make_node(
+                    "Constant", [], [name], name=name,
+                    value=helper.make_tensor(f"{label}_val", store_type, (), [value]),
+                )
+            )  # fmt: skip
+            bounds.append(name)
+        clipped = unique_name(f"{base}_clipped", taken)
+        nodes.append(
+            helper.make_node(
+                "Clip", [q, *bounds], [clipped], name=unique_name(f"{base}_clip", taken)
+            )
+        )
+        q = clipped
+    nodes.append(
+        helper.make_node(
+            "DequantizeLinear", [q, s, z], [node.output[0]],
+            name=unique_name(f"{base}_dequantize", taken), **axis,
+        )
+    )  # fmt: skip
+    return nodes

@@ -1,0 +1,73 @@
+"""The compact form: a graph whose structure outweighs its weights loses intermediate value_info
+and long tensor names, keeps readable node names and its inputs/outputs, computes the same,
+and gets its shapes back from onnx's inference; small graphs are left as they are."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from quant_models import ort_session
+
+from qonnx_ingest.compact import NODE_NAME_LIMIT, _tail
+from qonnx_ingest.finish import finish_model
+
+
+def chain(n: int) -> onnx.ModelProto:
+    """x[1,4] -> n x (Add c, Relu) on ONE 4-float constant, with Keras-like scoped names."""
+    graph = helper.make_graph(
+        [], "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )  # fmt: skip
+    graph.initializer.append(
+        numpy_helper.from_array(np.array([0.5, -0.25, 0.125, -1.0], np.float32), "c")
+    )
+    src = "x"
+    for k in range(n):
+        scope = f"model/recurrent_block_{k // 100}/cell/step_{k}"
+        last = k == n - 1
+        graph.node.append(
+            helper.make_node("Add", [src, "c"], [f"{scope}/add"], name=f"{scope}/add/Add")
+        )
+        out = "y" if last else f"{scope}/relu"
+        graph.node.append(
+            helper.make_node("Relu", [f"{scope}/add"], [out], name=f"{scope}/relu/Relu")
+        )
+        src = f"{scope}/relu"
+    return helper.make_model(graph)
+
+
+def test_large_structure_on_small_weights_is_compacted_and_computes_the_same():
+    full = finish_model(chain(1500), compact_large=False)
+    small = finish_model(chain(1500), compact_large=True)
+    assert len(full.graph.value_info) > 0 and len(small.graph.value_info) == 0
+    assert small.ByteSize() < full.ByteSize() / 2
+    names = [n.name for n in small.graph.node]
+    assert len(set(names)) == len(names) and all(len(n) <= NODE_NAME_LIMIT for n in names)
+    assert "cell/step_1234/relu/Relu" in names
+    assert [v.name for v in small.graph.input] == ["x"]
+    assert [v.name for v in small.graph.output] == ["y"]
+    x = np.random.default_rng(0).uniform(-2, 2, (1, 4)).astype(np.float32)
+    np.testing.assert_array_equal(
+        ort_session(small).run(None, {"x": x})[0], ort_session(full).run(None, {"x": x})[0]
+    )
+    inferred = onnx.shape_inference.infer_shapes(small, strict_mode=True)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in inferred.graph.value_info}  # fmt: skip
+    internal = {o for n in small.graph.node for o in n.output} - {"y"}
+    assert internal and all(shapes.get(name) == [1, 4] for name in internal)
+
+
+def test_small_graph_keeps_its_names_and_value_info():
+    model = finish_model(chain(20), compact_large=True)
+    assert len(model.graph.value_info) > 0
+    assert "model/recurrent_block_0/cell/step_7/add/Add" in [n.name for n in model.graph.node]
+
+
+def test_tail_keeps_whole_scope_parts():
+    assert _tail("dprnn_block/bidirectional/forward_gru_1/MatMul_17/MatMul") == (
+        "forward_gru_1/MatMul_17/MatMul"
+    )
+    assert _tail("short/name") == "short/name"
+    assert _tail("x/" + "a" * 40) == "a" * 32
