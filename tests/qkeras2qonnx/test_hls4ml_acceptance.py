@@ -102,7 +102,10 @@ KERAS3_REFUSED = {
         "Rounding mode HALF_UP not supported",
         f"{name}'s alpha='{alpha}' kernel rounds half away from zero (a HALF_UP Quant, as QKeras "
         "computes it); hls4ml 1.3.0's _calculate_precision_quantizer "
-        "(hls4ml/model/optimizer/passes/quant_opt.py:364) takes only ROUND and FLOOR",
+        "(hls4ml/model/optimizer/passes/quant_opt.py:364) takes only ROUND and FLOOR. With "
+        "ROUND forced in, its per-channel scale is left as a Constant that "
+        "InferPrecisionTypes (passes/infer_precision.py:26) asks for an input: IndexError in "
+        "Layer.get_input_variable (hls4ml/model/layers.py:223)",
     )
     for name, alpha in (("dense", "auto"), ("conv_bn", "auto_po2"))
 }
