@@ -87,7 +87,7 @@ class InputGrid:
         return (q * 2.0 ** (self.integer - self.bits)).astype(np.float32)
 
 
-# name: (architecture, weights, input grid)
+# name: (model or architecture, weights file or None, input grid)
 MODELS = {
     # the corpus README's "model hls4ml's own tests load": 16-64-32-32-5, features in [-2, 2)
     "qkeras_3layer": ("qkeras_3layer.json", "qkeras_3layer_weights.h5", InputGrid(10, 2, True)),
@@ -97,6 +97,8 @@ MODELS = {
         "qkeras_mnist_cnn_weights.h5",
         InputGrid(8, 0, False),
     ),
+    # the hls4ml tutorial's part 4 jet tagger (a single .h5), same features
+    "part4_jettagger": ("part4_jettagger_KERAS_check_best_model.h5", None, InputGrid(10, 2, True)),
 }
 # qkeras-v3 models of qkeras3_models.py, converted in memory under qkeras-v3 (the Keras 3
 # path); their inputs sit on a 1/16 grid in [-2, 2). The hls_* ones quantize every weight and
@@ -126,6 +128,7 @@ CASES = [
         (("qkeras_3layer", "io_stream"), ()),
         (("qkeras_mnist_cnn", "io_parallel"), ()),
         (("qkeras_mnist_cnn", "io_stream"), ()),
+        (("part4_jettagger", "io_parallel"), ()),
         *[((f"keras3_{name}", "io_parallel"), ()) for name in KERAS3],
         *[((name, "io_parallel"), ()) for name in BUILT],
     ]
@@ -213,7 +216,11 @@ def _converted(name: str, tmp_path_factory) -> tuple[onnx.ModelProto, InputGrid]
         if name in MODELS:
             source, weights, grid = MODELS[name]
             return (
-                qkeras2qonnx.convert(CORPUS / source, weights=CORPUS / weights, channels_last=True),
+                qkeras2qonnx.convert(
+                    CORPUS / source,
+                    weights=CORPUS / weights if weights else None,
+                    channels_last=True,
+                ),
                 grid,
             )
         if name.startswith("keras3_"):
