@@ -5,8 +5,8 @@ writes, per model NAME: ``NAME.keras``; ``NAME.npz`` with seeded inputs and qker
 outputs at batch 1 and 8 (``x1 y1 x8 y8``) and ``quantizers``, the count of quantizers
 qkeras-v3 applies (read from the layers); ``NAME.inmemory.onnx`` from
 ``qkeras2qonnx.convert(model)`` on the in-memory model, or ``NAME.error.txt`` with the
-ConversionError it raised. ``dense_bn.h5`` is the QDenseBatchnorm model as Keras 3 writes
-legacy HDF5.
+ConversionError it raised; for the models in ``CHANNELS_LAST``, ``NAME.channels_last.onnx``.
+``dense_bn.h5`` is the QDenseBatchnorm model as Keras 3 writes legacy HDF5.
 """
 
 from __future__ import annotations
@@ -195,7 +195,60 @@ def scale_shift() -> keras.Model:
     return keras.Model(inp, QScaleShift(weight_quantizer=quantized_bits(4, 0), name="ss")(h))
 
 
-MODELS = (dense, conv_bn, dense_bn, v3_quantizers, mixed_conv, mixed_1d, linear_1bit, scale_shift)
+def _w(bits: int, integer: int = 0):
+    """A weight quantizer hls4ml reads as one fixed-point type: power-of-two scale, ROUND."""
+    return quantized_bits(bits, integer, alpha=1)
+
+
+def hls_dense() -> keras.Model:
+    """dense() with every weight on a power-of-two grid and every bias quantized (hls4ml)."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(8, kernel_quantizer=_w(6), bias_quantizer=_w(8, 2), name="fc1")(inp)
+    h = QActivation(quantized_relu(6, 2), name="relu1")(h)
+    h = QDense(4, kernel_quantizer=_w(5), bias_quantizer=_w(8, 3), name="fc2")(h)
+    h = QActivation(quantized_bits(8, 3, alpha=1), name="out")(h)
+    return keras.Model(inp, h, name="hls_dense")
+
+
+def hls_conv_bn() -> keras.Model:
+    """conv_bn() the same way: folded batch norm, strided conv, quantized biases."""
+    inp = keras.Input((8, 8, 2), name="image")
+    h = QConv2DBatchnorm(4, 3, kernel_quantizer=_w(6), bias_quantizer=_w(10, 4), name="conv_bn")(
+        inp
+    )
+    h = QActivation(quantized_relu(6, 2), name="relu1")(h)
+    h = QConv2D(3, 3, strides=2, kernel_quantizer=_w(4), bias_quantizer=_w(8, 3), name="conv2")(h)
+    h = QActivation(quantized_relu(8, 3), name="relu2")(h)
+    h = keras.layers.Flatten(name="flat")(h)
+    h = QDense(3, kernel_quantizer=_w(6), bias_quantizer=_w(8, 3), name="head")(h)
+    return keras.Model(inp, h, name="hls_conv_bn")
+
+
+def hls_dense_bn() -> keras.Model:
+    """dense_bn() with its head's bias quantized."""
+    inp = keras.Input((5,), name="x")
+    h = QDenseBatchnorm(6, kernel_quantizer=_w(6), bias_quantizer=_w(10, 4), name="fc_bn")(inp)
+    h = QActivation(quantized_relu(6, 2), name="relu")(h)
+    h = QDense(2, kernel_quantizer=_w(6), bias_quantizer=_w(8, 3), name="head")(h)
+    return keras.Model(inp, h, name="hls_dense_bn")
+
+
+MODELS = (
+    dense,
+    conv_bn,
+    dense_bn,
+    v3_quantizers,
+    mixed_conv,
+    mixed_1d,
+    linear_1bit,
+    scale_shift,
+    hls_dense,
+    hls_conv_bn,
+    hls_dense_bn,
+)
+# Also written as NAME.channels_last.onnx (convert(model, channels_last=True), batch 1) for
+# the hls4ml acceptance test.
+CHANNELS_LAST = ("dense", "conv_bn", "hls_dense", "hls_conv_bn", "hls_dense_bn")
 
 
 def set_seeded_weights(model: keras.Model, seed: int) -> None:
@@ -256,6 +309,8 @@ def main(out: Path) -> None:
             qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
         except ConversionError as exc:
             (out / f"{name}.error.txt").write_text(str(exc))
+        if name in CHANNELS_LAST:
+            qkeras2qonnx.convert(model, out / f"{name}.channels_last.onnx", channels_last=True)
 
 
 if __name__ == "__main__":

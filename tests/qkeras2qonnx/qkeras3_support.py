@@ -55,3 +55,49 @@ def assert_matches_reference(onnx_model: onnx.ModelProto, reference: dict) -> No
         got = execute_qonnx(onnx_model, {name: x})[onnx_model.graph.output[0].name]
         assert got.shape == y.shape
         np.testing.assert_allclose(got, y, rtol=1e-6, atol=1e-6 * max(1.0, float(np.abs(y).max())))
+
+
+def keras2_era_hdf5(keras3_hdf5: Path, out: Path, version: str = "2.13.1") -> Path:
+    """``keras3_hdf5`` rewritten as tf.keras 2 writes a legacy HDF5 model: ``keras_version``
+    2.x, a Keras 2 configuration (plain dtype strings, ``batch_input_shape``, no ``module`` /
+    ``registered_name``) and weights named ``layer/name:0``, same values in the same order.
+
+    The models MLPerf Tiny and other projects trained with QKeras's git master (which has
+    QDenseBatchnorm; the QKeras 0.9 release does not) are such files; the public ones sit
+    behind Git LFS, so the tests make one from a qkeras-v3 model whose predict they know.
+    """
+    import json
+
+    import h5py
+
+    with h5py.File(keras3_hdf5, "r") as src, h5py.File(out, "w") as dst:
+        config = _keras2_config(json.loads(src.attrs["model_config"]))
+        dst.attrs.update(
+            keras_version=version, backend="tensorflow", model_config=json.dumps(config)
+        )
+        weights, source = dst.create_group("model_weights"), src["model_weights"]
+        weights.attrs.update(keras_version=version, backend="tensorflow")
+        weights.attrs["layer_names"] = source.attrs["layer_names"]
+        for layer in source.attrs["layer_names"]:
+            group, names = weights.create_group(layer), []
+            for name in source[layer].attrs["weight_names"]:
+                name = name.decode() if isinstance(name, bytes) else str(name)
+                short = name.split("/", 1)[1] + ":0"  # Keras 3 prefixes the model's name
+                group.create_dataset(short, data=source[layer][name][()])
+                names.append(short.encode())
+            group.attrs["weight_names"] = np.array(names, dtype=object if names else np.float64)
+    return out
+
+
+def _keras2_config(obj):
+    if isinstance(obj, dict):
+        if obj.get("class_name") == "DTypePolicy":
+            return obj["config"]["name"]
+        skip = ("module", "registered_name", "optional")
+        out = {k: _keras2_config(v) for k, v in obj.items() if k not in skip}
+        if "batch_shape" in out:
+            out["batch_input_shape"] = out.pop("batch_shape")
+        return out
+    if isinstance(obj, list):
+        return [_keras2_config(v) for v in obj]
+    return obj

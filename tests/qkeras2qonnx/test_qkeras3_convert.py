@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from qkeras3_support import assert_matches_reference, made_models
+from qkeras3_support import assert_matches_reference, keras2_era_hdf5, made_models
 from qkeras_helpers import quant_nodes
 
 from qonnx_ingest.errors import ConversionError
@@ -71,6 +71,27 @@ def test_keras3_hdf5_converts_through_the_keras3_path(made, tmp_path):
     assert flavour.file_flavour(made / "dense_bn.h5") == flavour.KERAS3
     converted = qkeras2qonnx.convert(made / "dense_bn.h5", tmp_path / "out.onnx")
     assert (tmp_path / "out.onnx").exists()
+    assert_matches_reference(converted, reference(made, "dense_bn"))
+
+
+def test_keras2_era_hdf5_with_qdensebatchnorm_converts_through_the_keras3_path(made, tmp_path):
+    """A legacy HDF5 as tf.keras 2 writes it (keras_version 2.x) naming QDenseBatchnorm, the
+    layer of QKeras's git master the MLPerf Tiny forks trained with: QKeras 0.9 cannot load
+    it, qkeras-v3 can, and it converts exactly."""
+    import h5py
+    from qkeras.utils import load_qmodel
+
+    import qkeras2qonnx
+    from qkeras2qonnx import flavour
+
+    path = keras2_era_hdf5(made / "dense_bn.h5", tmp_path / "fork.h5")
+    with h5py.File(path, "r") as f:
+        assert f.attrs["keras_version"].startswith("2.")
+    with pytest.raises(ValueError, match="QDenseBatchnorm"):
+        load_qmodel(path, compile=False)  # this process runs QKeras 0.9
+    assert flavour.file_flavour(path) == flavour.KERAS3
+    converted = qkeras2qonnx.convert(path)
+    onnx.checker.check_model(converted)
     assert_matches_reference(converted, reference(made, "dense_bn"))
 
 
