@@ -21,6 +21,9 @@ from qonnx_ingest.errors import ConversionError
 pytestmark = pytest.mark.keras
 
 CONVERTED = ("dense", "conv_bn", "dense_bn", "v3_quantizers", "mixed_conv", "mixed_1d")
+# In memory only: QScaleShift and quantized_linear activations; Bidirectional QLSTM / QGRU
+# (reset_after=True) and a backwards QSimpleRNN, unrolled.
+IN_MEMORY = ("v3_layers", "recurrent")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,7 @@ def reference(made, name):
     return dict(np.load(made / f"{name}.npz"))
 
 
-@pytest.mark.parametrize("name", CONVERTED)
+@pytest.mark.parametrize("name", CONVERTED + IN_MEMORY)
 def test_in_memory_keras3_model_matches_qkeras3_predict(made, name):
     converted = onnx.load(made / f"{name}.inmemory.onnx")
     onnx.checker.check_model(converted)
@@ -78,7 +81,6 @@ def test_keras3_hdf5_converts_through_the_keras3_path(made, tmp_path):
     "name, fragments",
     [
         ("linear_1bit", ("fc kernel_quantizer", "quantized_linear(1,0", "1-bit")),
-        ("scale_shift", ("ss:", "unsupported QKeras layer QScaleShift")),
     ],
 )
 def test_unsupported_keras3_models_are_refused_naming_the_layer(made, name, fragments, tmp_path):
@@ -91,6 +93,20 @@ def test_unsupported_keras3_models_are_refused_naming_the_layer(made, name, frag
     assert not (tmp_path / "out.onnx").exists()
     for fragment in fragments:
         assert fragment in in_memory and fragment in str(caught.value)
+
+
+def test_recurrent_quantizers_are_nodes_on_every_step(made):
+    """Both directions of each Bidirectional, and the backwards QSimpleRNN, step by step."""
+    names = {n.name for n in quant_nodes(onnx.load(made / "recurrent.inmemory.onnx"))}
+    for cell in ("bi_lstm/forward_", "bi_lstm/backward_", "bi_gru/forward_", "bi_gru/backward_"):
+        assert any(n.startswith(cell) and n.endswith("/state_quantizer/t2/0") for n in names)
+    assert "back/activation_quantizer/t2/0" in names
+
+
+def test_grouped_transposed_convolution_is_refused_naming_the_layer(made):
+    assert not (made / "depthwise_transpose.inmemory.onnx").exists()
+    error = (made / "depthwise_transpose.error.txt").read_text()
+    assert error.startswith("dwt: QDepthwiseConv2DTranspose: a grouped transposed convolution")
 
 
 def test_load_model_refuses_a_keras3_file_in_a_qkeras09_process(made):
