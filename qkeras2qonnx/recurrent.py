@@ -268,7 +268,8 @@ def placeholder_class() -> type:
             super().__init__(**kwargs)
             self.units, self.return_sequences, self.marker = units, return_sequences, marker
 
-        def call(self, inputs: Any) -> Any:
+        def call(self, inputs: Any, mask: Any = None) -> Any:
+            # ``mask``: Keras 3 passes the recorded call arguments of the recurrent layer
             m = self.marker
             x = tf.debugging.check_numerics(
                 inputs, MESSAGE.format("in", m), name=NAME.format("in", m)

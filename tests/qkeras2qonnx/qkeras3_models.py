@@ -213,7 +213,7 @@ def v3_layers() -> keras.Model:
     return keras.Model(inp, h, name="v3_layers")
 
 
-STEPS = 3
+STEPS = 2
 
 
 def recurrent() -> keras.Model:
