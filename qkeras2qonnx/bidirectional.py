@@ -57,16 +57,20 @@ def strip_bidirectional(layer: Any, where: str) -> Stripped:
         )
     if getattr(layer, "return_state", False):
         raise ConversionError("Bidirectional with return_state=True is not supported", where)
-    shape = input_shape(layer)
-    cells = []
-    for inner in (layer.forward_layer, layer.backward_layer):
-        name = type(inner).__name__
-        if name not in RECURRENT:
+    pairs = (("forward", layer.forward_layer), ("backward", layer.backward_layer))
+    for _, inner in pairs:
+        if type(inner).__name__ not in RECURRENT:
             raise ConversionError(
-                f"Bidirectional around {name} (with a QKeras recurrent layer) is not supported",
+                f"Bidirectional around {type(inner).__name__} is not supported "
+                f"(only around {', '.join(RECURRENT)})",
                 where,
             )
-        cells.append(recurrent_plan(inner, f"{where}/{inner.name}", shape, -1))
+    shape = input_shape(layer)
+    cells = []
+    # Nodes named by direction: qkeras-v3 does not give the inner layers Keras's
+    # forward_/backward_ names.
+    for direction, inner in pairs:
+        cells.append(recurrent_plan(inner, f"{where}/{direction}", shape, -1))
     forward, backward = cells
     if forward.go_backwards == backward.go_backwards:
         raise ConversionError("Bidirectional whose two layers run the same direction", where)

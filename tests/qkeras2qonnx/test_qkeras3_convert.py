@@ -98,9 +98,12 @@ def test_unsupported_keras3_models_are_refused_naming_the_layer(made, name, frag
 def test_recurrent_quantizers_are_nodes_on_every_step(made):
     """Both directions of each Bidirectional, and the backwards QSimpleRNN, step by step."""
     names = {n.name for n in quant_nodes(onnx.load(made / "recurrent.inmemory.onnx"))}
-    for cell in ("bi_lstm/forward_", "bi_lstm/backward_", "bi_gru/forward_", "bi_gru/backward_"):
-        assert any(n.startswith(cell) and n.endswith("/state_quantizer/t1/0") for n in names)
-    assert "back/activation_quantizer/t1/0" in names
+    for cell in ("bi_lstm/forward", "bi_lstm/backward", "bi_gru/forward", "bi_gru/backward"):
+        assert f"{cell}/state_quantizer/t1/0" in names
+        assert f"{cell}/kernel_quantizer" in names
+    # qkeras-v3 1.2.1's QSimpleRNN drops its name= argument: found by its node instead
+    simple = [n for n in names if n.endswith("/activation_quantizer/t1/0") and n.count("/") == 3]
+    assert len(simple) == 1
 
 
 def test_grouped_transposed_convolution_is_refused_naming_the_layer(made):
