@@ -16,8 +16,10 @@ import numpy as np
 from qkeras2qonnx import pruning
 from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.batchnorm import strip_qbatchnorm
+from qkeras2qonnx.bidirectional import strip_bidirectional
 from qkeras2qonnx.pooling import pooling_rule
 from qkeras2qonnx.recurrent import strip_recurrent
+from qkeras2qonnx.scale_shift import strip_scale_shift
 from qkeras2qonnx.stripped import LayerRule, Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 
@@ -36,24 +38,26 @@ _QKERAS_KEYS = frozenset(
 )
 
 
-# Not converted yet: refused by name rather than converted approximately (a Keras
-# Bidirectional around a QKeras layer would otherwise lose its quantizers).
-_RECURRENT = frozenset({"QBidirectional"})
+# qkeras-v3 layers with an exact form not written yet: refused with the reason.
+_NOT_CONVERTED = {
+    name: "a grouped transposed convolution (one conv_transpose per channel group, on slices "
+    "of one quantized kernel) is not converted yet"
+    for name in ("QDepthwiseConv2DTranspose", "QSeparableConv2DTranspose")
+}
 
 
 def rule_for_layer(layer: Any, where: str) -> LayerRule:
     name = type(layer).__name__
     if name in LAYERS:
         return LAYERS[name]
+    if name in _NOT_CONVERTED:
+        raise ConversionError(f"{name}: {_NOT_CONVERTED[name]}", where)
     if name in pruning.WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
         return pruning.unwrapped(rule_for_layer(layer.layer, where))
     wrapped = getattr(layer, "forward_layer", None)
-    if name in _RECURRENT or (wrapped is not None and is_qkeras_object(wrapped)):
-        raise ConversionError(
-            f"recurrent QKeras layer {name} is not supported (Bidirectional around QKeras "
-            "recurrent layers is not converted yet)",
-            where,
-        )
+    if name == "QBidirectional" or (wrapped is not None and is_qkeras_object(wrapped)):
+        # unrolled in ONNX (see bidirectional); what it wraps is checked there
+        return strip_bidirectional
     if is_qkeras_object(layer):
         supported = ", ".join(sorted(LAYERS))
         raise ConversionError(f"unsupported QKeras layer {name} (supported: {supported})", where)
@@ -164,4 +168,5 @@ LAYERS: dict[str, LayerRule] = {
     "QSimpleRNN": strip_recurrent,  # unrolled in ONNX (see recurrent)
     "QLSTM": strip_recurrent,
     "QGRU": strip_recurrent,
+    "QScaleShift": strip_scale_shift,  # qkeras-v3
 }

@@ -23,6 +23,7 @@ import numpy as np
 from qkeras2qonnx import quantizer_proof
 from qkeras2qonnx.backend import is_qkeras_object
 from qkeras2qonnx.composite import Builder
+from qkeras2qonnx.flavour import KERAS3, model_flavour
 from qkeras2qonnx.quantizers import describe, rule_for
 from qkeras2qonnx.spec import LOST, QuantSpec
 from qkeras2qonnx.stripped import Stripped, config_of
@@ -81,6 +82,7 @@ class Recurrent:
     state: CellFunction | None
     marker: int
     reset_after: bool = False
+    go_backwards: bool = False  # steps run over the input from its last time step
     nodes: dict[str, str] = field(default_factory=dict)  # Quant node name -> quantizer
     composite: dict[str, str] = field(default_factory=dict)  # node name -> composite form
 
@@ -95,28 +97,48 @@ def quant_name(path: str, role: str, step: int | None = None, k: int = 0) -> str
 
 def strip_recurrent(layer: Any, where: str) -> Stripped:
     """QSimpleRNN / QLSTM / QGRU -> a placeholder and its ``Recurrent`` plan."""
+    plan = recurrent_plan(layer, where, input_shape(layer), next(_markers))
+    full = config_of(layer)
+    config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
+    config.update(units=plan.units, return_sequences=plan.return_sequences, marker=plan.marker)
+    return Stripped(placeholder_class(), config, [], [], recurrent=plan)
+
+
+def input_shape(layer: Any) -> tuple:
+    """The input shape of a connected layer (tf_keras ``input_shape``, Keras 3 ``input``)."""
+    try:
+        return tuple(layer.input_shape)
+    except AttributeError:
+        return tuple(layer.input.shape)
+
+
+def recurrent_plan(layer: Any, where: str, shape: tuple, marker: int) -> Recurrent:
+    """The ``Recurrent`` plan of QSimpleRNN / QLSTM / QGRU ``layer`` on inputs of ``shape``."""
     kind = type(layer).__name__[1:]
     cell = layer.cell
-    for flag in ("go_backwards", "stateful", "return_state", "time_major"):
+    for flag in ("stateful", "return_state", "time_major"):
         if getattr(layer, flag, False):
             raise ConversionError(
                 f"{type(layer).__name__} with {flag}=True is not supported", where
             )
-    shape = tuple(layer.input_shape)
     if len(shape) != 3 or shape[1] is None or shape[2] is None:
         raise ConversionError(
             f"{type(layer).__name__} needs a static sequence length to unroll (input {shape})",
             where,
         )
     reset_after = bool(getattr(cell, "reset_after", False))
-    if kind == "GRU" and reset_after:
-        raise ConversionError("QGRU with reset_after=True is not supported", where)
-    if kind == "GRU" and not cell.recurrent_quantizer:
+    keras3 = model_flavour(layer) == KERAS3
+    if kind == "GRU" and not keras3 and not cell.recurrent_quantizer:
         # QKeras 0.9's QGRUCell then multiplies the state by the *input* kernel (a bug).
         raise ConversionError("QGRU without recurrent_quantizer is not supported", where)
+    if kind == "GRU" and keras3 and not reset_after and getattr(cell, "implementation", 1) == 2:
+        # qkeras-v3 1.2.1 splits the 2*units recurrent product into three (it fails to run).
+        raise ConversionError(
+            "QGRU with implementation=2 and reset_after=False does not run in qkeras-v3 1.2.1",
+            where,
+        )
     values = [np.asarray(w, dtype=np.float32) for w in layer.get_weights()]
     use_bias = bool(cell.use_bias)
-    marker = next(_markers)
     plan = Recurrent(
         path=where,
         kind=kind,
@@ -139,6 +161,8 @@ def strip_recurrent(layer: Any, where: str) -> Stripped:
             else None
         ),
         marker=marker,
+        go_backwards=bool(getattr(layer, "go_backwards", False)),
+        reset_after=reset_after,
     )
     for role, w in (("kernel", plan.kernel), ("recurrent", plan.recurrent), ("bias", plan.bias)):
         if w is not None and w.spec is not None:
@@ -150,10 +174,11 @@ def strip_recurrent(layer: Any, where: str) -> Stripped:
                     plan.nodes[quant_name(where, f.role, step, k)] = f.quantizer
                     if f.spec.composite is not None:
                         plan.composite[quant_name(where, f.role, step, k)] = f.spec.composite.form
-    full = config_of(layer)
-    config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
-    config.update(units=plan.units, return_sequences=plan.return_sequences, marker=marker)
-    return Stripped(placeholder_class(), config, [], [], recurrent=plan)
+    return plan
+
+
+def next_marker() -> int:
+    return next(_markers)
 
 
 def _weight(cell: Any, role: str, value: np.ndarray, where: str) -> Weight:
@@ -191,6 +216,14 @@ _PLAIN: dict[tuple[str, str], Callable[[Builder, str], str]] = {
     ("tf_keras", "sigmoid"): _op("Sigmoid"),
     ("tf_keras", "relu"): _op("Relu"),
     ("tf_keras", "linear"): lambda b, x: x,
+    # Keras 3 (qkeras-v3): hard_sigmoid is relu6(x + 3) / 6 there.
+    ("keras", "hard_sigmoid"): lambda b, x: b.op(
+        "Div", b.op("Clip", b.op("Add", x, 3.0), 0.0, 6.0), 6.0
+    ),
+    ("keras", "tanh"): _op("Tanh"),
+    ("keras", "sigmoid"): _op("Sigmoid"),
+    ("keras", "relu"): _op("Relu"),
+    ("keras", "linear"): lambda b, x: x,
 }
 _PRE = {"linear": lambda b, x: x, "relu": _op("Relu")}
 
@@ -235,7 +268,8 @@ def placeholder_class() -> type:
             super().__init__(**kwargs)
             self.units, self.return_sequences, self.marker = units, return_sequences, marker
 
-        def call(self, inputs: Any) -> Any:
+        def call(self, inputs: Any, mask: Any = None) -> Any:
+            # ``mask``: Keras 3 passes the recorded call arguments of the recurrent layer
             m = self.marker
             x = tf.debugging.check_numerics(
                 inputs, MESSAGE.format("in", m), name=NAME.format("in", m)

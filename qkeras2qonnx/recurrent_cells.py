@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 import onnx
 
+from qkeras2qonnx.bidirectional import Bidirectional
 from qkeras2qonnx.composite import Builder
 from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, quant_name
 from qkeras2qonnx.reinsert import spec_quant_node
@@ -30,13 +31,15 @@ def unroll_recurrent(model: onnx.ModelProto, layer_map: LayerMap, *, int_quant: 
     if not layer_map.recurrent:
         return
     graph = model.graph
-    found: dict[tuple[str, int], list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        match = _NAME_RE.search(node.name) if node.op_type == "Clip" else None
-        if match:
-            found.setdefault((match.group(1), int(match.group(2))), []).append(node)
     op_type = "IntQuant" if int_quant else "Quant"
     for plan in layer_map.recurrent:
+        # Found afresh for each layer: _replace rebuilds graph.node, so node objects of an
+        # earlier scan no longer belong to the graph.
+        found: dict[tuple[str, int], list[onnx.NodeProto]] = {}
+        for node in graph.node:
+            match = _NAME_RE.search(node.name) if node.op_type == "Clip" else None
+            if match:
+                found.setdefault((match.group(1), int(match.group(2))), []).append(node)
         ends = [found.get((side, plan.marker), []) for side in ("in", "out")]
         if any(len(e) != 1 for e in ends):
             raise ConversionError(
@@ -63,7 +66,7 @@ def _replace(
                 dead.add(id(node))
                 frontier.update(node.output)
     builder = Builder(plan.path)
-    result = _Cell(builder, plan, op).run(first.input[0])
+    result = _emit(builder, plan, op, first.input[0])
     for node in builder.nodes:  # the last result takes the placeholder's output name
         node.input[:] = [last.output[0] if i == result else i for i in node.input]
         node.output[:] = [last.output[0] if o == result else o for o in node.output]
@@ -83,6 +86,22 @@ def _replace(
     graph.initializer.extend(builder.initializers)
 
 
+def _emit(b: Builder, plan: Recurrent | Bidirectional, op: str, x: str) -> str:
+    """One recurrent layer, or both of a Bidirectional merged as Keras merges them."""
+    if isinstance(plan, Recurrent):
+        return _Cell(b, plan, op).run(x)
+    y = _Cell(b, plan.forward, op).run(x)
+    # Keras flips the backward layer's sequence (run from the last step) into time order.
+    y_rev = _Cell(b, plan.backward, op).run(x, flip=plan.return_sequences)
+    if plan.merge_mode == "concat":
+        return b.op("Concat", y, y_rev, axis=-1)
+    if plan.merge_mode == "sum":
+        return b.op("Add", y, y_rev)
+    if plan.merge_mode == "mul":
+        return b.op("Mul", y, y_rev)
+    return b.op("Div", b.op("Add", y, y_rev), 2.0)  # "ave": (y + y_rev) / 2
+
+
 class _Cell:
     """Emits one recurrent layer's unrolled cell with a ``Builder``."""
 
@@ -90,7 +109,8 @@ class _Cell:
         self.b, self.plan, self.op_type = builder, plan, op_type
         self.count: Counter[tuple[str, int]] = Counter()
 
-    def run(self, x: str) -> str:
+    def run(self, x: str, flip: bool = False) -> str:
+        """The layer's output; ``flip``: its sequence in reverse order."""
         b, plan = self.b, self.plan
         kernel = self._weight(plan.kernel, "kernel_quantizer")
         recurrent = self._weight(plan.recurrent, "recurrent_quantizer")
@@ -103,12 +123,15 @@ class _Cell:
         outputs = []
         for t in range(plan.steps):
             self.t = t
-            x_t = b.op("Gather", x, np.array(t, _I64), axis=1)
+            at = plan.steps - 1 - t if plan.go_backwards else t
+            x_t = b.op("Gather", x, np.array(at, _I64), axis=1)
             state = step(x_t, state, kernel, recurrent, bias)
             outputs.append(state[0])
         if not plan.return_sequences:
             return outputs[-1]
         axis = np.array([1], _I64)
+        if flip:
+            outputs.reverse()
         return b.op("Concat", *[b.op("Unsqueeze", h, axis) for h in outputs], axis=1)
 
     # -- cells ------------------------------------------------------------------------------
@@ -149,22 +172,41 @@ class _Cell:
 
     def _gru(self, x_t, state, kernel, recurrent, bias):
         b, plan = self.b, self.plan
-        h_raw = state[0]
-        h_tm1 = self._apply(plan.state, h_raw)
+        h_tm1 = self._apply(plan.state, state[0])
         ract, act = plan.recurrent_activation, plan.activation
+        in_bias = rec_bias = bias
+        if plan.reset_after and bias is not None:  # bias rows: input, recurrent
+            in_bias, rec_bias = (b.op("Gather", bias, np.array(i, _I64), axis=0) for i in (0, 1))
         if plan.implementation == 1:
             xs = [b.op("MatMul", x_t, k) for k in self._gates(kernel, 3)]
             if bias is not None:
-                xs = [b.op("Add", v, g) for v, g in zip(xs, self._gates(bias, 3, 0), strict=True)]
+                xs = [
+                    b.op("Add", v, g) for v, g in zip(xs, self._gates(in_bias, 3, 0), strict=True)
+                ]
         else:
             matrix = b.op("MatMul", x_t, kernel)
             if bias is not None:
-                matrix = b.op("Add", matrix, bias)
+                matrix = b.op("Add", matrix, in_bias)
             xs = self._gates(matrix, 3)
         r_w = self._gates(recurrent, 3)
-        z = self._apply(ract, b.op("Add", xs[0], b.op("MatMul", h_tm1, r_w[0])))
-        r = self._apply(ract, b.op("Add", xs[1], b.op("MatMul", h_tm1, r_w[1])))
-        rec_h = b.op("MatMul", b.op("Mul", r, h_tm1), r_w[2])
+        if plan.reset_after:
+            if plan.implementation == 1:
+                inner = [b.op("MatMul", h_tm1, w) for w in r_w]
+                if bias is not None:
+                    rb = self._gates(rec_bias, 3, 0)
+                    inner = [b.op("Add", v, g) for v, g in zip(inner, rb, strict=True)]
+            else:
+                matrix = b.op("MatMul", h_tm1, recurrent)
+                if bias is not None:
+                    matrix = b.op("Add", matrix, rec_bias)
+                inner = self._gates(matrix, 3)
+            z = self._apply(ract, b.op("Add", xs[0], inner[0]))
+            r = self._apply(ract, b.op("Add", xs[1], inner[1]))
+            rec_h = b.op("Mul", r, inner[2])
+        else:
+            z = self._apply(ract, b.op("Add", xs[0], b.op("MatMul", h_tm1, r_w[0])))
+            r = self._apply(ract, b.op("Add", xs[1], b.op("MatMul", h_tm1, r_w[1])))
+            rec_h = b.op("MatMul", b.op("Mul", r, h_tm1), r_w[2])
         hh = self._apply(act, b.op("Add", xs[2], rec_h))
         # h = z * h_tm1 + (1 - z) * hh, with h_tm1 the quantized state
         h = b.op("Add", b.op("Mul", z, h_tm1), b.op("Mul", b.op("Sub", 1.0, z), hh))

@@ -17,9 +17,12 @@ from pathlib import Path
 import keras
 import numpy as np
 from qkeras import (
+    QGRU,
+    QLSTM,
     QActivation,
     QAveragePooling2D,
     QBatchNormalization,
+    QBidirectional,
     QConv1D,
     QConv2D,
     QConv2DBatchnorm,
@@ -27,14 +30,18 @@ from qkeras import (
     QDense,
     QDenseBatchnorm,
     QDepthwiseConv2DBatchnorm,
+    QDepthwiseConv2DTranspose,
     QGlobalAveragePooling2D,
     QScaleShift,
     QSeparableConv1D,
     QSeparableConv2D,
+    QSimpleRNN,
     binary,
     quantized_bits,
     quantized_linear,
     quantized_relu,
+    quantized_sigmoid,
+    quantized_tanh,
     ternary,
 )
 
@@ -189,10 +196,21 @@ def linear_1bit() -> keras.Model:
     return keras.Model(inp, h)
 
 
-def scale_shift() -> keras.Model:
-    inp = keras.Input((4,), name="x")
-    h = QDense(3, kernel_quantizer=quantized_bits(4, 0, alpha=1), name="fc")(inp)
-    return keras.Model(inp, QScaleShift(weight_quantizer=quantized_bits(4, 0), name="ss")(h))
+def v3_layers() -> keras.Model:
+    """QScaleShift (with and without bias) and quantized_linear as an activation (qkeras-v3
+    1.2.1 runs it only on a known batch: the reference is the eager call, see EAGER)."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(4, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc")(inp)
+    h = QScaleShift(
+        weight_quantizer=quantized_bits(4, 0, alpha=1),
+        bias_quantizer=quantized_bits(6, 2, alpha=1),
+        activation=quantized_relu(6, 2),
+        name="ss",
+    )(h)
+    h = QActivation(quantized_linear(6, 2), name="lin")(h)
+    h = QScaleShift(weight_quantizer=quantized_linear(5, 1), use_bias=False, name="scale")(h)
+    h = QActivation(quantized_linear(8, 3, symmetric=0, alpha=0.75), name="lin_alpha")(h)
+    return keras.Model(inp, h, name="v3_layers")
 
 
 def _w(bits: int, integer: int = 0):
@@ -233,6 +251,45 @@ def hls_dense_bn() -> keras.Model:
     return keras.Model(inp, h, name="hls_dense_bn")
 
 
+STEPS = 2
+
+
+def recurrent() -> keras.Model:
+    """Bidirectional QLSTM (concat, sequences) and Keras Bidirectional QGRU with reset_after
+    (ave, last step), and a QSimpleRNN going backwards, flattened into one output."""
+
+    def quantizers() -> dict:
+        return {
+            "kernel_quantizer": quantized_bits(6, 1, alpha=1),
+            "recurrent_quantizer": quantized_bits(6, 1, alpha=1),
+            "bias_quantizer": quantized_bits(6, 1, alpha=1),
+            "state_quantizer": quantized_bits(8, 1, alpha=1),
+            "activation": quantized_tanh(6),
+        }
+
+    gates = {"recurrent_activation": quantized_sigmoid(6)}
+    inp = keras.Input((STEPS, 2), name="seq")
+    a = QBidirectional(
+        QLSTM(2, return_sequences=True, **gates, **quantizers()),
+        merge_mode="concat",
+        name="bi_lstm",
+    )(inp)
+    b = keras.layers.Bidirectional(
+        QGRU(2, reset_after=True, **gates, **quantizers()), merge_mode="ave", name="bi_gru"
+    )(inp)
+    c = QSimpleRNN(2, go_backwards=True, name="back", **quantizers())(inp)
+    h = keras.layers.Concatenate(name="cat")([keras.layers.Flatten(name="flat")(a), b, c])
+    return keras.Model(inp, h, name="recurrent")
+
+
+def depthwise_transpose() -> keras.Model:
+    inp = keras.Input((4, 4, 2), name="image")
+    h = QDepthwiseConv2DTranspose(
+        2, 2, strides=2, depthwise_kernel_quantizer=quantized_bits(6, 0, alpha=1), name="dwt"
+    )(inp)
+    return keras.Model(inp, h)
+
+
 MODELS = (
     dense,
     conv_bn,
@@ -241,7 +298,6 @@ MODELS = (
     mixed_conv,
     mixed_1d,
     linear_1bit,
-    scale_shift,
     hls_dense,
     hls_conv_bn,
     hls_dense_bn,
@@ -249,6 +305,11 @@ MODELS = (
 # Also written as NAME.channels_last.onnx (convert(model, channels_last=True), batch 1) for
 # the hls4ml acceptance test.
 CHANNELS_LAST = ("dense", "conv_bn", "hls_dense", "hls_conv_bn", "hls_dense_bn")
+# Converted in memory only (their .keras files are not part of the file tests).
+IN_MEMORY = (v3_layers, recurrent, depthwise_transpose)
+EAGER = ("v3_layers",)
+# Quantizer applications per step (qkeras-v3 qrecurrent.py), as in test_qkeras_recurrent.
+PER_STEP = {"QSimpleRNN": 2, "QLSTM": 7, "QGRU": 4}
 
 
 def set_seeded_weights(model: keras.Model, seed: int) -> None:
@@ -273,6 +334,18 @@ def count_quantizers(model: keras.Model) -> int:
     count = 0
     for layer in model.layers:
         kind = type(layer).__name__
+        inner = (
+            [layer.forward_layer, layer.backward_layer] if hasattr(layer, "forward_layer") else []
+        )
+        for rnn in [layer] if kind in PER_STEP else inner:  # weights once, the rest per step
+            count += 3 + STEPS * PER_STEP[type(rnn).__name__]
+        if kind == "QScaleShift":
+            count += layer.weight_quantizer_internal is not None
+            count += layer.use_bias and layer.bias_quantizer_internal is not None
+            count += layer.activation is not None
+            continue
+        if inner or kind in PER_STEP:
+            continue
         folded = kind.endswith("Batchnorm")  # always adds its folded bias
         for role in ("kernel_quantizer", "depthwise_quantizer", "pointwise_quantizer"):
             count += getattr(layer, role, None) is not None
@@ -288,7 +361,7 @@ def count_quantizers(model: keras.Model) -> int:
 
 
 def main(out: Path) -> None:
-    for index, make in enumerate(MODELS):
+    for index, make in enumerate(MODELS + IN_MEMORY):
         name = make.__name__
         model = make()
         set_seeded_weights(model, 100 + index)
@@ -300,9 +373,11 @@ def main(out: Path) -> None:
             x = np.round(rng.uniform(-2, 2, (batch, *model.inputs[0].shape[1:])) * 16) / 16
             x = x.astype(np.float32)
             arrays[f"x{batch}"] = x
-            arrays[f"y{batch}"] = np.asarray(model.predict(x, verbose=0), np.float32)
+            y = model(x, training=False) if name in EAGER else model.predict(x, verbose=0)
+            arrays[f"y{batch}"] = np.asarray(y, np.float32)
         np.savez(out / f"{name}.npz", **arrays)
-        model.save(out / f"{name}.keras")
+        if make in MODELS:
+            model.save(out / f"{name}.keras")
         if name == "dense_bn":
             model.save(out / f"{name}.h5")
         try:

@@ -21,6 +21,9 @@ from qonnx_ingest.errors import ConversionError
 pytestmark = pytest.mark.keras
 
 CONVERTED = ("dense", "conv_bn", "dense_bn", "v3_quantizers", "mixed_conv", "mixed_1d")
+# In memory only: QScaleShift and quantized_linear activations; Bidirectional QLSTM / QGRU
+# (reset_after=True) and a backwards QSimpleRNN, unrolled.
+IN_MEMORY = ("v3_layers", "recurrent")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,7 @@ def reference(made, name):
     return dict(np.load(made / f"{name}.npz"))
 
 
-@pytest.mark.parametrize("name", CONVERTED)
+@pytest.mark.parametrize("name", CONVERTED + IN_MEMORY)
 def test_in_memory_keras3_model_matches_qkeras3_predict(made, name):
     converted = onnx.load(made / f"{name}.inmemory.onnx")
     onnx.checker.check_model(converted)
@@ -99,7 +102,6 @@ def test_keras2_era_hdf5_with_qdensebatchnorm_converts_through_the_keras3_path(m
     "name, fragments",
     [
         ("linear_1bit", ("fc kernel_quantizer", "quantized_linear(1,0", "1-bit")),
-        ("scale_shift", ("ss:", "unsupported QKeras layer QScaleShift")),
     ],
 )
 def test_unsupported_keras3_models_are_refused_naming_the_layer(made, name, fragments, tmp_path):
@@ -112,6 +114,23 @@ def test_unsupported_keras3_models_are_refused_naming_the_layer(made, name, frag
     assert not (tmp_path / "out.onnx").exists()
     for fragment in fragments:
         assert fragment in in_memory and fragment in str(caught.value)
+
+
+def test_recurrent_quantizers_are_nodes_on_every_step(made):
+    """Both directions of each Bidirectional, and the backwards QSimpleRNN, step by step."""
+    names = {n.name for n in quant_nodes(onnx.load(made / "recurrent.inmemory.onnx"))}
+    for cell in ("bi_lstm/forward", "bi_lstm/backward", "bi_gru/forward", "bi_gru/backward"):
+        assert f"{cell}/state_quantizer/t1/0" in names
+        assert f"{cell}/kernel_quantizer" in names
+    # qkeras-v3 1.2.1's QSimpleRNN drops its name= argument: found by its node instead
+    simple = [n for n in names if n.endswith("/activation_quantizer/t1/0") and n.count("/") == 3]
+    assert len(simple) == 1
+
+
+def test_grouped_transposed_convolution_is_refused_naming_the_layer(made):
+    assert not (made / "depthwise_transpose.inmemory.onnx").exists()
+    error = (made / "depthwise_transpose.error.txt").read_text()
+    assert error.startswith("dwt: QDepthwiseConv2DTranspose: a grouped transposed convolution")
 
 
 def test_load_model_refuses_a_keras3_file_in_a_qkeras09_process(made):

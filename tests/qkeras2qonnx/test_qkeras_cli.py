@@ -39,8 +39,8 @@ def files(tmp_path_factory):
     (root / "corrupt.h5").write_bytes(data[: len(data) // 2])
     (root / "arch.json").write_text(good.to_json())
     seq = k.Input((3, 2), name="seq")
-    q = quantized_bits(6, 0, alpha=1)  # go_backwards is not converted: refused naming "rnn"
-    h = QLSTM(4, kernel_quantizer=q, go_backwards=True, name="rnn")(seq)
+    q = quantized_bits(6, 0, alpha=1)  # return_state is not converted: refused naming "rnn"
+    h = QLSTM(4, kernel_quantizer=q, return_state=True, name="rnn")(seq)
     k.Model(seq, h).save(root / "rnn.h5")
     return good, root
 

@@ -137,17 +137,18 @@ def test_shared_quantized_layer_is_refused():
         qkeras2qonnx.convert(model)
 
 
-def test_bidirectional_recurrent_layer_is_refused_by_name():
-    """QSimpleRNN / QLSTM / QGRU convert (test_qkeras_recurrent); Bidirectional does not yet."""
+def test_qbidirectional_around_a_plain_lstm_is_refused_by_name():
+    """Bidirectional converts around QSimpleRNN / QLSTM / QGRU (test_qkeras_bidirectional);
+    QBidirectional around anything else is refused."""
     import qkeras
-    from qkeras import quantized_bits
 
+    from qkeras2qonnx.backend import keras
     from qkeras2qonnx.layers import rule_for_layer
 
-    q = quantized_bits(6, 0, alpha=1)
-    rnn = qkeras.QBidirectional(qkeras.QLSTM(3, kernel_quantizer=q), name="culprit")
-    with pytest.raises(ConversionError, match="^culprit: recurrent QKeras layer QBidirectional"):
-        rule_for_layer(rnn, "culprit")
+    rnn = qkeras.QBidirectional(keras().layers.LSTM(3), name="culprit")
+    rnn.build((None, 4, 2))
+    with pytest.raises(ConversionError, match="^culprit: Bidirectional around LSTM"):
+        rule_for_layer(rnn, "culprit")(rnn, "culprit")
 
 
 def test_qlstm_with_stateful_option_is_refused_naming_the_layer():

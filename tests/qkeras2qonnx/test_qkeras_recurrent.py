@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 from qkeras_helpers import assert_matches_qkeras, keras, quant_nodes
 
-from qonnx_ingest.errors import ConversionError
-
 pytestmark = pytest.mark.keras
 
 STEPS, FEATURES, UNITS = 5, 3, 4
@@ -125,32 +123,3 @@ def test_plain_activations_in_the_cell_match_qkeras():
     assert_matches_qkeras(model, onnx_model, batch=8, step=2**-6)
     # kernel, recurrent and quantized_tanh twice per step; no bias or state quantizer
     assert len(quant_nodes(onnx_model)) == 2 + 2 * STEPS
-
-
-def test_go_backwards_is_refused_by_name():
-    import qkeras
-
-    import qkeras2qonnx
-    from qkeras2qonnx.backend import keras as backend_keras
-
-    backend_keras()
-    k = keras()
-    layer = qkeras.QLSTM(3, kernel_quantizer="quantized_bits(6,0,1)", go_backwards=True, name="r")
-    inp = k.Input((STEPS, FEATURES), name="x")
-    with pytest.raises(ConversionError, match="^r: QLSTM with go_backwards=True"):
-        qkeras2qonnx.convert(k.Model(inp, layer(inp)))
-
-
-def test_bidirectional_is_refused_by_name():
-    import qkeras
-
-    import qkeras2qonnx
-    from qkeras2qonnx.backend import keras as backend_keras
-
-    backend_keras()
-    k = keras()
-    inner = qkeras.QLSTM(3, kernel_quantizer=qkeras.quantized_bits(6, 0, alpha=1))
-    inp = k.Input((STEPS, FEATURES), name="x")
-    out = qkeras.QBidirectional(inner, name="bi")(inp)
-    with pytest.raises(ConversionError, match="^bi: recurrent QKeras layer QBidirectional"):
-        qkeras2qonnx.convert(k.Model(inp, out))
