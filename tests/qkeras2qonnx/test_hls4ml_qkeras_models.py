@@ -1,6 +1,6 @@
 """Every model hls4ml's own QKeras tests build (hls4ml ``test/pytest/test_qkeras.py``, 41 models
 across its test functions: the jet tagger it loads, 40 it builds) converts exactly, passes
-onnx.checker, or is refused with a named reason; none computes a wrong number.
+onnx.checker and matches QKeras (all 41 convert; none computes a wrong number).
 
 The models are rebuilt here layer for layer (same layers, quantizers, initializers, shapes;
 seeded instead of hls4ml's unseeded initializers) and fed hls4ml's inputs: ``np.random.rand``
@@ -21,7 +21,6 @@ import onnx
 import pytest
 from qkeras_helpers import CORPUS, keras
 
-from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.execute import execute_qonnx
 from support import requires_corpus
 
@@ -274,7 +273,6 @@ MODELS = {
 }
 
 # What the converter refuses, and the reason it gives (qkeras2qonnx/recurrent.py).
-REFUSED = {"qgru": "QGRU with reset_after=True is not supported"}
 
 
 def _inputs(recipe: str, shape: tuple[int, ...], batch: int, seed: int) -> np.ndarray:
@@ -295,7 +293,7 @@ def _inputs(recipe: str, shape: tuple[int, ...], batch: int, seed: int) -> np.nd
     return x.astype(np.float32)
 
 
-@pytest.mark.parametrize("name", [n for n in MODELS if n not in REFUSED])
+@pytest.mark.parametrize("name", list(MODELS))
 def test_hls4ml_test_model_converts_exactly(name):
     import qkeras
 
@@ -325,21 +323,6 @@ def test_hls4ml_test_model_converts_exactly(name):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=atol, err_msg=f"batch {batch}")
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_hls4ml_test_model_refused_with_its_reason(name):
-    import qkeras
-
-    from qkeras2qonnx import convert
-    from qkeras2qonnx.backend import keras as backend_keras
-
-    backend_keras()
-    build, _ = MODELS[name]
-    model = build(qkeras, keras())
-    with pytest.raises(ConversionError, match=REFUSED[name]):
-        convert(model)
-
-
 def test_all_41_models_of_hls4ml_tests_are_listed():
-    """hls4ml's test_qkeras.py builds 41 models; none is left out of the two tests above."""
+    """hls4ml's test_qkeras.py builds 41 models; none is left out of the test above."""
     assert len(MODELS) == 41
-    assert set(REFUSED) <= set(MODELS)
