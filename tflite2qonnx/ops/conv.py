@@ -7,6 +7,8 @@ channels-first around them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tflite2qonnx.fixed_point import emulates, is_int16
@@ -51,23 +53,41 @@ DHWIO_TO_OIDHW = (4, 3, 0, 1, 2)
 
 
 def transpose_conv(b: GraphBuilder, op: Operator) -> None:
-    """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose.
+    """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose."""
+    w_idx, x_idx = op.inputs[1], op.inputs[2]
+    attrs = transpose_conv_attrs(
+        b.tensor(x_idx).shape[1:3],
+        b.tensor(op.outputs[0]).shape[1:3],
+        list(b.tensor(w_idx).shape[1:3]),
+        [op.options.get("stride_h", 1), op.options.get("stride_w", 1)],
+        op.options.get("padding", "SAME"),
+    )
+    if b.bit_exact and b.tensor(x_idx).integer_quantized:
+        return exact.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
+    inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        inputs.append(b.input(op.inputs[3]))
+    y = b.emit("ConvTranspose", inputs, **attrs)[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def transpose_conv_attrs(
+    in_sizes: Sequence[int],
+    out_sizes: Sequence[int],
+    kernel: list[int],
+    strides: list[int],
+    padding: str,
+) -> dict:
+    """ConvTranspose attributes reproducing TFLite's transposed convolution placement.
 
     Input pixel i lands at ``i * stride - pad + k`` for the forward conv's padding computed
     from the output size (SAME: ``max((ceil(out / s) - 1) * s + k - out, 0)``, half of it
     rounded down at the start); whatever of the full ``(in - 1) * s + k`` lies past the
     output is the end pad (negative: ``output_padding``).
     """
-    w_idx, x_idx = op.inputs[1], op.inputs[2]
-    out_shape = b.tensor(op.outputs[0]).shape
-    in_hw = b.tensor(x_idx).shape[1:3]
-    kernel = list(b.tensor(w_idx).shape[1:3])
-    strides = [op.options.get("stride_h", 1), op.options.get("stride_w", 1)]
     begins, ends, extra = [], [], []
-    for size, out, k, s in zip(in_hw, out_shape[1:3], kernel, strides, strict=True):
-        total = 0
-        if op.options.get("padding", "SAME") == "SAME":
-            total = max((-(-out // s) - 1) * s + k - out, 0)
+    for size, out, k, s in zip(in_sizes, out_sizes, kernel, strides, strict=True):
+        total = max((-(-out // s) - 1) * s + k - out, 0) if padding == "SAME" else 0
         begin = total // 2
         end = (size - 1) * s + k - begin - out
         begins.append(begin)
@@ -76,13 +96,7 @@ def transpose_conv(b: GraphBuilder, op: Operator) -> None:
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": begins + ends}
     if any(extra):
         attrs["output_padding"] = extra
-    if b.bit_exact and b.tensor(x_idx).integer_quantized:
-        return exact.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
-    inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]
-    if len(op.inputs) > 3 and op.inputs[3] >= 0:
-        inputs.append(b.input(op.inputs[3]))
-    y = b.emit("ConvTranspose", inputs, **attrs)[0]
-    b.set_output(op.outputs[0], fused_activation(b, op, y))
+    return attrs
 
 
 def conv_3d(b: GraphBuilder, op: Operator) -> None:

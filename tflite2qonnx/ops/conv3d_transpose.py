@@ -7,6 +7,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.conv import transpose_conv_attrs
 
 DHWOI_TO_IODHW = (4, 3, 0, 1, 2)
 
@@ -18,23 +19,13 @@ def conv_3d_transpose(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError("CONV_3D_TRANSPOSE with dilation is not converted", op.where)
     if b.tensor(x_idx).quant is not None:
         raise ConversionError("CONV_3D_TRANSPOSE has a float kernel only", op.where)
-    out_shape = b.tensor(op.outputs[0]).shape
-    in_dhw = b.tensor(x_idx).shape[1:4]
-    kernel = list(b.tensor(w_idx).shape[:3])
-    strides = [o.get("stride_d", 1), o.get("stride_h", 1), o.get("stride_w", 1)]
-    begins, ends, extra = [], [], []
-    for size, out, k, s in zip(in_dhw, out_shape[1:4], kernel, strides, strict=True):
-        total = 0
-        if o.get("padding", "SAME") == "SAME":
-            total = max((-(-out // s) - 1) * s + k - out, 0)
-        begin = total // 2
-        end = (size - 1) * s + k - begin - out
-        begins.append(begin)
-        ends.append(max(end, 0))
-        extra.append(max(-end, 0))
-    attrs = {"kernel_shape": kernel, "strides": strides, "pads": begins + ends}
-    if any(extra):
-        attrs["output_padding"] = extra
+    attrs = transpose_conv_attrs(
+        b.tensor(x_idx).shape[1:4],
+        b.tensor(op.outputs[0]).shape[1:4],
+        list(b.tensor(w_idx).shape[:3]),
+        [o.get("stride_d", 1), o.get("stride_h", 1), o.get("stride_w", 1)],
+        o.get("padding", "SAME"),
+    )
     inputs = [b.input(x_idx), b.input(w_idx, perm=DHWOI_TO_IODHW)]
     if len(op.inputs) > 3 and op.inputs[3] >= 0:
         inputs.append(b.input(op.inputs[3]))
