@@ -38,6 +38,14 @@ def structure_bytes(model: onnx.ModelProto) -> tuple[int, int]:
 
 
 def needs_compacting(model: onnx.ModelProto) -> bool:
+    """Only graphs without subgraphs: an If branch or Loop body reads outer tensors by name,
+    and renaming them would cut those reads."""
+    if any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        for node in model.graph.node
+        for a in node.attribute
+    ):
+        return False
     structure, weights = structure_bytes(model)
     return structure > max(MIN_STRUCTURE_BYTES, MAX_STRUCTURE_VS_WEIGHTS * weights)
 

@@ -9,7 +9,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from quant_models import ort_session
 
-from qonnx_ingest.compact import NODE_NAME_LIMIT, _tail
+from qonnx_ingest.compact import NODE_NAME_LIMIT, _tail, needs_compacting
 from qonnx_ingest.finish import finish_model
 
 
@@ -71,3 +71,20 @@ def test_tail_keeps_whole_scope_parts():
     )
     assert _tail("short/name") == "short/name"
     assert _tail("x/" + "a" * 40) == "a" * 32
+
+
+def test_a_graph_with_subgraphs_is_never_compacted():
+    """An If branch reads outer tensors by name: renaming them would cut the branch off."""
+    model = chain(1500)
+    assert needs_compacting(model)
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["model/recurrent_block_0/cell/step_0/relu"], ["b"])],
+        "branch",
+        [],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4])],
+    )
+    model.graph.initializer.append(numpy_helper.from_array(np.array(True), "cond"))
+    model.graph.node.append(
+        helper.make_node("If", ["cond"], ["z"], then_branch=branch, else_branch=branch)
+    )
+    assert not needs_compacting(model)
