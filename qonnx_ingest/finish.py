@@ -195,6 +195,7 @@ def remove_unused_tensors(graph: onnx.GraphProto) -> None:
     """Drop initializers, value_info and annotations no node reads or writes (qonnx's
     RemoveUnusedTensors)."""
     used = {name for node in graph.node for name in (*node.input, *node.output)}
+    used |= subgraph_reads(graph)
     for field in (graph.initializer, graph.value_info):
         kept = [t for t in field if t.name in used]
         if len(kept) != len(field):
@@ -204,6 +205,18 @@ def remove_unused_tensors(graph: onnx.GraphProto) -> None:
     if len(notes) != len(graph.quantization_annotation):
         del graph.quantization_annotation[:]
         graph.quantization_annotation.extend(notes)
+
+
+def subgraph_reads(graph: onnx.GraphProto) -> set[str]:
+    """Names the subgraphs of ``graph``'s nodes (If branches, Loop bodies, at any depth) read:
+    an outer tensor is read there by name, not listed as the node's input."""
+    reads: set[str] = set()
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                reads.update(name for inner in sub.node for name in inner.input)
+                reads |= subgraph_reads(sub)
+    return reads
 
 
 def check_model(model: onnx.ModelProto) -> None:
@@ -239,6 +252,7 @@ def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
     metadata (input scales, layouts) refers to them.
     """
     keep = {v.name for v in graph.input} | {v.name for v in graph.output}
+    keep |= subgraph_reads(graph)  # If branches and Loop bodies read outer tensors by name
     initializers = {t.name for t in graph.initializer}
     mapping: dict[str, str] = {}
     taken = TakenNames(keep)

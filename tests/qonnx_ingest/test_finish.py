@@ -207,3 +207,36 @@ def test_linear_shape_inference_agrees_with_qonnx_infer_shapes(batch):
     assert _activation_shapes(ours) == _activation_shapes(theirs)
     assert set(_activation_shapes(ours)) == {"w_sum", "w_q", "y"}  # y_q: a graph output
     assert [n.op_type for n in ours.graph.node] == [n.op_type for n in model.graph.node]
+
+
+def test_outer_tensors_an_if_branch_reads_keep_their_names_and_values():
+    """An If branch reads outer tensors by name: renaming or dropping them cuts it off. Here
+    the branch reads a computed tensor and a constant nothing else reads; y = x * 2 + 3."""
+    branch = helper.make_graph(
+        [helper.make_node("Add", ["doubled", "three"], ["b_out"])],
+        "branch",
+        [],
+        [helper.make_tensor_value_info("b_out", TensorProto.FLOAT, [1, 2])],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "two"], ["doubled"], name="mul"),
+            helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=branch),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        [
+            numpy_helper.from_array(np.array(True), "cond"),
+            numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+            numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+        ],
+    )
+    finished = finish_model(helper.make_model(graph))
+    assert "three" in {t.name for t in finished.graph.initializer}
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(finished.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.array([[1.5, -4.0]], np.float32)
+    (y,) = session.run(None, {"x": x})
+    np.testing.assert_array_equal(y, x * 2 + 3)
