@@ -52,6 +52,18 @@ def cond_model(quantized: bool = False) -> bytes:
     return _convert(tf, fn, [tf.TensorSpec([2, 4], tf.float32)], quantized)
 
 
+def cond_on_computed_model() -> bytes:
+    """h = x * 3 - 1 computed before the IF, which both branches read (ONNX If branches read
+    such an outer tensor by name): y = h + 1 if sum(x) > 0 else h * h, on x of shape [2, 4]."""
+    tf = _tf()
+
+    def fn(x):
+        h = x * 3.0 - 1.0
+        return tf.cond(tf.reduce_sum(x) > 0.0, lambda: h + 1.0, lambda: h * h)
+
+    return _convert(tf, fn, [tf.TensorSpec([2, 4], tf.float32)])
+
+
 def while_model(quantized: bool = False) -> bytes:
     """Doubles x and adds 0.5 until its sum exceeds 10 (at most 20 times); returns x and
     the number of steps, on x of shape [3]."""

@@ -12,6 +12,7 @@ import pytest
 from control_flow_models import (
     cond_4d_model,
     cond_model,
+    cond_on_computed_model,
     conditional_assignment_model,
     variable_model,
     while_model,
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.keras
 def models() -> dict[str, bytes]:
     return {
         "cond": cond_model(),
+        "cond on computed": cond_on_computed_model(),
         "int8 cond": cond_model(quantized=True),
         "while": while_model(),
         "variable": variable_model(),
@@ -69,6 +71,15 @@ def test_tf_cond_converts_to_onnx_if_and_takes_both_branches(models) -> None:
     xs = [rng.uniform(-1, 1, (2, 4)).astype(np.float32) + s for s in (0.5, -0.5, 0.5, -0.5)]
     assert {bool(x.sum() > 0) for x in xs} == {True, False}
     model, pairs = _first_invocations(models["cond"], xs)
+    assert [n.op_type for n in model.graph.node].count("If") == 1
+    _assert_close(pairs)
+
+
+def test_if_branches_reading_a_tensor_computed_outside_keep_reading_it(models) -> None:
+    rng = np.random.default_rng(2)
+    xs = [rng.uniform(-1, 1, (2, 4)).astype(np.float32) + s for s in (0.5, -0.5)]
+    assert {bool(x.sum() > 0) for x in xs} == {True, False}
+    model, pairs = _first_invocations(models["cond on computed"], xs)
     assert [n.op_type for n in model.graph.node].count("If") == 1
     _assert_close(pairs)
 
