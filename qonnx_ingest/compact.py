@@ -29,6 +29,7 @@ from qonnx_ingest.names import TakenNames, unique_name
 MAX_STRUCTURE_VS_WEIGHTS = 0.1
 MIN_STRUCTURE_BYTES = 256 * 1024
 NODE_NAME_LIMIT = 32
+QUANTIZERS = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
 
 
 def structure_bytes(model: onnx.ModelProto) -> tuple[int, int]:
@@ -38,12 +39,16 @@ def structure_bytes(model: onnx.ModelProto) -> tuple[int, int]:
 
 
 def needs_compacting(model: onnx.ModelProto) -> bool:
-    """Only graphs without subgraphs: an If branch or Loop body reads outer tensors by name,
-    and renaming them would cut those reads."""
+    """Only float graphs without subgraphs: an If branch or Loop body reads outer tensors by
+    name, and renaming them would cut those reads; a graph with quantizers is run node by node
+    by qonnx's executor (FINN, hls4ml), which reads every tensor's shape from value_info."""
     if any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        node.op_type in QUANTIZERS
+        or any(
+            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for a in node.attribute
+        )
         for node in model.graph.node
-        for a in node.attribute
     ):
         return False
     structure, weights = structure_bytes(model)

@@ -88,3 +88,15 @@ def test_a_graph_with_subgraphs_is_never_compacted():
         helper.make_node("If", ["cond"], ["z"], then_branch=branch, else_branch=branch)
     )
     assert not needs_compacting(model)
+
+
+def test_a_graph_with_quantizers_is_never_compacted():
+    """qonnx's executor runs such a graph node by node from its value_info shapes."""
+    model = chain(1500)
+    assert needs_compacting(model)
+    for name, value in (("s", 1.0), ("z", 0.0), ("bits", 8.0)):
+        model.graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+    model.graph.node.append(
+        helper.make_node("Quant", ["x", "s", "z", "bits"], ["xq"], domain="qonnx.custom_op.general")
+    )
+    assert not needs_compacting(model)
