@@ -4,7 +4,12 @@ READ_VARIABLE, ASSIGN_VARIABLE)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +20,31 @@ def _tf():
     import tensorflow as tf
 
     return tf
+
+
+def in_fresh_process(specs: dict[str, tuple[str, dict]]) -> dict[str, bytes]:
+    """Each ``name: (builder, kwargs)`` built by ``builder(**kwargs)`` in one Python process of
+    its own: TensorFlow's control-flow conversion depends on process-wide state that earlier
+    tests in the same process (Keras, QKeras, tf2onnx) leave behind; a fresh interpreter
+    builds what TF builds on its own."""
+    with tempfile.TemporaryDirectory() as folder:
+        code = (
+            "import json, sys, pathlib, control_flow_models as m\n"
+            "for name, (builder, kwargs) in json.loads(sys.argv[1]).items():\n"
+            "    data = getattr(m, builder)(**kwargs)\n"
+            "    (pathlib.Path(sys.argv[2]) / (name + '.tflite')).write_bytes(data)\n"
+        )
+        env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+        result = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(specs), folder],
+            cwd=Path(__file__).parent,
+            env=env,
+            capture_output=True,
+            timeout=900,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
+        return {name: (Path(folder) / f"{name}.tflite").read_bytes() for name in specs}
 
 
 def _convert(tf, fn, signature, quantized: bool = False) -> bytes:

@@ -11,11 +11,8 @@ import numpy as np
 import pytest
 from control_flow_models import (
     cond_4d_model,
-    cond_model,
-    cond_on_computed_model,
     conditional_assignment_model,
-    variable_model,
-    while_model,
+    in_fresh_process,
     with_if_branch,
 )
 from litert_compare import real_value, reference_interpreter
@@ -29,13 +26,16 @@ pytestmark = pytest.mark.keras
 
 @pytest.fixture(scope="module")
 def models() -> dict[str, bytes]:
-    return {
-        "cond": cond_model(),
-        "cond on computed": cond_on_computed_model(),
-        "int8 cond": cond_model(quantized=True),
-        "while": while_model(),
-        "variable": variable_model(),
-    }
+    return in_fresh_process(
+        {
+            "cond": ("cond_model", {}),
+            "cond on computed": ("cond_on_computed_model", {}),
+            "int8 cond": ("cond_model", {"quantized": True}),
+            "while": ("while_model", {}),
+            "int8 while": ("while_model", {"quantized": True}),
+            "variable": ("variable_model", {}),
+        }
+    )
 
 
 def _first_invocations(data: bytes, inputs: list[np.ndarray], xnnpack: bool = False):
@@ -155,11 +155,11 @@ def test_tf_cond_on_an_image_inlines_both_branches() -> None:
     _assert_close(pairs)
 
 
-def test_int8_while_loop_is_refused_naming_the_op_and_why() -> None:
+def test_int8_while_loop_is_refused_naming_the_op_and_why(models) -> None:
     """TF quantizes inside the loop's subgraphs; Quant nodes inside an ONNX Loop are beyond
     qonnx's executor and lowerings, and a loop of unknown trip count cannot be inlined."""
     with pytest.raises(ConversionError, match=r"WHILE.*quantized tensor .*do not enter ONNX"):
-        tflite2qonnx.convert(while_model(quantized=True))
+        tflite2qonnx.convert(models["int8 while"])
 
 
 def test_variable_model_passes_verify_on_a_fresh_interpreter_per_sample(models) -> None:
