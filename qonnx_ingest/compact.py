@@ -24,12 +24,12 @@ from __future__ import annotations
 import onnx
 
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.quant import QUANT_OP_TYPES
 
 # compact when the structure (everything but the initializers) exceeds both of these
 MAX_STRUCTURE_VS_WEIGHTS = 0.1
 MIN_STRUCTURE_BYTES = 256 * 1024
 NODE_NAME_LIMIT = 32
-QUANTIZERS = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
 
 
 def structure_bytes(model: onnx.ModelProto) -> tuple[int, int]:
@@ -43,7 +43,7 @@ def needs_compacting(model: onnx.ModelProto) -> bool:
     name, and renaming them would cut those reads; a graph with quantizers is run node by node
     by qonnx's executor (FINN, hls4ml), which reads every tensor's shape from value_info."""
     if any(
-        node.op_type in QUANTIZERS
+        node.op_type in QUANT_OP_TYPES
         or any(
             a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
             for a in node.attribute

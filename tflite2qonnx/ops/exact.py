@@ -61,7 +61,7 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     m0, shift = conv_multipliers(
         g_in.scale, s_w, g_out.scale, per_tensor and b.tensor(op.inputs[0]).dtype == "uint8"
     )
-    _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2)
+    finish_accumulator(b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2)
 
 
 def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:
@@ -79,7 +79,7 @@ def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:
     acc, bound = integer_product(b, "ConvTranspose", x, w, w_idx, w_zp, 1, max_x, where, **attrs)
     s_w = b.tensor(w_idx).quantization.scale
     m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, False)
-    _finish_accumulator(b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=3)
+    finish_accumulator(b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=3)
 
 
 def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
@@ -97,7 +97,7 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits); uint8
     # with the 32-bit one (two roundings). hello_world's second layer tells them apart.
     single = len(s_w) > 1 or b.tensor(op.inputs[0]).dtype == "int8"
-    _finish_accumulator(
+    finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
     )
 
@@ -128,7 +128,7 @@ def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     b.set_output(op.outputs[0], y)
 
 
-def _finish_accumulator(
+def finish_accumulator(
     b, op, acc, bound, m0, shift, channels, g_out, where, bias_slot, single=False
 ):
     bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
@@ -300,7 +300,7 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     total = b.emit(
         "Round", [b.emit("Mul", [pooled, b.const(np.array(window, np.float32), "window")])[0]]
     )[0]
-    counts = _valid_counts(
+    counts = valid_counts(
         b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
     )
     # |sum / count - (m + 1/2)| >= 1 / (2 count) >> float32's error: ties stay exact ties
@@ -314,7 +314,7 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def _valid_counts(in_hw, out_hw, kernel, attrs) -> np.ndarray:
+def valid_counts(in_hw, out_hw, kernel, attrs) -> np.ndarray:
     """Cells of each window inside the input (TFLite divides by that), NHWC-broadcastable."""
     per_axis = []
     for a in range(2):

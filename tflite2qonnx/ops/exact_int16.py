@@ -37,7 +37,7 @@ from tflite2qonnx.fixed_point import (
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.exact import _finish_accumulator, _valid_counts
+from tflite2qonnx.ops.exact import finish_accumulator, valid_counts
 from tflite2qonnx.ops.padding import spatial_attrs
 
 _BYTE = 256.0
@@ -78,7 +78,7 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     )  # fmt: skip
     s_w = b.tensor(op.inputs[1]).quantization.scale
     m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, False)
-    _finish_accumulator(
+    finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[0], g_out, where, bias_slot=2, single=True
     )
 
@@ -133,7 +133,7 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     ones = b.const(np.ones((channels, 1, *kernel), np.float32), "window_ones")
     attrs = {"dilations": [1, 1], **attrs}  # spelled out: --channels-last's Conv needs it
     total = b.emit("Conv", [raw, ones], group=channels, kernel_shape=list(kernel), **attrs)[0]
-    counts = _valid_counts(
+    counts = valid_counts(
         b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
     )
     mean_ = b.emit(
