@@ -10,6 +10,8 @@ and verifying only: the QONNX file users receive keeps its Quant nodes.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -23,8 +25,9 @@ class NotLowerable(Exception):
     """A quantizer without a standard-op form here (bipolar, Trunc, computed parameters)."""
 
 
-def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with every Quant / IntQuant replaced by standard ops.
+def lower_quants(model: onnx.ModelProto, only: Collection[str] | None = None) -> onnx.ModelProto:
+    """A copy of ``model`` with every Quant / IntQuant replaced by standard ops (with ``only``:
+    those whose output is named there; other QONNX nodes are then kept, domain included).
 
     Raises NotLowerable for BipolarQuant, Trunc, 1-bit signed Quant (qonnx makes it bipolar)
     and quantizers whose scale, zero point or width are computed rather than constant.
@@ -43,9 +46,10 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
     )
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
-        if node.op_type in ("BipolarQuant", "Trunc"):
+        chosen = only is None or (node.output and node.output[0] in only)
+        if chosen and node.op_type in ("BipolarQuant", "Trunc"):
             raise NotLowerable(f"{node.op_type} {node.name}")
-        if node.op_type not in _LOWERED:
+        if node.op_type not in _LOWERED or not chosen:
             kept = onnx.NodeProto()
             kept.CopyFrom(node)
             nodes.append(kept)
@@ -61,9 +65,12 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
     kept = [t for t in graph.initializer if t.name in used]  # replaced parameters go
     del graph.initializer[:]
     graph.initializer.extend(kept)
-    standard = [(o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")]
-    del lowered.opset_import[:]
-    lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
+    if only is None:
+        standard = [
+            (o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")
+        ]
+        del lowered.opset_import[:]
+        lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
     return lowered
 
 
