@@ -8,8 +8,9 @@ from tflite2qonnx.ops import exact_unary
 
 
 def quantize(b: GraphBuilder, op: Operator) -> None:
-    """float -> int, or int -> int requantization: a Quant node with the output's parameters."""
-    if b.bit_exact and exact_unary.convert(b, op):
+    """float -> int, or int -> int requantization: a Quant node with the output's parameters
+    (the kernel's requantization table under bit_exact, and from int16 always)."""
+    if exact_unary.convert(b, op):
         return
     b.set_output(op.outputs[0], b.input(op.inputs[0]))
 
