@@ -132,7 +132,15 @@ class Grid:
 # it by default too, since no single rounding agrees with the 16-bit requantization and lookup
 # tables of those kernels
 INT16_KERNELS = frozenset(
-    {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "SOFTMAX", "QUANTIZE"}
+    {
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "FULLY_CONNECTED",
+        "AVERAGE_POOL_2D",
+        "SOFTMAX",
+        "QUANTIZE",
+        "MEAN",
+    }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them
 INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL"})

@@ -1,6 +1,7 @@
 """The 16x8 kernels (int16 activations with zero point 0, int8 weights, int64 biases) as
 TFLite's builtin reference kernels compute them: CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED and AVERAGE_POOL_2D (``ops.exact_softmax16`` has SOFTMAX).
+FULLY_CONNECTED and AVERAGE_POOL_2D (``ops.exact_softmax16`` has SOFTMAX), and, under
+--bit-exact, ADD / SUB with pot_scale_int16 on power-of-two scales.
 
 They run both by default and under --bit-exact (``fixed_point.emulates``): the 16x8 kernels
 requantize with a multiplier rounded to 16 bits, which moves about one output in twenty by a
@@ -33,11 +34,14 @@ from tflite2qonnx.fixed_point import (
     integer_weights,
     offsets,
     raw_integers,
+    rounding_divide_by_pot,
 )
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.common import clip_bounds
 from tflite2qonnx.ops.exact import finish_accumulator, valid_counts
+from tflite2qonnx.ops.exact_lut import c_float_fn
 from tflite2qonnx.ops.padding import spatial_attrs
 
 _BYTE = 256.0
@@ -144,4 +148,49 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     magnitude = b.emit("Floor", [magnitude])[0]
     k = cast(b, b.emit("Mul", [b.emit("Sign", [mean_])[0], magnitude])[0], TensorProto.FLOAT)
     y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "scale")])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _checked_log2(scale: float) -> int | None:
+    """TFLite's CheckedLog2: the rounded ``logf(x) / logf(2)`` (float32) if within 1e-3 of an
+    integer, else None."""
+    f32 = np.float32
+    x_log2 = f32(c_float_fn("logf", np.array(scale, f32))) * (f32(1) / c_float_fn("logf", f32(2)))
+    rounded = float(np.sign(x_log2) * np.floor(abs(float(x_log2)) + 0.5))
+    return int(rounded) if abs(float(f32(x_log2 - f32(rounded)))) < 1e-3 else None
+
+
+def pot_scaled(b: GraphBuilder, op: Operator) -> bool:
+    """Whether an int16 ADD / SUB runs the power-of-two kernel: pot_scale_int16 (the default)
+    and every scale a power of two by CheckedLog2; otherwise the general-scale one runs."""
+    sides = (*op.inputs[:2], op.outputs[0])
+    if any(b.tensor(i).dtype != "int16" for i in sides):
+        return False
+    if not op.options.get("pot_scale_int16", True):
+        return False
+    return all(_checked_log2(grid(b, i, op.where).scale) is not None for i in sides)
+
+
+def add_pot(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
+    """ADD / SUB with pot_scale_int16 on power-of-two scales (the LSTM kernel, reference_ops'
+    int16 Add / Sub16): the input on a finer grid is shifted right to the output's (gemmlowp's
+    RoundingDivideByPOT), the other must lie on it; the int16 sum saturates."""
+    where = op.where
+    logs = [_checked_log2(grid(b, i, where).scale) for i in (*op.inputs[:2], op.outputs[0])]
+    shifts = [logs[0] - logs[2], logs[1] - logs[2]]
+    if max(shifts) > 0 or 0 not in shifts:  # the kernel's Prepare refuses these too
+        raise ConversionError(f"int16 {op.name}: one input must share the output's scale", where)
+    if b.tensor(op.inputs[0]).shape != b.tensor(op.inputs[1]).shape:
+        raise ConversionError(f"int16 {op.name} with power-of-two scales: no broadcasting", where)
+    parts = []
+    for idx, shift in zip(op.inputs[:2], shifts, strict=True):
+        x = offsets(b, idx, where)
+        if shift:
+            x = rounding_divide_by_pot(b, cast(b, x, TensorProto.DOUBLE), -shift)
+            x = cast(b, x, TensorProto.FLOAT)  # |x| <= 2^15: exact
+        parts.append(x)
+    k = b.emit("Sub" if subtract else "Add", parts)[0]
+    k = b.emit("Clip", [k, *clip_bounds(b, -32768.0, 32767.0)])[0]
+    s_out = np.array(grid(b, op.outputs[0], where).scale, np.float32)
+    y = b.emit("Mul", [k, b.const(s_out, "scale")])[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
