@@ -144,6 +144,12 @@ INT16_KERNELS = frozenset(
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them
 INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL"})
+# int16 kernels known and still refused by bit_exact, and why
+_SIGMOID_TABLE = (
+    "its kernel interpolates TFLite's fixed 256-entry sigmoid table, whose entries no "
+    "known formula reproduces"
+)
+_INT16_WHY = {"LOGISTIC": _SIGMOID_TABLE, "TANH": _SIGMOID_TABLE}
 
 
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
@@ -157,8 +163,10 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
         return False
     int16_ok = t.dtype == "int16" and op.name in INT16_KERNELS | INT16_BIT_EXACT
     if t.dtype not in INT8_TYPES and not int16_ok:
+        why = _INT16_WHY.get(op.name, "int8 and uint8 only") if t.dtype == "int16" else None
         raise ConversionError(
-            f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
+            f"bit_exact: {t.dtype} {op.name} is not emulated ({why or 'int8 and uint8 only'})",
+            op.where,
         )
     return True
 
