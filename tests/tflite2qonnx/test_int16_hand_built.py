@@ -159,3 +159,16 @@ def test_int16_logistic_tanh_refused_under_bit_exact(op: str, s_in: float) -> No
     reference_interpreter(data).invoke()  # a valid model: the interpreter runs it
     with pytest.raises(ConversionError, match=f"int16 {op} is not emulated.*sigmoid table"):
         convert(data, bit_exact=True)
+
+
+@pytest.mark.parametrize(
+    "dtype, bit_exact", [("int16", False), ("int8", False), ("int8", True)],
+    ids=["int16-default", "int8-default", "int8-bit_exact"],
+)  # fmt: skip
+def test_leaky_relu_without_options_has_alpha_zero(dtype: str, bit_exact: bool) -> None:
+    """TFLite parses a LEAKY_RELU without LeakyReluOptions with alpha 0 (assuming Keras's
+    0.2 left half the outputs off, by up to 6554 int16 steps)."""
+    q = ALL_INT16 if dtype == "int16" else np.arange(-128, 128, dtype=np.int8)
+    x, y = (_tensor(name, q.shape, 1 / 300, dtype) for name in "xy")
+    steps = _steps(_single_op("LEAKY_RELU", [x], y), [q], bit_exact)
+    assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"

@@ -202,9 +202,10 @@ def square(b: GraphBuilder, op: Operator) -> None:
 
 
 def leaky_relu(b: GraphBuilder, op: Operator) -> None:
+    """A file without LeakyReluOptions has alpha 0: TFLite's parser leaves it zeroed."""
     if b.bit_exact and exact_unary.convert(b, op):
         return
-    alpha = float(np.float32(op.options.get("alpha", 0.2)))
+    alpha = float(np.float32(op.options.get("alpha", 0.0)))
     b.set_output(op.outputs[0], b.emit("LeakyRelu", [b.input(op.inputs[0])], alpha=alpha)[0])
 
 
