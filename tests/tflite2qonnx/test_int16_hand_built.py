@@ -59,8 +59,9 @@ def _steps(data: bytes, feeds: list[np.ndarray], bit_exact: bool) -> np.ndarray:
         (0.000123, 0.00031, "int16", 0),
         (1 / 3000, 0.05, "int8", 3),
         (0.000123, 0.0371, "int8", -5),
+        (1 / 1000, 1 / 3000, "int16", 0),  # a ratio over 1: a left shift
     ],
-    ids=["to_int16", "to_int16_b", "to_int8", "to_int8_b"],
+    ids=["to_int16", "to_int16_b", "to_int8", "to_int8_b", "to_int16_upscale"],
 )
 def test_int16_quantize_equals_builtin_on_every_input(
     s_in, s_out, dtype, zero_point, bit_exact: bool

@@ -6,11 +6,6 @@ Each becomes a Gather on the 256-entry table of ``tflite2qonnx.ops.exact_tables`
 call ``convert`` first under bit_exact; it returns False (nothing emitted) where the default
 conversion is already exact (a float input, a copy or clamp on one grid); an integer side it
 cannot emulate (per-axis, int16) is a ConversionError, never a silent single rounding.
-
-QUANTIZE from int16 (to int8 or int16) is the same requantization over 65536 entries, and runs
-by default too (``fixed_point.emulates``): its MultiplyByQuantizedMultiplier rounds twice, and
-with a right shift of a bit or two (int16 to int16) a quarter of the outputs land a step away
-from a single rounding.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ import numpy as np
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.dtypes import INT8_TYPES
-from tflite2qonnx.fixed_point import ACTIVATION_TYPES, emulates
+from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_tables as tables
@@ -50,23 +45,18 @@ _KERNELS: dict[str, Callable[[Operator], Callable]] = {
 }
 
 
-def _per_tensor(b: GraphBuilder, idx: int, types) -> bool:
-    """Per-tensor quantized with a storage type of ``types`` (int16 with zero point 0)."""
+def _per_tensor_int8(b: GraphBuilder, idx: int) -> bool:
     t = b.tensor(idx)
-    if t.dtype not in types or t.quant is None or t.quant.axis is not None:
-        return False
-    return t.dtype != "int16" or float(t.quant.zero_point) == 0
+    return t.dtype in INT8_TYPES and t.quant is not None and t.quant.axis is None
 
 
 def convert(b: GraphBuilder, op: Operator) -> bool:
-    """Emit ``op`` as its kernel's table where it is emulated (under bit_exact, and int16
-    QUANTIZE always); False if not emitted."""
-    if op.name not in _KERNELS or not emulates(b, op):  # other int16 inputs: refused there
+    """Emit ``op`` as its kernel's table when bit_exact asks for it; False if not emitted."""
+    if op.name not in _KERNELS or not b.bit_exact:
         return False
-    types = ACTIVATION_TYPES if op.name == "QUANTIZE" else INT8_TYPES
-    if not all(_per_tensor(b, i, types) for i in (op.inputs[0], op.outputs[0])):
-        if not b.bit_exact:  # a side the default emulation does not cover: as before
-            return False
+    if not is_integer_op(b, op):  # int16 and wider inputs are refused there
+        return False
+    if not (_per_tensor_int8(b, op.inputs[0]) and _per_tensor_int8(b, op.outputs[0])):
         raise ConversionError(
             f"bit_exact: {op.name} with a per-axis or non-8-bit side is not emulated", op.where
         )
