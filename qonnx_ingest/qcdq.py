@@ -179,9 +179,7 @@ def _upgraded(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
             f"converter could not upgrade the model from opset {current}: {exc}",
             "qcdq",
         ) from exc
-    upgraded.ir_version = helper.find_min_ir_version_for(
-        upgraded.opset_import, ignore_unknown=True
-    )
+    upgraded.ir_version = helper.find_min_ir_version_for(upgraded.opset_import, ignore_unknown=True)
     return upgraded
 
 
