@@ -10,6 +10,8 @@ and verifying only: the QONNX file users receive keeps its Quant nodes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -31,17 +33,32 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
     """
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
-    graph = lowered.graph
+    lower_graph_quants(lowered.graph)
+    standard = [(o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")]
+    del lowered.opset_import[:]
+    lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
+    return lowered
+
+
+def lower_graph_quants(graph: onnx.GraphProto, elem_types: Mapping[str, int] | None = None) -> None:
+    """``lower_quants`` on one graph, in place (nested subgraphs are left as they are): an
+    ONNX Loop body holding Quant nodes becomes one onnxruntime runs (tflite2qonnx's WHILE).
+    ``elem_types``: the values' element types where the graph's value_info lacks them (a
+    Quant's input computed in float64 is divided in float64, as qonnx does)."""
     constants = {t.name: t for t in graph.initializer}
     elem_types = {
-        v.name: v.type.tensor_type.elem_type
-        for v in (*graph.value_info, *graph.input, *graph.output)
-        if v.type.tensor_type.elem_type
+        **(elem_types or {}),
+        **{
+            v.name: v.type.tensor_type.elem_type
+            for v in (*graph.value_info, *graph.input, *graph.output)
+            if v.type.tensor_type.elem_type
+        },
     }
     taken = TakenNames(
         [*(n for node in graph.node for n in (*node.input, *node.output)), *constants]
     )
     nodes: list[onnx.NodeProto] = []
+    replaced: set[str] = set()
     for node in graph.node:
         if node.op_type in ("BipolarQuant", "Trunc"):
             raise NotLowerable(f"{node.op_type} {node.name}")
@@ -55,16 +72,24 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
             raise NotLowerable(f"{node.op_type} {node.name}: computed parameters")
         x_type = elem_types.get(node.input[0], TensorProto.FLOAT)
         nodes.extend(_standard_ops(node, *params, x_type, graph, taken))
+        replaced.update(node.input[1:4])
     del graph.node[:]
     graph.node.extend(nodes)
-    used = {name for node in nodes for name in node.input}
-    kept = [t for t in graph.initializer if t.name in used]  # replaced parameters go
+    used = {name for node in nodes for name in node.input} | _read_by_subgraphs(nodes)
+    kept = [t for t in graph.initializer if t.name in used or t.name not in replaced]
     del graph.initializer[:]
-    graph.initializer.extend(kept)
-    standard = [(o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")]
-    del lowered.opset_import[:]
-    lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
-    return lowered
+    graph.initializer.extend(kept)  # replaced parameters go
+
+
+def _read_by_subgraphs(nodes: list[onnx.NodeProto]) -> set[str]:
+    """Every name the nodes' subgraphs read (they may read outer initializers by name)."""
+    names: set[str] = set()
+    for node in nodes:
+        for a in node.attribute:
+            for g in (a.g,) if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                names.update(n for sub in g.node for n in sub.input)
+                names |= _read_by_subgraphs(list(g.node))
+    return names
 
 
 def _standard_ops(

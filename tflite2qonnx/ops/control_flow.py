@@ -5,12 +5,22 @@ IF's branches and WHILE's body become ONNX subgraphs converted by the same opera
 they read outer values by name, constants are materialized inside them. WHILE(cond, body) is
 ``Loop(cond(v0), v0)`` whose body computes ``v = body(v)`` and then ``cond(v)``.
 
-What an ONNX subgraph cannot carry here: quantized tensors (qonnx's executor and its QCDQ /
-standard-op lowerings do not enter subgraphs) and tensors the NHWC -> NCHW layout pass may
-permute (it refuses graphs with subgraphs once it permutes anything). An IF meeting either
-computes both branches inline and picks with ``Where`` (exact: ONNX ops have no side
-effects), as does an IF whose branches assign variables (each then holds the taken branch's
-value); a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX If.
+Quantized tensors in an ONNX subgraph: qonnx's executor hands a Loop or If node whole to
+onnxruntime, and its QCDQ / standard-op lowerings do not enter subgraphs, so a Quant node
+there would run nowhere. A WHILE body's (and its per-step condition's) Quant nodes are
+written as the standard ops that compute exactly what each Quant computes
+(``qonnx_ingest.quant_lowering``: scale, add zero point, clip, round half away from zero as
+TFLite does, dequantize); the first condition test and the WHILE's results stay at the top
+level with their Quant nodes, where consumers read widths. Loop variables keep their grid
+across the loop (TFLite copies their raw bytes), so a quantized one must have the same scale
+and zero point in the WHILE and its subgraphs. An IF with quantized tensors computes both
+branches inline and picks with ``Where`` (exact: ONNX ops have no side effects), as does an
+IF whose branches assign variables (each then holds the taken branch's value).
+
+Tensors the NHWC -> NCHW layout pass may permute cannot cross into an ONNX subgraph (the
+pass refuses graphs with subgraphs once it permutes anything): an IF then inlines its
+branches, a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX
+If.
 
 Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_VARIABLEs give
 each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
@@ -28,6 +38,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.quant_lowering import NotLowerable, lower_graph_quants
 from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
 
@@ -267,8 +278,8 @@ def while_(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(
             f"WHILE's subgraphs do not take and give its {n} loop variables", op.where
         )
-    crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])
-    _check(op, [crossing, _subgraph_problem(op, cond_sg), _subgraph_problem(op, body_sg)])
+    _check(op, [_rank_problem(op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])])
+    _check_carried_grids(op, b.subgraph, cond_sg, body_sg)
     # the first test, inline
     first = _child(b, cond_sg, inline=True)
     _bind(first, cond_sg, b, list(op.inputs))
@@ -301,11 +312,67 @@ def while_(b: GraphBuilder, op: Operator) -> None:
     cond_info = helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])
     graph = _graph(body, f"while_{body_sg.name}", inputs, outs)
     graph.output.insert(0, cond_info)
+    _standard_ops_only(op, graph, b.opset)
     loop = b.emit(
         "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph
     )
     for idx, name in zip(op.outputs, loop, strict=True):
         b.set_output(idx, name)
+
+
+def _rank_problem(op: Operator, tensors: list[tuple[Subgraph, int]]) -> str | None:
+    for sg, idx in tensors:
+        t = sg.tensors[idx]
+        if len(t.shape) >= 3:
+            return (
+                f"{op.name} on tensor '{t.name}' of rank {len(t.shape)} is not supported: "
+                "the layout pass does not follow values into ONNX subgraphs"
+            )
+    return None
+
+
+def _check_carried_grids(op: Operator, outer: Subgraph, cond: Subgraph, body: Subgraph) -> None:
+    """Loop variable k is one value on one grid throughout: TFLite's WHILE copies raw bytes
+    between the WHILE's tensors and its subgraphs' (outer input and output, condition input,
+    body input and output), so differing scales or zero points would reinterpret it."""
+    for k, idx in enumerate(op.inputs):
+        first = outer.tensors[idx]
+        others = [
+            outer.tensors[op.outputs[k]],
+            cond.tensors[cond.inputs[k]],
+            body.tensors[body.inputs[k]],
+            body.tensors[body.outputs[k]],
+        ]
+        for t in others:
+            if _grid(t) != _grid(first):
+                raise ConversionError(
+                    f"WHILE loop variable {k}: tensor '{t.name}' and '{first.name}' differ in "
+                    f"quantization ({_grid(t)} vs {_grid(first)}); the loop carries raw bytes",
+                    op.where,
+                )
+
+
+def _standard_ops_only(op: Operator, graph: onnx.GraphProto, opset: int) -> None:
+    """The Loop body's Quant nodes as the standard ops computing the same, in place: qonnx's
+    executor hands the Loop node whole to onnxruntime, which has no Quant."""
+    from qonnx_ingest.finish import infer_shapes
+
+    typed = infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    types = {v.name: v.type.tensor_type.elem_type for v in typed.graph.value_info}
+    try:
+        lower_graph_quants(graph, types)
+    except NotLowerable as exc:
+        raise ConversionError(
+            f"WHILE body '{graph.name}': {exc} has no standard-op form inside an ONNX Loop",
+            op.where,
+        ) from None
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            raise ConversionError(
+                f"WHILE body '{graph.name}': {node.domain} op {node.op_type} '{node.name}' "
+                "cannot run inside an ONNX Loop (onnxruntime runs the Loop whole)",
+                op.where,
+            )
 
 
 def call_once(b: GraphBuilder, op: Operator) -> None:
