@@ -206,7 +206,7 @@ def if_(b: GraphBuilder, op: Operator) -> None:
         graphs.append(_graph(child, f"{label}_{sg.name}", [], _outputs(child)))
     outs = b.emit(
         "If", [_typed_input(b, op.inputs[0])], n_outputs=len(op.outputs),
-        then_branch=graphs[0], else_branch=graphs[1],
+        then_branch=graphs[0], else_branch=graphs[1], doc_string="TFLite IF",
     )  # fmt: skip
     for idx, name in zip(op.outputs, outs, strict=True):
         b.set_output(idx, name)
@@ -314,8 +314,9 @@ def while_(b: GraphBuilder, op: Operator) -> None:
     graph.output.insert(0, cond_info)
     _standard_ops_only(op, graph, b.opset)
     loop = b.emit(
-        "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph
-    )
+        "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph,
+        doc_string=f"TFLite WHILE, body subgraph '{body_sg.name}'",
+    )  # fmt: skip
     for idx, name in zip(op.outputs, loop, strict=True):
         b.set_output(idx, name)
 
