@@ -63,3 +63,72 @@ def conv_then_while_model() -> bytes:
         return v
 
     return _convert(tf, fn, [tf.TensorSpec([1, 4, 4, 2], tf.float32)])
+
+
+def int8_carried_while_model(body_scale: float = 0.05) -> bytes:
+    """A WHILE carrying an int8 loop variable (TF's converter keeps loop variables float):
+    v <- v + v (ADD, saturating) four times, v on scale 0.05, zero point 3 in the main graph
+    and the condition; the body's tensors on ``body_scale`` (0.05: one grid throughout).
+    Built with the flatbuffer object API (``ai_edge_litert``'s schema), no TensorFlow."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    def tensor(name, dtype, shape, scale=None, buffer=0):
+        t = s.TensorT()
+        t.name, t.type, t.shape, t.buffer = name.encode(), dtype, list(shape), buffer
+        if scale is not None:
+            t.quantization = s.QuantizationParametersT()
+            t.quantization.scale, t.quantization.zeroPoint = [scale], [3]
+        return t
+
+    def operator(code, inputs, outputs, options_type=0, options=None):
+        o = s.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = code, list(inputs), list(outputs)
+        o.builtinOptionsType, o.builtinOptions = options_type, options
+        return o
+
+    def subgraph(name, tensors, inputs, outputs, operators):
+        g = s.SubGraphT()
+        g.name, g.tensors, g.inputs, g.outputs = name.encode(), tensors, inputs, outputs
+        g.operators = operators
+        return g
+
+    int8, int32, boolean = s.TensorType.INT8, s.TensorType.INT32, s.TensorType.BOOL
+    buffers = [s.BufferT() for _ in range(4)]
+    for k, value in ((1, 0), (2, 4), (3, 1)):  # i0 = 0, the bound 4, the increment 1
+        buffers[k].data = list(np.array([value], np.int32).tobytes())
+    codes = []
+    for builtin in (s.BuiltinOperator.WHILE, s.BuiltinOperator.LESS, s.BuiltinOperator.ADD):
+        code = s.OperatorCodeT()
+        code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, builtin, 1
+        codes.append(code)
+    options = s.WhileOptionsT()
+    options.condSubgraphIndex, options.bodySubgraphIndex = 1, 2
+    add = s.AddOptionsT()
+    main = subgraph(
+        "main",
+        [tensor("x", int8, [3], 0.05), tensor("i0", int32, [], buffer=1),
+         tensor("count", int32, []), tensor("y", int8, [3], 0.05)],
+        [0], [3, 2], [operator(0, [1, 0], [2, 3], s.BuiltinOptions.WhileOptions, options)],
+    )  # fmt: skip
+    cond = subgraph(
+        "cond",
+        [tensor("ci", int32, []), tensor("cv", int8, [3], 0.05),
+         tensor("bound", int32, [], buffer=2), tensor("go", boolean, [])],
+        [0, 1], [3], [operator(1, [0, 2], [3])],
+    )  # fmt: skip
+    body = subgraph(
+        "body",
+        [tensor("bi", int32, []), tensor("bv", int8, [3], body_scale),
+         tensor("one", int32, [], buffer=3), tensor("bi_next", int32, []),
+         tensor("bv_next", int8, [3], body_scale)],
+        [0, 1], [3, 4],
+        [operator(2, [0, 2], [3], s.BuiltinOptions.AddOptions, add),
+         operator(2, [1, 1], [4], s.BuiltinOptions.AddOptions, add)],
+    )  # fmt: skip
+    model = s.ModelT()
+    model.version, model.operatorCodes, model.buffers = 3, codes, buffers
+    model.subgraphs = [main, cond, body]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())

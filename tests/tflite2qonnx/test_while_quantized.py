@@ -12,6 +12,7 @@ import onnx
 import pytest
 from control_flow_models import in_fresh_process
 from litert_compare import real_value, reference_interpreter
+from quantized_while_models import int8_carried_while_model
 
 import tflite2qonnx
 from qonnx_ingest.errors import ConversionError, ConversionWarning
@@ -162,3 +163,25 @@ def test_layout_refusal_names_the_while_and_a_permuted_tensor(models) -> None:
     assert "Loop node" in message and "TFLite WHILE" in message
     assert "tensor 'x' is stored channels-first" in message
     tflite2qonnx.convert(data, channels_last=True, verify=True)
+
+
+def test_int8_loop_variable_crosses_into_the_loop_on_its_grid() -> None:
+    """A hand-built WHILE carrying an int8 value (v <- v + v, saturating, four times): the
+    Loop carries its real value; every element equals the interpreter's."""
+    data = int8_carried_while_model()
+    rng = np.random.default_rng(4)
+    xs = [rng.integers(-128, 128, 3).astype(np.int8) for _ in range(32)]
+    refs = _interpreter_outputs(data, xs)
+    ours, _ = _ours(tflite2qonnx.convert(data), data, xs)
+    assert all(int(o["count"]) == 4 for o in ours)
+    steps = _steps(data, refs, ours)
+    assert steps.size == 32 * 3 and np.all(steps == 0)
+    saturated = np.concatenate([r["y"] for r in refs])
+    assert {-128, 127} <= set(saturated.tolist())  # the clip inside the loop is exercised
+
+
+def test_loop_variable_on_another_grid_in_the_body_is_refused_naming_both_tensors() -> None:
+    """TFLite copies the loop variable's raw bytes into the body: a body tensor with another
+    scale would read them on its own grid, which a Loop carrying real values cannot say."""
+    with pytest.raises(ConversionError, match=r"loop variable 1: tensors 'bv' and 'x' differ"):
+        tflite2qonnx.convert(int8_carried_while_model(body_scale=0.1))

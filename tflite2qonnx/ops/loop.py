@@ -116,7 +116,7 @@ def _check_carried_grids(op: Operator, outer: Subgraph, cond: Subgraph, body: Su
         for t in others:
             if _grid(t) != _grid(first):
                 raise ConversionError(
-                    f"WHILE loop variable {k}: tensor '{t.name}' and '{first.name}' differ in "
+                    f"WHILE loop variable {k}: tensors '{t.name}' and '{first.name}' differ in "
                     f"quantization ({_grid(t)} vs {_grid(first)}); the loop carries raw bytes",
                     op.where,
                 )
