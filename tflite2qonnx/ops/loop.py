@@ -123,8 +123,10 @@ def _check_carried_grids(op: Operator, outer: Subgraph, cond: Subgraph, body: Su
 
 
 def _standard_ops_only(op: Operator, graph: onnx.GraphProto, opset: int) -> None:
-    """The Loop body's Quant nodes as the standard ops computing the same, in place: qonnx's
-    executor hands the Loop node whole to onnxruntime, which has no Quant."""
+    """The Loop body's Quant nodes, in place, as the standard ops computing TFLite's quantize
+    (the module's docstring): qonnx's executor hands the Loop node whole to onnxruntime,
+    which has no Quant. Each Quant's input type comes from shape inference on the body (a
+    bit-exact kernel's float64 result is divided in float64)."""
     from qonnx_ingest.finish import infer_shapes
 
     typed = infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
