@@ -4,8 +4,10 @@ qonnx's executor runs a graph node by node, each in its own onnxruntime session:
 input on a MobileNet. Rewritten op for op as qonnx's ``int_quant`` evaluates it (divide, add
 the zero point, clamp, round, subtract, multiply, in the scale's float type, then float32), the
 same graph runs in one onnxruntime session in milliseconds and gives the same bits. Any
-rounding mode is available, unlike QuantizeLinear (half to even only, 8 bits). For running
-and verifying only: the QONNX file users receive keeps its Quant nodes.
+rounding mode is available, unlike QuantizeLinear (half to even only, 8 or 16 bits). Used
+for running and verifying, for the quantizers ``--format qcdq`` has no QuantizeLinear for,
+and inside ONNX Loop bodies (tflite2qonnx's WHILE), where qonnx's executor cannot reach; the
+QONNX file's top-level graph keeps its Quant nodes.
 """
 
 from __future__ import annotations
