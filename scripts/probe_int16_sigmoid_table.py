@@ -201,7 +201,7 @@ def render(table: np.ndarray) -> str:
     from importlib.metadata import version
 
     rows = [
-        "    " + ", ".join(str(int(x)) for x in table[i : i + 16]) + "," for i in range(0, 256, 16)
+        "    " + ", ".join(str(int(x)) for x in table[i : i + 12]) + "," for i in range(0, 256, 12)
     ]
     return "\n".join(
         [
