@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from tflite2qonnx.fixed_point import is_integer_op
+from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_int16, exact_unary
+from tflite2qonnx.ops import exact, exact_int16, exact_sigmoid16, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -81,7 +81,21 @@ def _unary(onnx_op: str):
     return convert
 
 
-logistic = _unary("Sigmoid")
+_sigmoid, _tanh = _unary("Sigmoid"), _unary("Tanh")
+
+
+def logistic(b: GraphBuilder, op: Operator) -> None:
+    """int16: the kernel's sigmoid table, by default too (``exact_sigmoid16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_sigmoid16.convert(b, op)
+    return _sigmoid(b, op)
+
+
+def tanh(b: GraphBuilder, op: Operator) -> None:
+    """int16: the kernel's sigmoid table, by default too (``exact_sigmoid16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_sigmoid16.convert(b, op)
+    return _tanh(b, op)
 
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
@@ -179,7 +193,6 @@ neg = _unary("Neg")
 exp = _unary("Exp")
 log = _unary("Log")
 sqrt = _unary("Sqrt")
-tanh = _unary("Tanh")
 cos = _unary("Cos")
 sin = _unary("Sin")
 floor = _unary("Floor")

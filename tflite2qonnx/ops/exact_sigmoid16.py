@@ -51,7 +51,8 @@ def convert(b: GraphBuilder, op: Operator) -> None:
     where = op.where
     bits = _KINDS[op.name][0]
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
-    if _checked_log2(g_out.scale) != -15:
+    exact_out = op.name == "LOGISTIC"  # its Prepare wants 2^-15 itself, TANH's CheckedLog2's
+    if (g_out.scale != 2.0**-15) if exact_out else (_checked_log2(g_out.scale) != -15):
         raise ConversionError(f"int16 {op.name}: the output scale must be 2^-15", where)
     m, shift = input_rescale(g_in.scale, op.name)
     if m >= 1 << 16:  # q * M would overflow the kernel's int32
