@@ -1,10 +1,10 @@
 """The 16x8 kernels on TF-generated single-op models (int16 activations and I/O, int8
 weights, int64 biases): 100% equal to the interpreter's builtin reference kernels on 16 seeded
 inputs (run by onnxruntime with the Quant nodes as standard ops, as --verify runs them):
-CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN and QUANTIZE
+CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN, TANH and QUANTIZE
 (requantizing ahead of a CONCATENATION) by default and under --bit-exact, ADD, SUB and MUL
-under --bit-exact; an int16 kernel not emulated is refused by --bit-exact, naming the
-operator."""
+under --bit-exact (an int16 kernel not emulated is refused by --bit-exact, naming the
+operator: test_int16_hand_built.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from litert_compare import compare, reference_interpreter
 
-from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant_lowering import lower_quants
 from tflite2qonnx.api import convert
 from tflite2qonnx.reader import read_model
@@ -30,10 +29,10 @@ NAMES = [
     "softmax_rows_of_300",
     "mean_channels",  # 74% equal rounding once
     "concat_channels",  # QUANTIZE int16 -> int16 aligns one input's scale, then CONCATENATION
+    "tanh",  # the kernel's interpolated sigmoid table (ops.exact_sigmoid16)
 ]
 # int16 kernels emulated under --bit-exact only (rounding once is within a step of them)
 BIT_EXACT_ONLY = ["add", "sub", "mul"]
-REFUSED = "tanh"
 
 
 def _case(name: str):
@@ -50,7 +49,7 @@ def models() -> dict[str, bytes]:
 
     return {
         name: build_tflite(_case(name), True, seed=zlib.crc32(name.encode()) % 1000, int16=True)
-        for name in [*NAMES, *BIT_EXACT_ONLY, REFUSED]
+        for name in [*NAMES, *BIT_EXACT_ONLY]
     }
 
 
@@ -78,8 +77,3 @@ def test_int16_arithmetic_equals_builtin_under_bit_exact(models, name: str) -> N
     assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
     # by default one rounding: within a step (the general-scale ADD rescales its inputs first)
     assert _steps(models[name], name, False).max() <= 1
-
-
-def test_int16_tanh_is_refused_under_bit_exact(models) -> None:
-    with pytest.raises(ConversionError, match="int16 TANH is not emulated"):
-        convert(models[REFUSED], bit_exact=True)

@@ -18,11 +18,11 @@ import sys
 import numpy as np
 import pytest
 from litert_compare import compare, real_value, reference_interpreter, run_ours
-from support import ROOT
 from tflite_writer import build_model
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant_lowering import lower_quants
+from support import ROOT
 from tflite2qonnx.api import convert
 from tflite2qonnx.ops.int16_sigmoid_table import SIGMOID_TABLE_UINT16
 
