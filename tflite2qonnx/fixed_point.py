@@ -350,19 +350,42 @@ def requantize(
 
 
 def requantize_single_rounding(
-    b: GraphBuilder, acc: str, m0: np.ndarray, shift: np.ndarray, s_out: float
+    b: GraphBuilder,
+    acc: str,
+    m0: np.ndarray,
+    shift: np.ndarray,
+    s_out: float,
+    full_multiplier: bool = False,
+    where: str = "",
 ) -> str:
-    """``s_out * MultiplyByQuantizedMultiplier(int64 acc, M0, shift)``, the 64-bit overload:
-    M0 rounded to 16 bits, then one rounding half toward +inf at ``2^(15 - shift)``.
+    """``s_out * MultiplyByQuantizedMultiplier(acc, M0, shift)`` with one rounding half toward
+    +inf. The 64-bit overload (int64 accumulators, the 16x8 kernels) first rounds M0 to 16
+    bits and rounds at ``2^(15 - shift)``; ``full_multiplier``: the int32 overload as the
+    interpreter's int8 FULLY_CONNECTED runs it (TFLITE_SINGLE_ROUNDING), the whole M0 and one
+    rounding at ``2^(31 - shift)``.
 
-    acc * M0_16 has at most 47 bits, so the float64 product is exact; the rounded result is
-    small enough (or saturates) for the FLOOR Quant's float32 output.
+    acc * M0_16 has at most 47 bits, so that float64 product is exact; the full M0 is split
+    as ``hi * 2^16 + lo``, the fraction of the first product carried into the second (exact
+    while the rounding point is at most 2^52). The rounded result is small enough (or
+    saturates) for the FLOOR Quant's float32 output.
     """
     m0 = np.asarray(m0, np.int64)
-    reduced = np.where(m0 < 0x7FFF0000, (m0 + (1 << 15)) >> 16, 0x7FFF)
-    total_shift = 15 - np.asarray(shift, np.int64)
-    v = b.emit("Mul", [acc, f64(b, reduced * 2.0**-total_shift, "multiplier")])[0]
-    v = b.emit("Add", [v, f64(b, 0.5, "half")])[0]
+    if not full_multiplier:
+        reduced = np.where(m0 < 0x7FFF0000, (m0 + (1 << 15)) >> 16, 0x7FFF)
+        total_shift = 15 - np.asarray(shift, np.int64)
+        v = b.emit("Mul", [acc, f64(b, reduced * 2.0**-total_shift, "multiplier")])[0]
+        v = b.emit("Add", [v, f64(b, 0.5, "half")])[0]
+    else:
+        total_shift = 31 - np.asarray(shift, np.int64)
+        if np.any(total_shift > 52):
+            raise ConversionError("bit_exact: a multiplier below 2^-21 is not emulated", where)
+        hi, lo = m0 >> 16, m0 & 0xFFFF
+        a = b.emit("Mul", [acc, f64(b, hi * 2.0 ** (16 - total_shift), "multiplier_hi")])[0]
+        a_int = b.emit("Floor", [a])[0]
+        c = b.emit("Mul", [acc, f64(b, lo * 2.0**-total_shift, "multiplier_lo")])[0]
+        c = b.emit("Add", [b.emit("Sub", [a, a_int])[0], c])[0]
+        c = b.emit("Floor", [b.emit("Add", [c, f64(b, 0.5, "half")])[0]])[0]
+        v = b.emit("Add", [a_int, c])[0]
     k = b.quant(v, "rounded", None, scale=1.0, bit_width=32, signed=True, rounding_mode="FLOOR")
     return b.emit("Mul", [k, b.const(np.array(s_out, np.float32), "output_scale")])[0]
 

@@ -93,10 +93,11 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     )
     s_w = b.tensor(op.inputs[1]).quantization.scale
     m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, len(s_w) == 1)
-    # int8 (per-channel and per-tensor weights alike) requantizes with the 64-bit
-    # MultiplyByQuantizedMultiplier (one rounding, multiplier rounded to 16 bits); uint8
-    # with the 32-bit one (two roundings). hello_world's second layer tells them apart.
-    single = len(s_w) > 1 or b.tensor(op.inputs[0]).dtype == "int8"
+    # int8 (per-channel and per-tensor weights alike) requantizes with one rounding and the
+    # whole 31-bit multiplier (TFLITE_SINGLE_ROUNDING's MultiplyByQuantizedMultiplier); uint8
+    # with the 32-bit double-rounding one. hello_world's layers tell the three apart (the
+    # 64-bit overload's 16-bit multiplier was 5 of 48,000 off, double rounding 116).
+    single = "full" if len(s_w) > 1 or b.tensor(op.inputs[0]).dtype == "int8" else False
     finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=2, single=single
     )
@@ -131,6 +132,8 @@ def batch_matmul(b: GraphBuilder, op: Operator) -> None:
 def finish_accumulator(
     b, op, acc, bound, m0, shift, channels, g_out, where, bias_slot, single=False
 ):
+    """Add the bias and requantize: ``single`` False for the double-rounding multiply, True
+    for the 64-bit one (16-bit multiplier), "full" for one rounding with the whole one."""
     bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
     if bias_idx >= 0:
         t = b.tensor(bias_idx)
@@ -143,9 +146,11 @@ def finish_accumulator(
     if m0.size == 1:
         m0, shift, bound = m0[0], shift[0], np.max(bound)
     if single:
-        if np.max(bound) * 0x7FFF >= 2.0**53:  # the product with the 16-bit multiplier
+        widest = 0xFFFF if single == "full" else 0x7FFF  # a multiplier part, or all 16 bits
+        if np.max(bound) * widest >= 2.0**53:
             raise ConversionError("bit_exact: accumulator too wide for exact products", where)
-        y = requantize_single_rounding(b, acc, m0, shift, g_out.scale)
+        full = single == "full"
+        y = requantize_single_rounding(b, acc, m0, shift, g_out.scale, full, where)
     else:
         y = requantize(b, acc, m0, shift, bound, g_out.scale, where)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
