@@ -31,7 +31,7 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
   add the zero point and clamp.
 
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
-kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply)
+kernels for int8 and uint8 (int8 FULLY_CONNECTED rounds once, with the whole 31-bit multiplier)
 and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_softmax16``,
 which run by default too, and ADD / SUB / MUL); a covered op it cannot make exact (other
 int16 kernels; a uint8 MEAN over H and W, an int8 / uint8 MEAN with equal input and output grids,
