@@ -185,3 +185,15 @@ def test_loop_variable_on_another_grid_in_the_body_is_refused_naming_both_tensor
     scale would read them on its own grid, which a Loop carrying real values cannot say."""
     with pytest.raises(ConversionError, match=r"loop variable 1: tensors 'bv' and 'x' differ"):
         tflite2qonnx.convert(int8_carried_while_model(body_scale=0.1))
+
+
+def test_int8_dense_tanh_loop_equals_builtin_under_bit_exact(models) -> None:
+    """The same loop with --bit-exact: every element equal after five steps (FULLY_CONNECTED
+    rounding with the 16-bit multiplier was 2 of 16,000 a step off; test_bit_exact_fc_rounding
+    pins that kernel)."""
+    data = models["dense tanh"]
+    xs = _int8_inputs(data, 2000, seed=4)
+    refs = _interpreter_outputs(data, xs)
+    ours, _ = _ours(tflite2qonnx.convert(data, bit_exact=True), data, xs)
+    steps = _steps(data, refs, ours)
+    assert steps.size == 2000 * 8 and steps.max() == 0, f"{int(np.sum(steps > 0))} off"
