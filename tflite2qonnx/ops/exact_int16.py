@@ -157,7 +157,7 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def _checked_log2(scale: float) -> int | None:
+def checked_log2(scale: float) -> int | None:
     """TFLite's CheckedLog2: the rounded ``logf(x) / logf(2)`` (float32) if within 1e-3 of an
     integer, else None."""
     f32 = np.float32
@@ -174,7 +174,7 @@ def pot_scaled(b: GraphBuilder, op: Operator) -> bool:
         return False
     if not op.options.get("pot_scale_int16", True):
         return False
-    return all(_checked_log2(grid(b, i, op.where).scale) is not None for i in sides)
+    return all(checked_log2(grid(b, i, op.where).scale) is not None for i in sides)
 
 
 def add_pot(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
@@ -182,7 +182,7 @@ def add_pot(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
     int16 Add / Sub16): the input on a finer grid is shifted right to the output's (gemmlowp's
     RoundingDivideByPOT), the other must lie on it; the int16 sum saturates."""
     where = op.where
-    logs = [_checked_log2(grid(b, i, where).scale) for i in (*op.inputs[:2], op.outputs[0])]
+    logs = [checked_log2(grid(b, i, where).scale) for i in (*op.inputs[:2], op.outputs[0])]
     shifts = [logs[0] - logs[2], logs[1] - logs[2]]
     if max(shifts) > 0 or 0 not in shifts:  # the kernel's Prepare refuses these too
         raise ConversionError(f"int16 {op.name}: one input must share the output's scale", where)

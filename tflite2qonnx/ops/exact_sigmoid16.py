@@ -29,7 +29,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import cast, f64, grid, offsets
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.exact_int16 import _checked_log2
+from tflite2qonnx.ops.exact_int16 import checked_log2
 
 # op -> (fraction bits of the interpolation, power-of-two shifts the kernel takes as such)
 _KINDS = {"LOGISTIC": (9, (0,)), "TANH": (8, (0, 1))}
@@ -37,7 +37,7 @@ _KINDS = {"LOGISTIC": (9, (0,)), "TANH": (8, (0, 1))}
 
 def input_rescale(scale: float, op_name: str) -> tuple[int, int]:
     """(multiplier, right shift) of the kernel's input rescale, as its Prepare picks them."""
-    log2 = _checked_log2(scale)
+    log2 = checked_log2(scale)
     if log2 is not None and 12 + log2 in _KINDS[op_name][1]:
         return 3 << (12 + log2), 0
     m, shift = float(np.float32(scale)) * 4096.0 * 3.0, 0
@@ -52,7 +52,7 @@ def convert(b: GraphBuilder, op: Operator) -> None:
     bits = _KINDS[op.name][0]
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     exact_out = op.name == "LOGISTIC"  # its Prepare wants 2^-15 itself, TANH's CheckedLog2's
-    if (g_out.scale != 2.0**-15) if exact_out else (_checked_log2(g_out.scale) != -15):
+    if (g_out.scale != 2.0**-15) if exact_out else (checked_log2(g_out.scale) != -15):
         raise ConversionError(f"int16 {op.name}: the output scale must be 2^-15", where)
     m, shift = input_rescale(g_in.scale, op.name)
     if m >= 1 << 16:  # q * M would overflow the kernel's int32
