@@ -5,8 +5,8 @@ Both read one fixed 256-entry table, sigmoid(i / 24) in 0.16 (``int16_sigmoid_ta
 measured from the interpreter since no formula reproduces it), with linear interpolation:
 
     v  = (q * M + round) >> shift              the input on a 1 / (3 * 4096) grid
-    a  = |v|;  h = a >> F;  t = a & (2^F - 1)  F = 9 (LOGISTIC), 8 (TANH; v is doubled)
-    r  = T[h] << F + t * (T[h + 1] - T[h])     h >= 255: saturated
+    a  = |v|;  h = a >> F;  t = a & (2^F - 1)  F = 9 (LOGISTIC), 8 (TANH = 2 sigmoid(2x) - 1)
+    r  = (T[h] << F) + t * (T[h + 1] - T[h])   h >= 255: saturated
     LOGISTIC: v >= 0 ? (r + 2^9) >> 10  :  (2^25 - r + 2^9 - 1) >> 10
     TANH:     v >= 0 ? (r - 2^23 + 2^7) >> 8  :  (2^23 - r + 2^7 - 1) >> 8
 
