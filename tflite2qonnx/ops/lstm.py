@@ -51,6 +51,10 @@ class FloatLstm:
         term = self.b.emit("Mul", [self.b.input(weight), c])[0]
         return self.b.emit("Add", [pre, term])[0]
 
+    def layer_norm(self, pre: str, gate: int) -> str:
+        d = self.d
+        return _layer_norm(self.b, pre, d.layer_norm[gate], d.biases[gate])
+
     def activation(self, pre: str, gate: int) -> str:
         if gate == 2:
             return fused_activation(self.b, self.op, pre)
@@ -156,14 +160,14 @@ def run_sequence(
             if d.peephole and g != 2:
                 pre[g] = arith.peephole(pre[g], d.peepholes[0 if g == 0 else 1], c, g)
             if d.normalized:
-                pre[g] = _layer_norm(b, pre[g], d.layer_norm[g], d.biases[g])
+                pre[g] = arith.layer_norm(pre[g], g)
             act[g] = arith.activation(pre[g], g)
         i = arith.one_minus(act[1]) if d.cifg else act[0]
         c = arith.cell(act[1], c, i, act[2])
         if d.peephole:
             pre[3] = arith.peephole(pre[3], d.peepholes[2], c, 3)
         if d.normalized:
-            pre[3] = _layer_norm(b, pre[3], d.layer_norm[3], d.biases[3])
+            pre[3] = arith.layer_norm(pre[3], 3)
         h = arith.hidden(arith.activation(pre[3], 3), c)
         if d.projection[0] >= 0:
             h = arith.project(h)

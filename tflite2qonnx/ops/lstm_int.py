@@ -61,22 +61,32 @@ class IntegerLstm:
         clip = float(op.options.get("cell_clip", 0.0))
         # TFLite truncates cell_clip / scale to int16
         self.cell_clip = int(min(max(clip / self.c_scale, -32768.0), 32767.0))
+        self.n_cell, self.n_out = b.tensor(d.h_weights[1]).shape
+        # the gate pre-activations' grids: Q3.12, or with layer norm intermediates 0..3
+        if d.peephole and self.n_out != self.n_cell:
+            batch = int(np.prod(b.tensor(d.states[1]).shape)) // self.n_cell
+            if batch != 1 or self.n_out > self.n_cell:
+                raise ConversionError(
+                    f"integer {op.name} with peepholes and a projection to {self.n_out} != "
+                    f"{self.n_cell} cells is not supported for batch {batch}: the kernel runs "
+                    "the peephole over n_output values of the flattened batch",
+                    op.where,
+                )
+        self.gate_scale = [
+            float(b.tensor(op.intermediates[g]).quant.scale) if d.normalized else GATE_SCALE
+            for g in range(4)
+        ]
 
     def _check(self) -> None:
         b, op, d = self.b, self.op, self.d
-        unsupported = [
-            ("peepholes", d.peephole),
-            ("layer normalization", d.normalized),
-            ("projection", d.projection[0] >= 0),
-        ]
-        for what, present in unsupported:
-            if present:
-                raise ConversionError(f"integer {op.name} with {what} is not supported", op.where)
         if op.options.get("fused_activation_function", "NONE") != "TANH":
             raise ConversionError(f"integer {op.name} needs the TANH activation", op.where)
-        if len(op.intermediates) < 5 or b.tensor(op.intermediates[4]).quant is None:
+        wanted_inter = range(5) if d.normalized else (4,)
+        if len(op.intermediates) < 5 or any(
+            b.tensor(op.intermediates[k]).quant is None for k in wanted_inter
+        ):
             raise ConversionError(
-                f"integer {op.name} needs its quantized hidden-state intermediate (5th)", op.where
+                f"integer {op.name} needs its quantized intermediates (5)", op.where
             )
         x = b.tensor(op.inputs[0])
         if x.dtype != "int8":
@@ -85,6 +95,20 @@ class IntegerLstm:
         wanted += [(d.x_weights[g], "int8") for g in d.gates]
         wanted += [(d.h_weights[g], "int8") for g in d.gates]
         wanted += [(d.biases[g], "int32") for g in d.gates]
+        constants = [*(d.x_weights[g] for g in d.gates), *(d.h_weights[g] for g in d.gates)]
+        constants += [d.biases[g] for g in d.gates]
+        if d.peephole:
+            wanted += [(d.peepholes[k], "int16") for k in _peephole_slots(d)]
+            constants += [d.peepholes[k] for k in _peephole_slots(d)]
+        if d.normalized:
+            wanted += [(d.layer_norm[g], "int16") for g in d.gates]
+            constants += [d.layer_norm[g] for g in d.gates]
+        if d.projection[0] >= 0:
+            wanted.append((d.projection[0], "int8"))
+            constants.append(d.projection[0])
+            if d.projection[1] >= 0:
+                wanted.append((d.projection[1], "int32"))
+                constants.append(d.projection[1])
         for idx, dtype in wanted:
             t = b.tensor(idx)
             if t.dtype != dtype or t.quant is None or t.quant.axis is not None:
@@ -92,22 +116,22 @@ class IntegerLstm:
                     f"integer {op.name} needs a per-tensor {dtype} tensor, got {t.dtype}",
                     f"{op.where}, tensor {idx} '{t.name}'",
                 )
-        constants = [*(d.x_weights[g] for g in d.gates), *(d.h_weights[g] for g in d.gates)]
-        for idx in (*constants, *(d.biases[g] for g in d.gates)):
-            if b.tensor(idx).data is None:  # the fixed-point rescales are built from the values
+        for idx in constants:
+            t = b.tensor(idx)
+            if t.data is None:  # the fixed-point rescales are built from the values
                 raise ConversionError(
                     f"integer {op.name} needs constant weights and biases",
-                    f"{op.where}, tensor {idx} '{b.tensor(idx).name}'",
+                    f"{op.where}, tensor {idx} '{t.name}'",
                 )
-        for idx in constants:
-            if float(b.tensor(idx).quant.zero_point) != 0:
+            if t.dtype in ("int8", "int16") and float(t.quant.zero_point) != 0:
                 raise ConversionError(
-                    f"integer {op.name} needs symmetric weights", f"tensor '{b.tensor(idx).name}'"
+                    f"integer {op.name} needs symmetric weights", f"tensor '{t.name}'"
                 )
 
-    def _quant(self, x: str, hint: str, scale: float, zero_point: float = 0.0, **bits) -> str:
-        b = self.b
-        return b.quant(x, hint, None, scale=np.float32(scale), zero_point=zero_point, **bits)
+    # ------------------------------------------------------------------ helpers
+    def _quant(self, x: str, hint: str, scale, zero_point: float = 0.0, **bits) -> str:
+        scale = np.asarray(scale, np.float32)
+        return self.b.quant(x, hint, None, scale=scale, zero_point=zero_point, **bits)
 
     def _accumulator(self, y: str, unit: np.ndarray) -> str:
         """The kernel's int32 accumulator (float64 integers) from its real value ``y``."""
@@ -115,45 +139,104 @@ class IntegerLstm:
         acc = b.emit("Round", [b.emit("Mul", [y, b.const(1 / unit, "acc_unit")])[0]])[0]
         return b.emit("Cast", [acc], to=TensorProto.DOUBLE)[0]
 
-    def _rescaled(self, acc: str, scales: np.ndarray, bound: np.ndarray, hint: str) -> str:
-        """MultiplyByQuantizedMultiplier(acc, scales / 2^-12) on the Q3.12 grid."""
-        pairs = [quantize_multiplier(float(s) / GATE_SCALE) for s in scales]
+    def _requantized(self, acc: str, real: np.ndarray, bound, s_out, hint: str, bits=32):
+        """MultiplyByQuantizedMultiplier(acc, QuantizeMultiplier(real)) on the grid ``s_out``
+        (one per output column); a Quant of ``bits`` states the width."""
+        real = np.broadcast_to(np.asarray(real, np.float32), np.shape(bound))
+        pairs = [quantize_multiplier(float(s)) for s in real.reshape(-1)]
         m0 = np.array([p[0] for p in pairs], np.int64)
         shift = np.array([p[1] for p in pairs], np.int64)
-        y = requantize(self.b, acc, m0, shift, bound, GATE_SCALE, self.op.where)
-        return self._quant(y, hint, GATE_SCALE, bit_width=32, signed=True)
+        s_out = np.asarray(s_out, np.float32)
+        k = requantize(self.b, acc, m0, shift, bound, 1.0, self.op.where)
+        y = self.b.emit("Mul", [k, self.b.const(s_out, "grid")])[0]
+        return self._quant(y, hint, s_out, bit_width=bits, signed=True)
 
-    def _unit(self, gates, weights, source_scale: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per output column: the accumulator's unit s_in * s_W, and |acc|'s bound."""
-        units, bounds = [], []
+    def _columns(self, gates, weights, source_scale: float):
+        """Per output column: the accumulator's unit s_in * s_W, |acc|'s bound, TFLite's
+        float32 effective scale s_W * s_in / s_gate, and the gate's grid."""
+        units, bounds, reals, grids = [], [], [], []
         for g in gates:
             w = self.b.tensor(weights[g])
             n = w.shape[0]
-            units.append(np.full(n, source_scale * float(w.quant.scale)))
+            ws = np.float32(w.quant.scale)
+            units.append(np.full(n, source_scale * float(ws)))
             bounds.append(np.abs(np.asarray(w.data, np.float64)).sum(axis=1) * 256)
-        return np.concatenate(units), np.concatenate(bounds)
+            real = ws * np.float32(source_scale) / np.float32(self.gate_scale[g])
+            reals.append(np.full(n, real, np.float32))
+            grids.append(np.full(n, self.gate_scale[g], np.float32))
+        return [np.concatenate(v) for v in (units, bounds, reals, grids)]
 
+    def _raw(self, x: str, scale: float) -> str:
+        """The raw integers of ``x`` (on ``scale``) as float64."""
+        b = self.b
+        x = b.emit("Cast", [x], to=TensorProto.DOUBLE)[0]
+        return b.emit("Round", [b.emit("Mul", [x, f64(b, 1 / scale, "raw_unit")])[0]])[0]
+
+    # ------------------------------------------------------------------ gates
     def x_part(self, x: str, wx: str, gates: tuple[int, ...]) -> str:
-        """MultiplyByQuantizedMultiplier(x @ W + bias) on Q3.12, saturated at int16, for all
-        steps at once (the bias is raw int32 on the accumulator's unit)."""
+        """MultiplyByQuantizedMultiplier(x @ W + bias) on each gate's grid, saturated at
+        int16, for all steps at once (the bias is raw int32 on the accumulator's unit; with
+        layer norm it is the norm's, added there)."""
         b, d = self.b, self.d
         y = b.emit("MatMul", [x, wx])[0]
-        unit, bound = self._unit(gates, d.x_weights, self.x_scale)
-        raw = np.concatenate([np.asarray(b.tensor(d.biases[g]).data, np.float64) for g in gates])
-        bias = b.const((raw * unit).astype(np.float32), "lstm_gate_bias")
-        acc = self._accumulator(b.emit("Add", [y, bias])[0], unit.astype(np.float32))
-        y = self._rescaled(acc, unit, bound + np.abs(raw), "lstm_input_part")
-        return self._quant(y, "lstm_input_part_saturated", GATE_SCALE, **INT16)
+        unit, bound, real, grid = self._columns(gates, d.x_weights, self.x_scale)
+        if not d.normalized:
+            raw = np.concatenate([np.asarray(b.tensor(d.biases[g]).data, np.float64)
+                                  for g in gates])  # fmt: skip
+            y = b.emit("Add", [y, b.const((raw * unit).astype(np.float32), "lstm_gate_bias")])[0]
+            bound = bound + np.abs(raw)
+        acc = self._accumulator(y, unit.astype(np.float32))
+        y = self._requantized(acc, real, bound, grid, "lstm_input_part")
+        return self._quant(y, "lstm_input_part_saturated", grid, **INT16)
 
     def h_part(self, h_part: str) -> str:
-        """h @ R rescaled to Q3.12 (int32: no saturation before the sum)."""
-        unit, bound = self._unit(self.d.gates, self.d.h_weights, self.h_scale)
+        """h @ R rescaled to each gate's grid (int32: no saturation before the sum)."""
+        unit, bound, real, grid = self._columns(self.d.gates, self.d.h_weights, self.h_scale)
         acc = self._accumulator(h_part, unit.astype(np.float32))
-        return self._rescaled(acc, unit, bound, "lstm_recurrent_part")
+        return self._requantized(acc, real, bound, grid, "lstm_recurrent_part")
 
     def gate_sum(self, x_part: str, h_part: str) -> str:
         total = self.b.emit("Add", [x_part, h_part])[0]
-        return self._quant(total, "lstm_gate", GATE_SCALE, **INT16)
+        grid = np.concatenate([np.full(self.n_cell, self.gate_scale[g]) for g in self.d.gates])
+        return self._quant(total, "lstm_gate", grid, **INT16)
+
+    def peephole(self, pre: str, weight: int, c: str, gate: int) -> str:
+        """gate += MultiplyByQuantizedMultiplier(w * c) (VectorBatchVectorCwiseProduct-
+        Accumulate), saturated at int16. The kernel runs it over n_output values per batch
+        entry of the flattened arrays, which is the cell when n_output == n_cell, and the
+        first n_output cells of a single batch entry otherwise."""
+        b = self.b
+        w = b.tensor(weight)
+        q = np.zeros(self.n_cell, np.float64)
+        q[: self.n_out] = np.asarray(w.data, np.float64)[: self.n_out]
+        real = np.float32(
+            2.0**self.cell_power * float(np.float32(w.quant.scale))
+            / float(np.float32(self.gate_scale[gate]))
+        )  # fmt: skip
+        product = b.emit("Mul", [self._raw(c, self.c_scale), f64(b, q, "peephole_weights")])[0]
+        term = self._requantized(product, real, np.abs(q) * 32768, self.gate_scale[gate],
+                                 "lstm_peephole")  # fmt: skip
+        total = b.emit("Add", [pre, term])[0]
+        return self._quant(total, "lstm_gate_peephole", self.gate_scale[gate], **INT16)
+
+    def layer_norm(self, pre: str, gate: int) -> str:
+        """ApplyLayerNorm: the integer normalization (``ops.lstm_int_norm``), then
+        MultiplyByQuantizedMultiplier by the norm weights' scale (shift + 12) to Q3.12."""
+        from tflite2qonnx.ops.lstm_int_norm import layer_norm_integer
+
+        b, d = self.b, self.d
+        w = b.tensor(d.layer_norm[gate])
+        scale = np.float32(w.quant.scale)
+        guard = max(1, int(np.float32(10000) * scale))
+        v = self._raw(pre, self.gate_scale[gate])
+        bias = np.asarray(b.tensor(d.biases[gate]).data, np.float64)
+        weights = np.asarray(w.data, np.float64)
+        y = layer_norm_integer(b, v, self.n_cell, weights, bias, guard)
+        m0, shift = quantize_multiplier(float(scale))
+        bound = (2.0**17 * np.abs(weights) + np.abs(bias)) / 1024 + 1
+        y = requantize(b, y, np.array(m0), np.array(shift + 12), bound.max(), GATE_SCALE,
+                       self.op.where, out_bits=16)  # fmt: skip
+        return self._quant(y, "lstm_layer_norm", GATE_SCALE, **INT16)
 
     def activation(self, pre: str, gate: int) -> str:
         return self._table(pre, GATE_SCALE, "tanh" if gate == 2 else "logistic", 3)
@@ -174,12 +257,7 @@ class IntegerLstm:
         one = self.b.const(np.float32(32767 * ACT_SCALE), "q15_one")
         return self.b.emit("Sub", [one, f])[0]
 
-    def _raw(self, x: str, scale: float) -> str:
-        """The int16 raw integers of ``x`` (on ``scale``) as float64."""
-        b = self.b
-        x = b.emit("Cast", [x], to=TensorProto.DOUBLE)[0]
-        return b.emit("Mul", [x, f64(b, 1 / scale, "raw_unit")])[0]
-
+    # ------------------------------------------------------------------ cell and output
     def _cwise_mul(self, a: str, a_scale: float, c: str, c_scale: float, shift: int) -> str:
         """CwiseMul: RoundingDivideByPOT(a * c, shift) of the raw int16s (float64 raw)."""
         product = self.b.emit("Mul", [self._raw(a, a_scale), self._raw(c, c_scale)])[0]
@@ -200,15 +278,50 @@ class IntegerLstm:
         return c
 
     def hidden(self, o: str, c: str) -> str:
-        """o * tanh(c) on the hidden intermediate's int8 grid, read as the output state's."""
+        """o * tanh(c) on the hidden intermediate's int8 grid; without projection read as the
+        output state's raw integers."""
         b = self.b
         tanh_c = self._table(c, self.c_scale, "tanh", 15 + self.cell_power)
         product = b.emit("Mul", [self._raw(o, ACT_SCALE), self._raw(tanh_c, ACT_SCALE)])[0]
-        m0, shift = quantize_multiplier(ACT_SCALE * ACT_SCALE / self.hidden_scale)
+        real = np.float32(ACT_SCALE / float(np.float32(self.hidden_scale)) * ACT_SCALE)
+        m0, shift = quantize_multiplier(float(real))
         h = requantize(b, product, np.array(m0), np.array(shift), 2.0**30, self.hidden_scale,
                        self.op.where)  # fmt: skip
         h = self._quant(h, "lstm_hidden", self.hidden_scale, self.hidden_zp, bit_width=8)
+        if self.d.projection[0] >= 0:
+            return h
         return _reinterpret(b, h, (self.hidden_scale, self.hidden_zp), (self.h_scale, self.h_zp))
+
+    def project(self, h: str) -> str:
+        """The projection (MatrixBatchVectorMultiplyAccumulate to int8): the hidden integers
+        minus their zero point times the int8 weights, plus the int32 bias, rescaled to the
+        output state's grid; then the quantized proj_clip on the raw integers."""
+        b, (w_idx, bias_idx) = self.b, self.d.projection
+        w = b.tensor(w_idx)
+        wq = np.asarray(w.data, np.float64)
+        raw_bias = np.zeros(wq.shape[0])
+        if bias_idx >= 0:
+            raw_bias = np.asarray(b.tensor(bias_idx).data, np.float64)
+        ws = np.float32(w.quant.scale)
+        unit = self.hidden_scale * float(ws)
+        y = b.emit("MatMul", [h, b.input(w_idx, perm=(1, 0))])[0]
+        y = b.emit("Add", [y, b.const((raw_bias * unit).astype(np.float32), "proj_bias")])[0]
+        acc = self._accumulator(y, np.float32(unit))
+        real = ws * np.float32(self.hidden_scale) / np.float32(self.h_scale)
+        bound = np.abs(wq).sum(axis=1) * 256 + np.abs(raw_bias)
+        pairs = quantize_multiplier(float(real))
+        k = requantize(b, acc, np.array(pairs[0]), np.array(pairs[1]), bound.max(), self.h_scale,
+                       self.op.where)  # fmt: skip
+        out = self._quant(k, "lstm_projection", self.h_scale, self.h_zp, bit_width=8)
+        clip = float(self.op.options.get("proj_clip", 0.0))
+        if clip > 0:
+            out_q = b.tensor(self.op.outputs[0]).quant
+            limit = int(min(max(np.float32(clip) / np.float32(out_q.scale), -128.0), 127.0))
+            if limit > 0:  # CwiseClipping on the raw integers, zero point included
+                lo = b.const(np.float32((-limit - self.h_zp) * self.h_scale), "proj_clip_min")
+                hi = b.const(np.float32((limit - self.h_zp) * self.h_scale), "proj_clip_max")
+                out = b.emit("Clip", [out, lo, hi])[0]
+        return out
 
     def output(self, y: str, out_idx: int) -> str:
         """The output holds the output state's raw integers."""
@@ -217,6 +330,10 @@ class IntegerLstm:
             raise ConversionError(f"integer {self.op.name} needs a quantized output", self.op.where)
         dst = (float(q.scale), float(q.zero_point))
         return _reinterpret(self.b, y, (self.h_scale, self.h_zp), dst)
+
+
+def _peephole_slots(d: Direction) -> tuple[int, ...]:
+    return (1, 2) if d.cifg else (0, 1, 2)
 
 
 def _reinterpret(b: GraphBuilder, x: str, src: tuple[float, float], dst: tuple[float, float]):
