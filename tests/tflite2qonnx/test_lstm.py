@@ -151,9 +151,12 @@ def test_hybrid_lstm_is_refused_naming_the_op() -> None:
 
 
 @pytest.mark.keras
-def test_int8_lstm_with_peepholes_is_refused_naming_the_op() -> None:
+def test_int8_lstm_with_float_peepholes_is_refused_naming_the_tensor() -> None:
+    """The integer kernel takes int16 peephole weights (``test_lstm_int_variants``); float
+    ones on an int8 LSTM are no model the interpreter runs."""
     data = lstm_variant(generated(quantized=True, return_sequences=True), peephole=True)
-    with pytest.raises(ConversionError, match=f"integer {OP} with peepholes"):
+    expected = f"peephole.*integer {OP} needs a per-tensor int16 tensor, got float32"
+    with pytest.raises(ConversionError, match=expected):
         tflite2qonnx.convert(data)
 
 

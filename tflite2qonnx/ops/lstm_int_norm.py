@@ -54,16 +54,30 @@ def srdhm(b: GraphBuilder, a: str, m: str) -> str:
     return _op(b, "Add", p1, _floor_div(b, rest, 2.0**31))
 
 
+def _i64(b: GraphBuilder, value: int, hint: str) -> str:
+    return b.const(np.array(value, np.int64), hint)
+
+
+def _srdhm_nonnegative(b: GraphBuilder, a: str, m: str) -> str:
+    """SaturatingRoundingDoublingHighMul of int64 graph values a, m >= 0 (int32 range):
+    (a * m + 2^30) // 2^31, the product exact in int64."""
+    ab = _op(b, "Add", _op(b, "Mul", a, m), _i64(b, 1 << 30, "nudge"))
+    return _op(b, "Div", ab, _i64(b, 1 << 31, "two31"))
+
+
 def _saturate_pot(b: GraphBuilder, x: str, exponent: int) -> str:
-    """SaturatingRoundingMultiplyByPOT with a positive exponent: x * 2^e clamped to int32."""
-    y = _op(b, "Mul", x, f64(b, 2.0**exponent, "pot"))
-    lo, hi = f64(b, -(2.0**31), "int32_min"), f64(b, float(_INT32_MAX), "int32_max")
-    return _op(b, "Clip", y, lo, hi)
+    """SaturatingRoundingMultiplyByPOT of a non-negative int64 x by 2^exponent (> 0)."""
+    y = _op(b, "Mul", x, _i64(b, 1 << exponent, "pot"))
+    return _op(b, "Min", y, _i64(b, _INT32_MAX, "int32_max"))
 
 
 def inv_sqrt(b: GraphBuilder, v: str) -> tuple[str, str]:
-    """GetInvSqrtQuantizedMultiplierExp(v, reverse_shift=-1) for int32 v >= 1 (graph values):
-    the multiplier and the right shift that follows it (both float64 integers)."""
+    """GetInvSqrtQuantizedMultiplierExp(v, reverse_shift=-1) for int32 v >= 1 (float64 graph
+    values): the multiplier and the right shift that follows it (both float64 integers).
+
+    The Newton-Raphson iteration runs in int64 ops: from x = 1 below 1 / sqrt(input) every
+    iterate, product and difference is non-negative, so integer division is the floor
+    SaturatingRoundingDoublingHighMul rounds with."""
     # e = floor(log2 v) by comparisons (exact), k = pairs of bits shifted left (-1: v >> 2)
     powers = f64(b, 2.0 ** np.arange(1, 31), "powers_of_two")
     e = _op(b, "Cast", _op(b, "GreaterOrEqual", v, powers), to=TensorProto.DOUBLE)
@@ -74,14 +88,18 @@ def inv_sqrt(b: GraphBuilder, v: str) -> tuple[str, str]:
     scaled = _op(b, "Floor", _op(b, "Mul", v, _op(b, "Pow", f64(b, 4.0, "four"), k)))
     x_in = _floor_div(b, scaled, 2.0)  # Q3.28 of the normalized input
     half = _op(b, "Floor", _op(b, "Add", _op(b, "Mul", x_in, f64(b, 0.5, "h")), f64(b, 0.5, "h")))
-    half_three = f64(b, float((1 << 28) + (1 << 27)), "half_three")
-    x = _op(b, "Mul", _op(b, "Abs", v), f64(b, 0.0, "zero"))
-    x = _op(b, "Add", x, f64(b, float(1 << 28), "q3_one"))
+    half = _op(b, "Cast", half, to=TensorProto.INT64)
+    half_three = _i64(b, (1 << 28) + (1 << 27), "half_three")
+    x = _op(b, "Mul", _op(b, "Cast", e, to=TensorProto.INT64), _i64(b, 0, "zero"))
+    x = _op(b, "Add", x, _i64(b, 1 << 28, "q3_one"))
     for _ in range(5):
-        x3 = _saturate_pot(b, srdhm(b, srdhm(b, x, x), x), 6)
-        diff = _op(b, "Sub", srdhm(b, half_three, x), srdhm(b, half, x3))
+        x3 = _srdhm_nonnegative(b, _srdhm_nonnegative(b, x, x), x)
+        x3 = _saturate_pot(b, x3, 6)
+        diff = _op(b, "Sub", _srdhm_nonnegative(b, half_three, x),
+                   _srdhm_nonnegative(b, half, x3))  # fmt: skip
         x = _saturate_pot(b, diff, 3)
-    x = srdhm(b, x, f64(b, float(_HALF_SQRT_2), "half_sqrt_2"))
+    x = _srdhm_nonnegative(b, x, _i64(b, _HALF_SQRT_2, "half_sqrt_2"))
+    x = _op(b, "Cast", x, to=TensorProto.DOUBLE)
     # a negative shift moves into the multiplier (a left shift, within int32 here)
     left = _op(b, "Max", _op(b, "Neg", shift), f64(b, 0.0, "zero"))
     x = _op(b, "Mul", x, _op(b, "Pow", f64(b, 2.0, "two"), left))
