@@ -31,6 +31,7 @@ def integer_lstm(
     proj_clip: float = 0.0,
     hidden_zero_point: int = 0,
     gate_grid: float = 1.0,
+    per_channel: bool = False,
     seed: int = 0,
 ) -> bytes:
     """The model's bytes; input [batch, steps, n_in] int8, output [batch, steps, n_out]."""
@@ -56,7 +57,8 @@ def integer_lstm(
             t.buffer = len(model.buffers) - 1
         if scale is not None:
             q = schema.QuantizationParametersT()
-            q.scale, q.zeroPoint = [float(scale)], [int(zp)]
+            q.scale = [float(v) for v in np.atleast_1d(scale)]
+            q.zeroPoint = [int(zp)] * len(q.scale)
             t.quantization = q
         sg.tensors.append(t)
         return len(sg.tensors) - 1
@@ -68,9 +70,10 @@ def integer_lstm(
     inter = [s * gate_grid for s in (0.00031, 0.00027, 0.00035, 0.00029)]
 
     def weights(name, shape, span=0.6) -> int:
-        scale = span / 127
+        """int8 weights; ``per_channel``: one scale per output row (axis 0)."""
+        scale = span / 127 * (np.linspace(0.5, 1.0, shape[0])[:, None] if per_channel else 1)
         q = np.clip(np.round(rng.uniform(-span, span, shape) / scale), -127, 127)
-        return tensor(name, shape, "int8", scale, 0, q)
+        return tensor(name, shape, "int8", np.ravel(scale) if per_channel else scale, 0, q)
 
     def int16_vector(name, low, high) -> int:
         scale = max(abs(low), abs(high)) / 32767

@@ -108,3 +108,10 @@ def test_peephole_with_narrow_projection_over_a_batch_is_refused() -> None:
     projection narrower than the cell and batch 2 that mixes batch entries (not converted)."""
     with pytest.raises(ConversionError, match=f"integer {OP} with peepholes and a projection"):
         tflite2qonnx.convert(integer_lstm(peephole=True, projection=5, batch=2))
+
+
+def test_per_channel_weights_are_refused_naming_the_tensor() -> None:
+    """The 8x8_16 kernel derives its rescales from one scale per weight tensor; per-channel
+    weights (which the interpreter still runs) are not converted."""
+    with pytest.raises(ConversionError, match=f"w_x0'.*integer {OP} with per-channel"):
+        tflite2qonnx.convert(integer_lstm(per_channel=True))

@@ -14,9 +14,19 @@ LstmStepInteger8x8_16) keeps int8 input and hidden state, int16 gates and cell s
   4's int8 grid and copied as raw integers into the output state and the output.
 
 The gate bias is added as raw int32 to the input part's accumulator, so its real value is
-q * s_x * s_W whatever scale the bias tensor declares. Each int16 / int8 result keeps a Quant
-node on its grid (the identity there) so consumers read the widths. Variants not covered
-here (peepholes, layer norm, projection, per-channel weights) are refused by name.
+q * s_x * s_W whatever scale the bias tensor declares. The variants:
+
+- peepholes: int16 weights times the raw cell state, MultiplyByQuantizedMultiplier by
+  2^cs * s_w / s_gate, added with int16 saturation (the output gate's on the updated cell);
+- layer normalization: the gate pre-activations sit on intermediates 0..3's grids instead of
+  Q3.12, the gate bias is the norm's, and TFLite's integer ApplyLayerNorm
+  (``ops.lstm_int_norm``) brings each gate back to Q3.12;
+- projection: the int8 hidden state (intermediate 4's grid) times the int8 weights plus the
+  int32 bias, rescaled to the output state's grid, clipped at the quantized proj_clip.
+
+The effective scales are TFLite's float32 products, then QuantizeMultiplier. Each int16 / int8
+result keeps a Quant node on its grid (the identity there) so consumers read the widths.
+Per-channel weights are refused (the kernel reads one scale per tensor).
 """
 
 from __future__ import annotations
@@ -111,7 +121,13 @@ class IntegerLstm:
                 constants.append(d.projection[1])
         for idx, dtype in wanted:
             t = b.tensor(idx)
-            if t.dtype != dtype or t.quant is None or t.quant.axis is not None:
+            if t.quant is not None and t.quant.axis is not None:
+                raise ConversionError(
+                    f"integer {op.name} with per-channel quantized weights is not supported "
+                    "(the 8x8_16 kernel reads one scale per tensor)",
+                    f"{op.where}, tensor {idx} '{t.name}'",
+                )
+            if t.dtype != dtype or t.quant is None:
                 raise ConversionError(
                     f"integer {op.name} needs a per-tensor {dtype} tensor, got {t.dtype}",
                     f"{op.where}, tensor {idx} '{t.name}'",
