@@ -35,7 +35,13 @@ import numpy as np
 from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import f64, quantize_multiplier, requantize, rounding_divide_by_pot
+from tflite2qonnx.fixed_point import (
+    EXACT_F32,
+    f64,
+    quantize_multiplier,
+    requantize,
+    rounding_divide_by_pot,
+)
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import gemmlowp_tables
@@ -194,16 +200,46 @@ class IntegerLstm:
         int16, for all steps at once (the bias is raw int32 on the accumulator's unit; with
         layer norm it is the norm's, added there)."""
         b, d = self.b, self.d
-        y = b.emit("MatMul", [x, wx])[0]
         unit, bound, real, grid = self._columns(gates, d.x_weights, self.x_scale)
+        w_scales = np.concatenate(
+            [np.full(self.n_cell, b.tensor(d.x_weights[g]).quant.scale) for g in gates]
+        )
+        zp = float(b.tensor(self.op.inputs[0]).quant.zero_point)
+        n_in = b.tensor(d.x_weights[1]).shape[1]
+        acc = self._integer_matmul(x, (self.x_scale, zp), wx, w_scales, n_in)
         if not d.normalized:
             raw = np.concatenate([np.asarray(b.tensor(d.biases[g]).data, np.float64)
                                   for g in gates])  # fmt: skip
-            y = b.emit("Add", [y, b.const((raw * unit).astype(np.float32), "lstm_gate_bias")])[0]
+            acc = b.emit("Add", [acc, f64(b, raw, "lstm_gate_bias")])[0]
             bound = bound + np.abs(raw)
-        acc = self._accumulator(y, unit.astype(np.float32))
         y = self._requantized(acc, real, bound, grid, "lstm_input_part")
         return self._quant(y, "lstm_input_part_saturated", grid, **INT16)
+
+    def _integer_matmul(self, x: str, x_grid: tuple[float, float], w: str, w_scales, rows: int):
+        """x @ w over the integers under two real values (``x`` on the grid (scale, zero
+        point), ``w`` real weights with one scale per column) exactly, as float64: float32
+        sums are exact below 2^24, else the weights are split as hi * 16 + lo."""
+        b = self.b
+        scale, zp = x_grid
+        x_max = max(128 + zp, 127 - zp)
+        x_int = b.emit("Round", [b.emit("Mul", [x, b.const(np.float32(1 / scale), "inv")])[0]])[0]
+        w_int = b.emit("Div", [w, b.const(np.asarray(w_scales, np.float32), "w_scale")])[0]
+        w_int = b.emit("Round", [w_int])[0]
+
+        def product(weights: str) -> str:
+            return b.emit("Cast", [b.emit("MatMul", [x_int, weights])[0]], to=TensorProto.DOUBLE)[0]
+
+        if rows * 127 * x_max < EXACT_F32:
+            return product(w_int)
+        if rows * 8 * x_max >= EXACT_F32:
+            raise ConversionError(
+                f"integer {self.op.name} reduces over too many terms for exact sums", self.op.where
+            )
+        sixteen = b.const(np.float32(16), "w_split")
+        hi = b.emit("Round", [b.emit("Div", [w_int, sixteen])[0]])[0]
+        lo = b.emit("Sub", [w_int, b.emit("Mul", [hi, sixteen])[0]])[0]
+        high = b.emit("Mul", [product(hi), f64(b, 16.0, "w_split")])[0]
+        return b.emit("Add", [high, product(lo)])[0]
 
     def h_part(self, h_part: str) -> str:
         """h @ R rescaled to each gate's grid (int32: no saturation before the sum)."""
@@ -319,10 +355,10 @@ class IntegerLstm:
         if bias_idx >= 0:
             raw_bias = np.asarray(b.tensor(bias_idx).data, np.float64)
         ws = np.float32(w.quant.scale)
-        unit = self.hidden_scale * float(ws)
-        y = b.emit("MatMul", [h, b.input(w_idx, perm=(1, 0))])[0]
-        y = b.emit("Add", [y, b.const((raw_bias * unit).astype(np.float32), "proj_bias")])[0]
-        acc = self._accumulator(y, np.float32(unit))
+        wp = b.input(w_idx, perm=(1, 0))
+        grid = (self.hidden_scale, self.hidden_zp)
+        acc = self._integer_matmul(h, grid, wp, np.full(wq.shape[0], ws), self.n_cell)
+        acc = b.emit("Add", [acc, f64(b, raw_bias, "proj_bias")])[0]
         real = ws * np.float32(self.hidden_scale) / np.float32(self.h_scale)
         bound = np.abs(wq).sum(axis=1) * 256 + np.abs(raw_bias)
         pairs = quantize_multiplier(float(real))
