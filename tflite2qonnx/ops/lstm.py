@@ -141,6 +141,7 @@ def run_sequence(
     # all gates in one MatMul over the whole sequence: x @ [W_i W_f W_c W_o]^T (+ biases)
     wx = b.emit("Concat", [b.input(d.x_weights[g], perm=(1, 0)) for g in gates], axis=1)[0]
     wh = b.emit("Concat", [b.input(d.h_weights[g], perm=(1, 0)) for g in gates], axis=1)[0]
+    recurrent = getattr(arith, "recurrent", None)  # an arithmetic with its own h @ R
     x_part = arith.x_part(x, wx, gates)
     split = b.const(np.array([n_cell] * len(gates), np.int64), "gate_split")
     h = initial_state(b, d.states[0], n_out)
@@ -150,7 +151,7 @@ def run_sequence(
     for t in order:
         index = b.const(np.array(t, np.int64), "step")
         x_t = b.emit("Gather", [x_part, index], axis=0 if time_major else 1)[0]
-        h_part = arith.h_part(b.emit("MatMul", [h, wh])[0])
+        h_part = recurrent(h, wh) if recurrent else arith.h_part(b.emit("MatMul", [h, wh])[0])
         pre = dict(zip(gates, b.emit("Split", [arith.gate_sum(x_t, h_part), split], len(gates),
                                      axis=-1), strict=True))  # fmt: skip
         act = {}

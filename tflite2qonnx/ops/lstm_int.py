@@ -155,12 +155,6 @@ class IntegerLstm:
         scale = np.asarray(scale, np.float32)
         return self.b.quant(x, hint, None, scale=scale, zero_point=zero_point, **bits)
 
-    def _accumulator(self, y: str, unit: np.ndarray) -> str:
-        """The kernel's int32 accumulator (float64 integers) from its real value ``y``."""
-        b = self.b
-        acc = b.emit("Round", [b.emit("Mul", [y, b.const(1 / unit, "acc_unit")])[0]])[0]
-        return b.emit("Cast", [acc], to=TensorProto.DOUBLE)[0]
-
     def _requantized(self, acc: str, real: np.ndarray, bound, s_out, hint: str, bits=32):
         """MultiplyByQuantizedMultiplier(acc, QuantizeMultiplier(real)) on the grid ``s_out``
         (one per output column); a Quant of ``bits`` states the width."""
@@ -174,19 +168,19 @@ class IntegerLstm:
         return self._quant(y, hint, s_out, bit_width=bits, signed=True)
 
     def _columns(self, gates, weights, source_scale: float):
-        """Per output column: the accumulator's unit s_in * s_W, |acc|'s bound, TFLite's
-        float32 effective scale s_W * s_in / s_gate, and the gate's grid."""
-        units, bounds, reals, grids = [], [], [], []
+        """Per output column: |acc|'s bound, TFLite's float32 effective scale
+        s_W * s_in / s_gate, the gate's grid and the weights' scale."""
+        bounds, reals, grids, scales = [], [], [], []
         for g in gates:
             w = self.b.tensor(weights[g])
             n = w.shape[0]
             ws = np.float32(w.quant.scale)
-            units.append(np.full(n, source_scale * float(ws)))
             bounds.append(np.abs(np.asarray(w.data, np.float64)).sum(axis=1) * 256)
             real = ws * np.float32(source_scale) / np.float32(self.gate_scale[g])
             reals.append(np.full(n, real, np.float32))
             grids.append(np.full(n, self.gate_scale[g], np.float32))
-        return [np.concatenate(v) for v in (units, bounds, reals, grids)]
+            scales.append(np.full(n, ws, np.float32))
+        return [np.concatenate(v) for v in (bounds, reals, grids, scales)]
 
     def _raw(self, x: str, scale: float) -> str:
         """The raw integers of ``x`` (on ``scale``) as float64."""
@@ -197,13 +191,10 @@ class IntegerLstm:
     # ------------------------------------------------------------------ gates
     def x_part(self, x: str, wx: str, gates: tuple[int, ...]) -> str:
         """MultiplyByQuantizedMultiplier(x @ W + bias) on each gate's grid, saturated at
-        int16, for all steps at once (the bias is raw int32 on the accumulator's unit; with
-        layer norm it is the norm's, added there)."""
+        int16, for all steps at once (the bias is raw int32 on the accumulator; with layer
+        norm it is the norm's, added there)."""
         b, d = self.b, self.d
-        unit, bound, real, grid = self._columns(gates, d.x_weights, self.x_scale)
-        w_scales = np.concatenate(
-            [np.full(self.n_cell, b.tensor(d.x_weights[g]).quant.scale) for g in gates]
-        )
+        bound, real, grid, w_scales = self._columns(gates, d.x_weights, self.x_scale)
         zp = float(b.tensor(self.op.inputs[0]).quant.zero_point)
         n_in = b.tensor(d.x_weights[1]).shape[1]
         acc = self._integer_matmul(x, (self.x_scale, zp), wx, w_scales, n_in)
@@ -241,10 +232,12 @@ class IntegerLstm:
         high = b.emit("Mul", [product(hi), f64(b, 16.0, "w_split")])[0]
         return b.emit("Add", [high, product(lo)])[0]
 
-    def h_part(self, h_part: str) -> str:
-        """h @ R rescaled to each gate's grid (int32: no saturation before the sum)."""
-        unit, bound, real, grid = self._columns(self.d.gates, self.d.h_weights, self.h_scale)
-        acc = self._accumulator(h_part, unit.astype(np.float32))
+    def recurrent(self, h: str, wh: str) -> str:
+        """h @ R over the integers (exact), rescaled to each gate's grid (int32: no
+        saturation before the sum)."""
+        d = self.d
+        bound, real, grid, w_scales = self._columns(d.gates, d.h_weights, self.h_scale)
+        acc = self._integer_matmul(h, (self.h_scale, self.h_zp), wh, w_scales, self.n_out)
         return self._requantized(acc, real, bound, grid, "lstm_recurrent_part")
 
     def gate_sum(self, x_part: str, h_part: str) -> str:
