@@ -32,9 +32,11 @@ def integer_lstm(
     hidden_zero_point: int = 0,
     gate_grid: float = 1.0,
     per_channel: bool = False,
+    time_major: bool = False,
     seed: int = 0,
 ) -> bytes:
-    """The model's bytes; input [batch, steps, n_in] int8, output [batch, steps, n_out]."""
+    """The model's bytes; input [batch, steps, n_in] int8, output [batch, steps, n_out]
+    (``time_major``: steps first)."""
     from ai_edge_litert import schema_py_generated as schema
 
     rng = np.random.default_rng(seed)
@@ -80,7 +82,8 @@ def integer_lstm(
         q = np.round(rng.uniform(low, high, n_cell) / scale)
         return tensor(name, (n_cell,), "int16", scale, 0, q)
 
-    x = tensor("x", (batch, steps, n_in), "int8", x_scale, x_zp)
+    lead = (steps, batch) if time_major else (batch, steps)
+    x = tensor("x", (*lead, n_in), "int8", x_scale, x_zp)
     gates = range(1 if cifg else 0, 4)
     wx = [weights(f"w_x{g}", (n_cell, n_in)) if g in gates else -1 for g in range(4)]
     wh = [weights(f"w_h{g}", (n_cell, n_out)) if g in gates else -1 for g in range(4)]
@@ -109,7 +112,7 @@ def integer_lstm(
             proj[1] = tensor("projection_bias", (n_out,), "int32", unit, 0, np.round(real / unit))
     h_state = tensor("h_state", (batch, n_out), "int8", h_scale, h_zp, variable=True)
     c_state = tensor("c_state", (batch, n_cell), "int16", cell_scale, 0, variable=True)
-    y = tensor("y", (batch, steps, n_out), "int8", h_scale, h_zp)
+    y = tensor("y", (*lead, n_out), "int8", h_scale, h_zp)
     intermediates = [
         tensor(f"inter{g}", (0,), "int16", inter[g] if layer_norm else 2.0**-12, 0)
         for g in range(4)
@@ -121,6 +124,7 @@ def integer_lstm(
     op.outputs, op.intermediates = [y], intermediates
     options = schema.UnidirectionalSequenceLSTMOptionsT()
     options.fusedActivationFunction, options.cellClip, options.projClip = 4, cell_clip, proj_clip
+    options.timeMajor = time_major
     op.builtinOptionsType = schema.BuiltinOptions.UnidirectionalSequenceLSTMOptions
     op.builtinOptions = options
     sg.operators, sg.inputs, sg.outputs = [op], [x], [y]

@@ -67,7 +67,9 @@ VARIANTS = {
     # 1100 inputs: float32 sums of the integer products could be inexact, the weights split
     "wide_input_split_weights": {"n_in": 1100, "steps": 2, "n_cell": 4, "projection": 3},
     "layer_norm": {"layer_norm": True, "hidden_zero_point": 3},
-    "layer_norm_6_cells_batch3": {"layer_norm": True, "n_cell": 6, "batch": 3},
+    "layer_norm_6_cells_batch3_time_major": {
+        "layer_norm": True, "n_cell": 6, "batch": 3, "time_major": True,
+    },
     "everything": {
         "layer_norm": True, "peephole": True, "cifg": True, "projection": 8,
         "cell_clip": 0.7, "proj_clip": 0.5, "seed": 4,
