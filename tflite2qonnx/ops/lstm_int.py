@@ -78,7 +78,6 @@ class IntegerLstm:
         # TFLite truncates cell_clip / scale to int16
         self.cell_clip = int(min(max(clip / self.c_scale, -32768.0), 32767.0))
         self.n_cell, self.n_out = b.tensor(d.h_weights[1]).shape
-        # the gate pre-activations' grids: Q3.12, or with layer norm intermediates 0..3
         if d.peephole and self.n_out != self.n_cell:
             batch = int(np.prod(b.tensor(d.states[1]).shape)) // self.n_cell
             if batch != 1 or self.n_out > self.n_cell:
@@ -88,6 +87,7 @@ class IntegerLstm:
                     "the peephole over n_output values of the flattened batch",
                     op.where,
                 )
+        # the gate pre-activations' grids: Q3.12, or with layer norm intermediates 0..3
         self.gate_scale = [
             float(b.tensor(op.intermediates[g]).quant.scale) if d.normalized else GATE_SCALE
             for g in range(4)
@@ -278,7 +278,10 @@ class IntegerLstm:
         weights = np.asarray(w.data, np.float64)
         y = layer_norm_integer(b, v, self.n_cell, weights, bias, guard)
         m0, shift = quantize_multiplier(float(scale))
-        bound = (2.0**17 * np.abs(weights) + np.abs(bias)) / 1024 + 1
+        # |v - mean| / sqrt(trunc(variance)) <= sqrt(2 n): the rescaled values (2^10 times
+        # that) stay within this bound, with a factor 2 to spare
+        rescaled = 2048 * (np.sqrt(2 * self.n_cell) + 1)
+        bound = (rescaled * np.abs(weights) + np.abs(bias)) / 1024 + 1
         y = requantize(b, y, np.array(m0), np.array(shift + 12), bound.max(), GATE_SCALE,
                        self.op.where, out_bits=16)  # fmt: skip
         return self._quant(y, "lstm_layer_norm", GATE_SCALE, **INT16)
