@@ -116,8 +116,8 @@ def sep_s1_same() -> keras.Model:
 
 
 def sep_s2_valid() -> keras.Model:
-    """Separable, stride 2, valid, depth_multiplier 2 (ignored), no bias, only the pointwise
-    activation quantized."""
+    """Separable, stride 2, valid, depth_multiplier 2 (ignored), no bias, a plain Keras relu
+    between the stages, the pointwise activation quantized."""
     return _model(
         "sep_s2_valid",
         QSeparableConv2DTranspose(
@@ -129,6 +129,7 @@ def sep_s2_valid() -> keras.Model:
             use_bias=False,
             depthwise_kernel_quantizer=quantized_bits(4, 0, alpha=1),
             pointwise_kernel_quantizer=quantized_bits(4, 0, alpha=1),
+            depthwise_activation=keras.activations.relu,
             pointwise_activation=quantized_relu(6, 2),
             name="sept",
         ),
@@ -228,14 +229,18 @@ def count_quantizers(model: keras.Model) -> int:
             count += 2  # kernel quantizer and activation, in the chain
         elif kind == "QDepthwiseConv2DTranspose":
             count += bool(layer.depthwise_kernel_quantizer_internal)
-            count += layer.depthwise_activation is not None
+            count += _quantizer(layer.depthwise_activation)
         elif kind == "QSeparableConv2DTranspose":
             count += bool(layer.depthwise_kernel_quantizer_internal)
             count += bool(layer.pointwise_kernel_quantizer_internal)
             count += bool(layer.use_bias and layer.bias_quantizer_internal)
-            count += layer.depthwise_activation is not None
-            count += layer.pointwise_activation is not None
+            count += _quantizer(layer.depthwise_activation)
+            count += _quantizer(layer.pointwise_activation)
     return count
+
+
+def _quantizer(activation) -> bool:
+    return type(activation).__module__.startswith("qkeras")
 
 
 def groups(model: keras.Model) -> dict:
