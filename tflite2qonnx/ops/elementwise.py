@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_unary
+from tflite2qonnx.ops import exact, exact_compare, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -102,7 +102,15 @@ def hard_swish(b: GraphBuilder, op: Operator) -> None:
 
 
 # ---------------------------------------------------------------------- more binary ops
-div = _binary("Div")
+_div = _binary("Div")
+
+
+def div(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_compare.div(b, op)
+    return _div(b, op)
+
+
 pow_ = _binary("Pow")
 maximum = _binary("Max", raw=True)
 minimum = _binary("Min", raw=True)
@@ -144,6 +152,8 @@ def floor_mod(b: GraphBuilder, op: Operator) -> None:
 
 def _compare(onnx_op: str, negate: bool = False):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and is_integer_op(b, op):
+            return exact_compare.compare(b, op)
         y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
         b.set_output(op.outputs[0], b.emit("Not", [y])[0] if negate else y)
 
@@ -171,7 +181,15 @@ def helper_dtype(b: GraphBuilder, idx: int) -> int:
 # ---------------------------------------------------------------------- more unary ops
 logical_not = _unary("Not")
 abs_ = _unary("Abs")
-neg = _unary("Neg")
+_neg = _unary("Neg")
+
+
+def neg(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_compare.neg(b, op)
+    return _neg(b, op)
+
+
 exp = _unary("Exp")
 log = _unary("Log")
 sqrt = _unary("Sqrt")
