@@ -67,7 +67,10 @@ def _run_both(data: bytes, feeds: list[np.ndarray]) -> tuple[np.ndarray, np.ndar
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConversionWarning)  # nothing left to one rounding
         model = convert(data, bit_exact=True)
-    real = {d["name"]: real_value(q.astype(d["dtype"]), d["quantization"]) for d, q in zip(ins, feeds)}
+    real = {
+        d["name"]: real_value(q.astype(d["dtype"]), d["quantization"])
+        for d, q in zip(ins, feeds, strict=True)
+    }
     ours = run_ours(model, real)[out["name"]].astype(np.float64)
     scale, zero_point = out["quantization"]
     return np.round(ours / scale) + zero_point, theirs

@@ -116,7 +116,7 @@ OPERATORS: dict[str, Op] = {
     "GREATER_EQUAL": Op(ew.greater_equal, bit_exact=EMULATED),
     "IF": Op(cf.if_),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
-    "L2_NORMALIZATION": Op(reduce.l2_normalization),
+    "L2_NORMALIZATION": Op(reduce.l2_normalization, bit_exact=EMULATED),
     "L2_POOL_2D": Op(space_batch.l2_pool_2d, ranks=((4,), (4,))),
     "LEAKY_RELU": Op(ew.leaky_relu, bit_exact=EMULATED),
     "LESS": Op(ew.less, bit_exact=EMULATED),
