@@ -157,3 +157,20 @@ def test_neg_equals_builtin_on_every_stored_input(models, zero_points) -> None:
     )
     ours, theirs = _run_both(data, [_stored(False).reshape(1, 256)])
     assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} of 256 differ"
+
+
+@pytest.mark.parametrize("uint8", [False, True], ids=["int8", "uint8"])
+@pytest.mark.parametrize("kind", ["MAXIMUM", "MINIMUM"])
+def test_maximum_minimum_between_differing_grids_equal_builtin(models, kind, uint8) -> None:
+    """MAXIMUM / MINIMUM compare the stored integers, grids ignored: already exact (no
+    kernel of their own), on every pair of operands on three different grids."""
+    from hand_built import edit_operator
+    from test_bit_exact_reduce import as_uint8
+
+    data = _with_input_grids(models["mul"], COMPARE_GRIDS["differing_scales"])
+    data = edit_operator(data, "MUL", new_op=kind, version=2, output_quantization=(0.02, -3))
+    if uint8:
+        data = as_uint8(data)
+    q = _stored(uint8)
+    ours, theirs = _run_both(data, [q.reshape(PAIRS[0]), q.reshape(PAIRS[1])])
+    assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} of 65536 differ"
