@@ -9,7 +9,7 @@ Per row of the last axis, with ``d = q - zp_in`` and ``S = sum(d^2)``:
 The inverse square root is gemmlowp's: S normalised by an even left shift, five Newton-Raphson
 steps in Q3.28, times sqrt(2) / 2 (``exact_tables_extra._inv_sqrt`` is the same in numpy).
 It depends on the whole row, so it is evaluated in the graph with gemmlowp's int32 steps on
-integer-valued float64 tensors (``exact_log_softmax._FixedPointGraph``), exactly. The output
+integer-valued float64 tensors (``exact_log_softmax.FixedPointGraph``), exactly. The output
 grid is the kernel's fixed one (scale 1/128, zero point 0 or 128).
 
 Which kernel: the reference resolver's (BUILTIN_REF), as for every --bit-exact kernel. The
@@ -26,25 +26,25 @@ from tflite2qonnx.fixed_point import cast, grid, offsets
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import rank_of, reduce_axes
-from tflite2qonnx.ops.exact_log_softmax import _FixedPointGraph
+from tflite2qonnx.ops.exact_log_softmax import FixedPointGraph
 
 _I32_MAX = (1 << 31) - 1
 _HALF_THREE = (1 << 28) + (1 << 27)  # 1.5 in Q3.28
 _HALF_SQRT2 = 1518500250  # sqrt(2) / 2 in Q0.31
 
 
-def _pow2(fx: _FixedPointGraph, e: str) -> str:
+def _pow2(fx: FixedPointGraph, e: str) -> str:
     return fx.op("Pow", fx.c(2.0), e)
 
 
-def _rdbpot(fx: _FixedPointGraph, x: str, e: str) -> str:
+def _rdbpot(fx: FixedPointGraph, x: str, e: str) -> str:
     """RoundingDivideByPOT by a tensor exponent e >= 0 (round half away from zero)."""
     u = fx.op("Mul", x, _pow2(fx, fx.op("Neg", e)))
     mag = fx.op("Floor", fx.op("Add", fx.op("Abs", u), fx.c(0.5)))
     return fx.op("Mul", fx.op("Sign", u), mag)
 
 
-def _inv_sqrt(fx: _FixedPointGraph, s: str) -> tuple[str, str]:
+def _inv_sqrt(fx: FixedPointGraph, s: str) -> tuple[str, str]:
     """GetInvSqrtQuantizedMultiplierExp(s, -1) for 0 <= s < 2^29: (multiplier, shift <= 0)."""
     b = fx.b
     small = fx.op("LessOrEqual", s, fx.c(1.0))
@@ -84,7 +84,7 @@ def l2_normalization(b: GraphBuilder, op: Operator) -> None:
     depth = b.tensor(op.inputs[0]).shape[-1]
     if depth * g_in.max_abs_offset**2 >= 2**29:
         raise ConversionError("bit_exact: L2_NORMALIZATION row too long to emulate", where)
-    fx = _FixedPointGraph(b)
+    fx = FixedPointGraph(b)
     d = cast(b, offsets(b, op.inputs[0], where), TensorProto.DOUBLE)
     total = reduce_axes(b, "ReduceSum", fx.op("Mul", d, d), [rank_of(b, op.inputs[0]) - 1], 1)
     inv, shift = _inv_sqrt(fx, total)

@@ -16,7 +16,7 @@ Everything that depends on one element (the exponential, the rescaled difference
 256-entry table of d (numpy, gemmlowp's arithmetic); the row's log is evaluated in the graph
 with gemmlowp's fixed-point steps on integer-valued float64 tensors. Each
 SaturatingRoundingDoublingHighMul splits one operand in 16-bit halves so every product is
-exact in float64 (``_FixedPointGraph.srdhm``).
+exact in float64 (``FixedPointGraph.srdhm``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _params(s_in: float) -> tuple[int, int, int, int, int]:
 
 
 # ------------------------------------------------------------ fixed point in the graph
-class _FixedPointGraph:
+class FixedPointGraph:
     """gemmlowp's int32 steps on integer-valued float64 graph values, exactly."""
 
     def __init__(self, b: GraphBuilder):
@@ -211,7 +211,7 @@ def log_softmax(b: GraphBuilder, op: Operator) -> None:
     def table(values: np.ndarray, hint: str) -> str:
         return b.emit("Gather", [b.const(values.astype(np.float64), hint), k], axis=0)[0]
 
-    fx = _FixedPointGraph(b)
+    fx = FixedPointGraph(b)
     total = reduce_axes(b, "ReduceSum", table(exps, "log_softmax_exp"), [axis], 1)
     log_sum = fx.log(total)
     shifted = fx.op("Add", log_sum, fx.c(_I32_MIN))
