@@ -36,7 +36,7 @@ and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_soft
 which run by default too); a covered op it cannot make exact (other int16 kernels, a uint8
 MEAN over H and W, MEAN with equal input and output grids, weight zero points per channel)
 raises ConversionError rather than
-silently rounding once. Ops not covered (int8 LOG, ...) convert as by default
+silently rounding once. Integer ops not covered convert as by default
 and the conversion warns; float ops and float models are untouched.
 
 This module is the arithmetic and the graph pieces; the kernels that use them are operator code

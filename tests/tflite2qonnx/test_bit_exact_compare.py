@@ -174,3 +174,21 @@ def test_maximum_minimum_between_differing_grids_equal_builtin(models, kind, uin
     q = _stored(uint8)
     ours, theirs = _run_both(data, [q.reshape(PAIRS[0]), q.reshape(PAIRS[1])])
     assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} of 65536 differ"
+
+
+def test_log_of_every_stored_input_equals_builtin(models) -> None:
+    """int8 LOG with the zero point mid-range: logf of the positive inputs through the
+    kernel's float table; zero and negative inputs (-inf, NaN) give the lowest output integer.
+    (The runtime has no uint8 LOG: --bit-exact refuses one.)"""
+    from hand_built import edit_operator
+    from test_bit_exact_reduce import as_uint8
+
+    from qonnx_ingest.errors import ConversionError
+
+    data = _with_input_grids(models["tanh"], [(0.031, 5)])
+    data = edit_operator(data, "TANH", new_op="LOG", version=2, output_quantization=(0.019, 60))
+    with pytest.raises(ConversionError, match="no uint8 LOG"):
+        convert(as_uint8(data), bit_exact=True)
+    ours, theirs = _run_both(data, [_stored(False).reshape(1, 256)])
+    assert np.sum(theirs == theirs.min()) > 128  # the non-positive half is there
+    assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} of 256 differ"

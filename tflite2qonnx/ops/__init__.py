@@ -122,7 +122,7 @@ OPERATORS: dict[str, Op] = {
     "LESS": Op(ew.less, bit_exact=EMULATED),
     "LESS_EQUAL": Op(ew.less_equal, bit_exact=EMULATED),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
-    "LOG": Op(ew.log),
+    "LOG": Op(ew.log, bit_exact=EMULATED),
     "LOG_SOFTMAX": Op(log_softmax, bit_exact=EMULATED),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),
