@@ -1,5 +1,6 @@
-"""--bit-exact comparisons, DIV and NEG (int8 and uint8) against the interpreter's builtin
-reference kernels (BUILTIN_REF), on every pair of stored inputs.
+"""--bit-exact comparisons, DIV and NEG (int8 and uint8), and LOG, MAXIMUM / MINIMUM and
+SQUARED_DIFFERENCE at their edges, against the interpreter's builtin reference kernels
+(BUILTIN_REF), on every stored input or pair of stored inputs.
 
 The two-input models take a (1, 256, 1) and a (1, 1, 256) input, so one invocation broadcasts
 every stored integer of the first against every one of the second (65,536 pairs). Their
@@ -7,7 +8,8 @@ operands' grids are set by hand (``_with_input_grids``) to reach the edges: diff
 scales below 1/256 (where the comparison kernel's rescaling merges neighbouring integers),
 coarse output grids (where DIV's right shift reaches 32). uint8 models are the int8 ones moved
 to uint8 (``test_bit_exact_reduce.as_uint8``). TF's converter keeps NEG and DIV in float, so
-those models are the int8 TANH / MUL ones with the operator changed (``hand_built``).
+those models (and the LOG, MAXIMUM, ... ones) are the int8 TANH / MUL ones with the operator
+changed (``hand_built``).
 """
 
 from __future__ import annotations
@@ -192,3 +194,22 @@ def test_log_of_every_stored_input_equals_builtin(models) -> None:
     ours, theirs = _run_both(data, [_stored(False).reshape(1, 256)])
     assert np.sum(theirs == theirs.min()) > 128  # the non-positive half is there
     assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} of 256 differ"
+
+
+def test_squared_difference_between_differing_grids_equals_builtin_on_every_pair(models) -> None:
+    """int8 SQUARED_DIFFERENCE (ops.exact) on every pair; the runtime has no uint8 kernel,
+    so --bit-exact refuses a uint8 one rather than guess."""
+    from hand_built import edit_operator
+    from test_bit_exact_reduce import as_uint8
+
+    from qonnx_ingest.errors import ConversionError
+
+    data = _with_input_grids(models["mul"], COMPARE_GRIDS["differing_scales"])
+    data = edit_operator(
+        data, "MUL", new_op="SQUARED_DIFFERENCE", version=2, output_quantization=(0.021, -120)
+    )
+    q = _stored(False)
+    ours, theirs = _run_both(data, [q.reshape(PAIRS[0]), q.reshape(PAIRS[1])])
+    assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} of 65536 differ"
+    with pytest.raises(ConversionError, match="no uint8 SQUARED_DIFFERENCE"):
+        convert(as_uint8(data), bit_exact=True)

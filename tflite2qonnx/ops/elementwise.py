@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
@@ -122,6 +123,8 @@ def _is_int(b: GraphBuilder, idx: int) -> bool:
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
+        if b.tensor(op.inputs[0]).dtype != "int8":  # the runtime has int8 only
+            raise ConversionError("bit_exact: TFLite has no uint8 SQUARED_DIFFERENCE", op.where)
         return exact.squared_difference(b, op)
     d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
