@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_int16, exact_unary
+from tflite2qonnx.ops import exact, exact_compare, exact_int16, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -106,7 +107,15 @@ def hard_swish(b: GraphBuilder, op: Operator) -> None:
 
 
 # ---------------------------------------------------------------------- more binary ops
-div = _binary("Div")
+_div = _binary("Div")
+
+
+def div(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_compare.div(b, op)
+    return _div(b, op)
+
+
 pow_ = _binary("Pow")
 maximum = _binary("Max", raw=True)
 minimum = _binary("Min", raw=True)
@@ -118,6 +127,8 @@ def _is_int(b: GraphBuilder, idx: int) -> bool:
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
+        if b.tensor(op.inputs[0]).dtype != "int8":  # the runtime has int8 only
+            raise ConversionError("bit_exact: TFLite has no uint8 SQUARED_DIFFERENCE", op.where)
         return exact.squared_difference(b, op)
     d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
@@ -148,6 +159,8 @@ def floor_mod(b: GraphBuilder, op: Operator) -> None:
 
 def _compare(onnx_op: str, negate: bool = False):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and is_integer_op(b, op):
+            return exact_compare.compare(b, op)
         y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
         b.set_output(op.outputs[0], b.emit("Not", [y])[0] if negate else y)
 
@@ -175,7 +188,15 @@ def helper_dtype(b: GraphBuilder, idx: int) -> int:
 # ---------------------------------------------------------------------- more unary ops
 logical_not = _unary("Not")
 abs_ = _unary("Abs")
-neg = _unary("Neg")
+_neg = _unary("Neg")
+
+
+def neg(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_compare.neg(b, op)
+    return _neg(b, op)
+
+
 exp = _unary("Exp")
 log = _unary("Log")
 sqrt = _unary("Sqrt")
