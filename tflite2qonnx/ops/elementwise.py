@@ -1,8 +1,10 @@
 """Elementwise TFLite ops: binary arithmetic with numpy broadcasting and unary activations.
 
-Quantized variants need no special handling: TFLite rescales the operands to a common scale in
-integer arithmetic and requantizes the result, which the float op followed by the output's
-Quant node reproduces to within one step of the output grid.
+By default quantized variants need no special handling: TFLite rescales the operands to a
+common scale in integer arithmetic and requantizes the result, which the float op followed by
+the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
+integer kernels are emulated (``ops.exact``, ``exact_compare``, ``exact_int16``,
+``exact_unary``).
 """
 
 from __future__ import annotations
