@@ -5,7 +5,8 @@ Unrolling (rather than ONNX's LSTM) follows TFLite's step exactly, variants incl
 order (input, forget, cell, output), CIFG (no input gate: i = 1 - f), peepholes (the output
 gate's reads the updated cell state), layer normalization (bias added after it), cell and
 projection clips, projection, the fused activation on the cell gate and the cell output, and
-time_major. The integer 8x8_16 kernel is the same step with its quantizers (``ops.lstm_int``).
+time_major. The integer 8x8_16 kernel is the same step with its quantizers (``ops.lstm_int``),
+the hybrid kernel (int8 weights on float activations) with its products (``ops.lstm_hybrid``).
 
 State: TFLite keeps the output and cell states in variable tensors that the interpreter
 carries from one invocation to the next until ``reset_all_variables``. The converted graph
@@ -15,6 +16,8 @@ constant is read as such.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -105,15 +108,30 @@ def initial_state(b: GraphBuilder, idx: int, width: int) -> str:
 
 
 def check_float(b: GraphBuilder, op: Operator, d: Direction) -> None:
-    """A float LSTM has float weights; int8 weights on float activations are the hybrid
-    kernel, which quantizes each step's input on the fly (not converted)."""
+    """A float LSTM has float weights throughout (int8 input-to-output weights make it the
+    hybrid kernel, ``ops.lstm_hybrid``)."""
     for idx in (*d.x_weights, *d.h_weights, d.projection[0]):
         if idx >= 0 and b.tensor(idx).dtype not in ("float32", "float16"):
             raise ConversionError(
-                f"hybrid (dynamic-range) {op.name} with {b.tensor(idx).dtype} weights on float "
-                "activations is not supported",
+                f"{op.name} with float input-to-output weights and {b.tensor(idx).dtype} "
+                f"weights '{b.tensor(idx).name}' is not supported",
                 op.where,
             )
+
+
+def arithmetic(b: GraphBuilder, op: Operator, d: Direction):
+    """The kernel a float-input LSTM direction runs: hybrid for int8 weights, else float."""
+    from tflite2qonnx.ops.lstm_hybrid import HybridLstm, is_hybrid
+
+    if is_hybrid(b, op, d):
+        return HybridLstm(b, op, d)
+    check_float(b, op, d)
+    return FloatLstm(b, op, d)
+
+
+def stacked_weights(b: GraphBuilder, indices: tuple[int, ...], gates: tuple[int, ...]) -> str:
+    """The gates' weights [n_cell, depth] transposed and side by side: [depth, gates * n_cell]."""
+    return b.emit("Concat", [b.input(indices[g], perm=(1, 0)) for g in gates], axis=1)[0]
 
 
 def run_sequence(
@@ -134,9 +152,11 @@ def run_sequence(
     n_out = b.tensor(d.h_weights[1]).shape[1]
     if b.tensor(d.x_weights[1]).shape[-1] != n_input:
         raise ConversionError("input-to-forget weights do not match the input depth", op.where)
-    # all gates in one MatMul over the whole sequence: x @ [W_i W_f W_c W_o]^T (+ biases)
-    wx = b.emit("Concat", [b.input(d.x_weights[g], perm=(1, 0)) for g in gates], axis=1)[0]
-    wh = b.emit("Concat", [b.input(d.h_weights[g], perm=(1, 0)) for g in gates], axis=1)[0]
+    # all gates in one MatMul over the whole sequence: x @ [W_i W_f W_c W_o]^T (+ biases);
+    # an arithmetic with its own products (the hybrid kernel's) stacks and applies them itself
+    stacked = getattr(arith, "stacked", None) or partial(stacked_weights, b)
+    recurrent = getattr(arith, "recurrent", None)
+    wx, wh = stacked(d.x_weights, gates), stacked(d.h_weights, gates)
     x_part = arith.x_part(x, wx, gates)
     split = b.const(np.array([n_cell] * len(gates), np.int64), "gate_split")
     h = initial_state(b, d.states[0], n_out)
@@ -146,7 +166,7 @@ def run_sequence(
     for t in order:
         index = b.const(np.array(t, np.int64), "step")
         x_t = b.emit("Gather", [x_part, index], axis=0 if time_major else 1)[0]
-        h_part = arith.h_part(b.emit("MatMul", [h, wh])[0])
+        h_part = recurrent(h, wh) if recurrent else arith.h_part(b.emit("MatMul", [h, wh])[0])
         pre = dict(zip(gates, b.emit("Split", [arith.gate_sum(x_t, h_part), split], len(gates),
                                      axis=-1), strict=True))  # fmt: skip
         act = {}
@@ -202,8 +222,7 @@ def unidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
 
         arith = IntegerLstm(b, op, d)
     else:
-        check_float(b, op, d)
-        arith = FloatLstm(b, op, d)
+        arith = arithmetic(b, op, d)
     outputs = run_sequence(b, op, d, arith, b.input(x_idx), shape, time_major)
     y = stack(b, outputs, time_major)
     b.set_output(op.outputs[0], arith.output(y, op.outputs[0]) if hasattr(arith, "output") else y)

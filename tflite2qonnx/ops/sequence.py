@@ -1,6 +1,7 @@
 """BIDIRECTIONAL_SEQUENCE_LSTM and UNIDIRECTIONAL_SEQUENCE_RNN (float), unrolled like
-``ops.lstm``; the RNN's hybrid kernel (TFLite's only int8 one) is ``ops.rnn_hybrid``, the
-LSTM's integer and hybrid kernels are refused by name.
+``ops.lstm``; the RNN's hybrid kernel (TFLite's only int8 one) is ``ops.rnn_hybrid``. The
+bidirectional LSTM runs the float or the hybrid kernel (``ops.lstm_hybrid``, int8 weights on
+float activations) like the unidirectional one; its integer kernel is refused by name.
 
 BIDIRECTIONAL_SEQUENCE_LSTM runs two ``ops.lstm`` directions over the sequence, the backward
 one from the last step to the first, each output at its own step; ``merge_outputs`` concatenates
@@ -18,8 +19,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.lstm import (
-    FloatLstm,
-    check_float,
+    arithmetic,
     initial_state,
     run_sequence,
     sequence_shape,
@@ -56,14 +56,14 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
         (g[37], g[38]),
     )  # fmt: skip
     x_idx = op.inputs[0]
-    _float_only(b, op, [*g[1:9], *g[18:26], g[16], g[33]])
+    if b.tensor(x_idx).dtype != "float32":
+        raise ConversionError(f"{b.tensor(x_idx).dtype} {op.name} is not supported", op.where)
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
     x = b.input(x_idx)
     results = []
     for d, reverse in ((forward, False), (backward, True)):
-        check_float(b, op, d)
-        outputs = run_sequence(b, op, d, FloatLstm(b, op, d), x, shape, time_major, reverse)
+        outputs = run_sequence(b, op, d, arithmetic(b, op, d), x, shape, time_major, reverse)
         results.append(stack(b, outputs, time_major))
     if op.options.get("merge_outputs", False):
         b.set_output(op.outputs[0], b.emit("Concat", results, axis=-1)[0])
