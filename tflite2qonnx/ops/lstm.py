@@ -32,6 +32,8 @@ from tflite2qonnx.ops.lstm_operands import Direction, unidirectional_direction
 class FloatLstm:
     """The float step's arithmetic: each stage is the plain float function."""
 
+    hybrid = False
+
     def __init__(self, b: GraphBuilder, op: Operator, d: Direction):
         self.b, self.op, self.d = b, op, d
 

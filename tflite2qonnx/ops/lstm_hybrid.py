@@ -31,6 +31,8 @@ def is_hybrid(b: GraphBuilder, op: Operator, d: Direction) -> bool:
 class HybridLstm(FloatLstm):
     """The hybrid kernel's arithmetic for ``ops.lstm.run_sequence``."""
 
+    hybrid = True
+
     def __init__(self, b: GraphBuilder, op: Operator, d: Direction):
         super().__init__(b, op, d)
         self.asymmetric = bool(op.options.get("asymmetric_quantize_inputs", False))

@@ -61,11 +61,23 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
     x = b.input(x_idx)
+    kernels = [arithmetic(b, op, d) for d in (forward, backward)]
+    if type(kernels[0]) is not type(kernels[1]):
+        raise ConversionError(f"{op.name} with int8 weights in one direction only", op.where)
+    merged = bool(op.options.get("merge_outputs", False))
+    if merged and not time_major and shape[0] > 1 and kernels[0].hybrid:
+        # lstm_eval.cc EvalHybrid offsets batch row b's output state by b * the merged width
+        raise ConversionError(
+            f"hybrid {op.name} with merge_outputs on a batch-major input of batch {shape[0]}: "
+            "TFLite's kernel reads the output state of rows after the first past the state "
+            "tensor (offset by the merged output width), so its result is undefined",
+            op.where,
+        )
     results = []
-    for d, reverse in ((forward, False), (backward, True)):
-        outputs = run_sequence(b, op, d, arithmetic(b, op, d), x, shape, time_major, reverse)
+    for d, arith, reverse in ((forward, kernels[0], False), (backward, kernels[1], True)):
+        outputs = run_sequence(b, op, d, arith, x, shape, time_major, reverse)
         results.append(stack(b, outputs, time_major))
-    if op.options.get("merge_outputs", False):
+    if merged:
         b.set_output(op.outputs[0], b.emit("Concat", results, axis=-1)[0])
     else:
         for idx, y in zip(op.outputs, results, strict=False):
