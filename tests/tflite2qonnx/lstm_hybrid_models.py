@@ -92,17 +92,21 @@ def hybrid_lstm(
     cifg: bool = False,
     layer_norm: bool = False,
     merge_outputs: bool = True,
+    per_channel: bool = False,
     shape=(2, 4, 6),
     units: int = 5,
     seed: int = 0,
 ) -> bytes:
-    """One hybrid LSTM operator on a float input of ``shape`` (TANH, cell clip 10)."""
+    """One hybrid LSTM operator on a float input of ``shape`` (TANH, cell clip 10);
+    ``per_channel``: the input-to-forget weights with a scale per output row."""
     t = _Tensors(seed)
     x = t.add("x", shape)
     batch = shape[1] if time_major else shape[0]
     out_shape = (*shape[:2], units)
     fw, fw_norm = t.direction("fw", shape[-1], units, cifg, layer_norm)
     states = [t.add(f"state{k}", (batch, units), variable=True) for k in range(2)]
+    if per_channel:
+        t.tensors[fw[1]]["quant"] = ([0.02] * units, [0] * units)
     options = {
         "FusedActivationFunction": 4,
         "CellClip": 10.0,
