@@ -11,7 +11,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import control_flow as cf
 from tflite2qonnx.ops import elementwise as ew
-from tflite2qonnx.ops import math_extra, reduce, scatter, shape, slicing, space_batch, update
+from tflite2qonnx.ops import loop, math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops.activation import relu, relu6
 from tflite2qonnx.ops.conv import (
@@ -205,7 +205,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Op(unidirectional_sequence_rnn, ranks=((3, 2, 2, 1, 2), (3,))),
     "VAR_HANDLE": Op(cf.var_handle),
-    "WHILE": Op(cf.while_),
+    "WHILE": Op(loop.while_),
     "UNIQUE": Op(scatter.unique, bit_exact=EXACT),
     "UNPACK": Op(slicing.unpack, bit_exact=EXACT),
     "UNSORTED_SEGMENT_MAX": Op(scatter.unsorted_segment_max),

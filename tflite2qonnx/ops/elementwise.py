@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_unary
+from tflite2qonnx.ops import exact, exact_int16, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -48,6 +48,8 @@ _add = _binary("Add")
 
 def add(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
+        if exact_int16.pot_scaled(b, op):
+            return exact_int16.add_pot(b, op)
         return exact.add(b, op)
     return _add(b, op)
 
@@ -58,6 +60,8 @@ _mul = _binary("Mul")
 
 def sub(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
+        if exact_int16.pot_scaled(b, op):
+            return exact_int16.add_pot(b, op, subtract=True)
         return exact.add(b, op, subtract=True)
     return _sub(b, op)
 
@@ -198,9 +202,10 @@ def square(b: GraphBuilder, op: Operator) -> None:
 
 
 def leaky_relu(b: GraphBuilder, op: Operator) -> None:
+    """A file without LeakyReluOptions has alpha 0: TFLite's parser leaves it zeroed."""
     if b.bit_exact and exact_unary.convert(b, op):
         return
-    alpha = float(np.float32(op.options.get("alpha", 0.2)))
+    alpha = float(np.float32(op.options.get("alpha", 0.0)))
     b.set_output(op.outputs[0], b.emit("LeakyRelu", [b.input(op.inputs[0])], alpha=alpha)[0])
 
 

@@ -34,7 +34,7 @@ _KERNELS: dict[str, Callable[[Operator], Callable]] = {
     "LOGISTIC": lambda op: tables.logistic_table,
     "TANH": lambda op: tables.tanh_table,
     "HARD_SWISH": lambda op: tables.hard_swish_table,
-    "LEAKY_RELU": lambda op: tables.leaky_relu_table(float(op.options.get("alpha", 0.2))),
+    "LEAKY_RELU": lambda op: tables.leaky_relu_table(float(op.options.get("alpha", 0.0))),
     "QUANTIZE": lambda op: tables.requantize_table,
     "EXP": lambda op: extra.exp_table,
     "ELU": lambda op: extra.elu_table,

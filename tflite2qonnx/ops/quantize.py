@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact_unary
+from tflite2qonnx.ops import exact_int16, exact_unary
 
 
 def quantize(b: GraphBuilder, op: Operator) -> None:
-    """float -> int, or int -> int requantization: a Quant node with the output's parameters."""
-    if b.bit_exact and exact_unary.convert(b, op):
+    """float -> int, or int -> int requantization: a Quant node with the output's parameters
+    (the kernel's requantization under bit_exact, and from int16 always)."""
+    if emulates(b, op) and is_int16(b, op.inputs[0]):
+        if exact_int16.quantize(b, op):
+            return
+    elif b.bit_exact and exact_unary.convert(b, op):
         return
     b.set_output(op.outputs[0], b.input(op.inputs[0]))
 
