@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from litert_compare import compare, reference_interpreter
+from litert_compare import compare, reference_interpreter, run_ours
 from lstm_hybrid_models import hybrid_lstm, keras_hybrid_lstms, with_lstm_options
 
 import tflite2qonnx
@@ -118,3 +118,23 @@ def test_cli_verify_passes_on_a_hybrid_lstm(tmp_path, capsys) -> None:
     out = tmp_path / "hybrid_lstm.onnx"
     assert main([str(src), "-o", str(out), "--verify"]) == 0
     assert out.exists()
+
+
+@pytest.mark.parametrize("asymmetric", [True, False])
+def test_hybrid_lstm_with_zero_rows_matches_interpreter(asymmetric: bool) -> None:
+    """Zero rows quantize to q = 0 with factor 1 (zero point 0), and an all-zero step input
+    is skipped by the kernel: both add exactly nothing, as the graph's products do."""
+    data = hybrid_lstm(asymmetric=asymmetric, shape=(3, 4, 6), seed=11)
+    model = tflite2qonnx.convert(data)
+    it = reference_interpreter(data)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    x = np.random.default_rng(2).uniform(-2, 2, inp["shape"]).astype(np.float32)
+    x[0] = 0.0  # one batch row zero throughout
+    x[:, 1] = 0.0  # every row zero at step 1 (the kernel skips the input product)
+    x[2, 3, :3] = 0.0  # part of a row
+    it.reset_all_variables()
+    it.set_tensor(inp["index"], x)
+    it.invoke()
+    theirs = it.get_tensor(out["index"])
+    ours = run_ours(model, {model.graph.input[0].name: x})[model.graph.output[0].name]
+    assert np.max(np.abs(ours - theirs)) <= RTOL * max(1.0, float(np.max(np.abs(theirs))))
