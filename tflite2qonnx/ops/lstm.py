@@ -6,7 +6,8 @@ order (input, forget, cell, output), CIFG (no input gate: i = 1 - f), peepholes 
 gate's reads the updated cell state), layer normalization (bias added after it), cell and
 projection clips, projection, the fused activation on the cell gate and the cell output, and
 time_major. The integer 8x8_16 kernel is the same step with its quantizers (``ops.lstm_int``),
-the hybrid kernel (int8 weights on float activations) with its products (``ops.lstm_hybrid``).
+the hybrid kernel (int8 weights on float activations) with its products (``ops.lstm_hybrid``);
+``ops.sequence`` picks the kernel.
 
 State: TFLite keeps the output and cell states in variable tensors that the interpreter
 carries from one invocation to the next until ``reset_all_variables``. The converted graph
@@ -26,7 +27,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
-from tflite2qonnx.ops.lstm_operands import Direction, unidirectional_direction
+from tflite2qonnx.ops.lstm_operands import Direction
 
 
 class FloatLstm:
@@ -107,28 +108,6 @@ def initial_state(b: GraphBuilder, idx: int, width: int) -> str:
     if t.is_variable or (t.data is None and idx not in b._values):
         return b.const(np.zeros((1, width), np.float32), f"{b.tensor_name(idx)}_initial")
     return b.input(idx)
-
-
-def check_float(b: GraphBuilder, op: Operator, d: Direction) -> None:
-    """A float LSTM has float weights throughout (int8 input-to-output weights make it the
-    hybrid kernel, ``ops.lstm_hybrid``)."""
-    for idx in (*d.x_weights, *d.h_weights, d.projection[0]):
-        if idx >= 0 and b.tensor(idx).dtype not in ("float32", "float16"):
-            raise ConversionError(
-                f"{op.name} with float input-to-output weights and {b.tensor(idx).dtype} "
-                f"weights '{b.tensor(idx).name}' is not supported",
-                op.where,
-            )
-
-
-def arithmetic(b: GraphBuilder, op: Operator, d: Direction):
-    """The kernel a float-input LSTM direction runs: hybrid for int8 weights, else float."""
-    from tflite2qonnx.ops.lstm_hybrid import HybridLstm, is_hybrid
-
-    if is_hybrid(b, op, d):
-        return HybridLstm(b, op, d)
-    check_float(b, op, d)
-    return FloatLstm(b, op, d)
 
 
 def stacked_weights(b: GraphBuilder, indices: tuple[int, ...], gates: tuple[int, ...]) -> str:
@@ -212,19 +191,3 @@ def sequence_shape(b: GraphBuilder, op: Operator, idx: int) -> tuple[int, ...]:
             f"{op.name} with a dynamic sequence length cannot be unrolled", op.where
         )
     return tuple(t.shape)
-
-
-def unidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
-    d = unidirectional_direction(op)
-    x_idx = op.inputs[0]
-    time_major = bool(op.options.get("time_major", False))
-    shape = sequence_shape(b, op, x_idx)
-    if b.tensor(x_idx).integer_quantized:
-        from tflite2qonnx.ops.lstm_int import IntegerLstm
-
-        arith = IntegerLstm(b, op, d)
-    else:
-        arith = arithmetic(b, op, d)
-    outputs = run_sequence(b, op, d, arith, b.input(x_idx), shape, time_major)
-    y = stack(b, outputs, time_major)
-    b.set_output(op.outputs[0], arith.output(y, op.outputs[0]) if hasattr(arith, "output") else y)

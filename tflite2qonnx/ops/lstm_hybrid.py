@@ -23,7 +23,7 @@ from tflite2qonnx.ops.lstm import FloatLstm
 from tflite2qonnx.ops.lstm_operands import Direction
 
 
-def is_hybrid(b: GraphBuilder, op: Operator, d: Direction) -> bool:
+def is_hybrid_lstm(b: GraphBuilder, op: Operator, d: Direction) -> bool:
     """Float input with int8 weights (the kernel dispatches on input-to-output's type)."""
     return b.tensor(op.inputs[0]).dtype == "float32" and b.tensor(d.x_weights[3]).dtype == "int8"
 
