@@ -27,7 +27,6 @@ from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
-from tflite2qonnx.ops.lstm import unidirectional_sequence_lstm
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
     max_pooling_with_argmax_2d,
@@ -51,7 +50,11 @@ from tflite2qonnx.ops.record import (
     Op,
 )
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
-from tflite2qonnx.ops.sequence import bidirectional_sequence_lstm, unidirectional_sequence_rnn
+from tflite2qonnx.ops.sequence import (
+    bidirectional_sequence_lstm,
+    unidirectional_sequence_lstm,
+    unidirectional_sequence_rnn,
+)
 from tflite2qonnx.ops.softmax import log_softmax, softmax
 from tflite2qonnx.ops.svdf import svdf
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
