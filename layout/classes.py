@@ -17,9 +17,9 @@ from layout.op_table import (
     Kind,
     NodeRule,
     OpClass,
-    rank_of,
 )
 from layout.orders import PERMUTABLE_RANKS
+from layout.rank_rules import rank_of
 from qonnx_ingest.errors import ConversionError
 
 

@@ -23,6 +23,19 @@ import onnx
 
 from layout.graph import GraphIndex, get_attr, set_attr
 from layout.orders import PERMUTABLE_RANKS, Order, channels_first, full, norm
+from layout.rank_rules import (
+    RankRule,
+    arg_rank,
+    fixed_rank,
+    gather_rank,
+    input_rank,
+    matmul_rank,
+    reduce_axes,
+    reduce_rank,
+    shape_input_rank,
+    squeeze_rank,
+    unsqueeze_rank,
+)
 from qonnx_ingest.errors import ConversionError
 
 QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general")
@@ -63,7 +76,6 @@ class AbsorbIO(Protocol):
 Prepare = Callable[[onnx.NodeProto, GraphIndex, int], AttrRule | None]
 Rewrite = Callable[[onnx.NodeProto, GraphIndex, Order], Params]
 Absorb = Callable[[onnx.NodeProto, GraphIndex, AbsorbIO], bool]
-RankRule = Callable[[onnx.NodeProto, GraphIndex], int | None]
 
 
 @dataclass(frozen=True)
@@ -176,19 +188,8 @@ def _qdq_rewrite(node: onnx.NodeProto, g: GraphIndex, p: Order) -> Params:
     return {}
 
 
-def _reduce_axes(node: onnx.NodeProto, g: GraphIndex) -> tuple[list[int] | None, bool]:
-    """(axes or None for all, usable): attribute or (opset 13 ReduceSum, 18 others) input."""
-    axes = get_attr(node, "axes")
-    if axes is not None:
-        return list(axes), True
-    if not g.has_input(node, 1):
-        return None, True
-    value = g.ints(node, 1)
-    return (value or None), value is not None
-
-
 def _reduce(node: onnx.NodeProto, g: GraphIndex, rank: int) -> AttrRule | None:
-    axes, ok = _reduce_axes(node, g)
+    axes, ok = reduce_axes(node, g)
     if not ok:
         return None
     if get_attr(node, "keepdims", 1):
@@ -200,7 +201,7 @@ def _reduce(node: onnx.NodeProto, g: GraphIndex, rank: int) -> AttrRule | None:
 
 
 def _reduce_rewrite(node: onnx.NodeProto, g: GraphIndex, p: Order) -> Params:
-    axes, _ = _reduce_axes(node, g)
+    axes, _ = reduce_axes(node, g)
     if axes is None:
         return {}
     if get_attr(node, "axes") is not None:
@@ -315,83 +316,6 @@ def _constant_of_shape(node: onnx.NodeProto, g: GraphIndex, io: AbsorbIO) -> boo
     return True
 
 
-# ---------------------------------------------------------------------- ranks
-def rank_of(g: GraphIndex, node: onnx.NodeProto, slot: int) -> int | None:
-    return g.rank.get(node.input[slot]) if g.has_input(node, slot) else None
-
-
-def _minus(node: onnx.NodeProto, g: GraphIndex, removed: int | None) -> int | None:
-    r = rank_of(g, node, 0)
-    return None if r is None or removed is None else r - removed
-
-
-def _reduce_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    if get_attr(node, "keepdims", 1):
-        return rank_of(g, node, 0)
-    axes, ok = _reduce_axes(node, g)
-    if not ok:
-        return None
-    if axes is None:
-        return rank_of(g, node, 0) if get_attr(node, "noop_with_empty_axes", 0) else 0
-    return _minus(node, g, len({a % (rank_of(g, node, 0) or 1) for a in axes}))
-
-
-def _arg_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    return _minus(node, g, 0 if get_attr(node, "keepdims", 1) else 1)
-
-
-def _gather_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    r, q = rank_of(g, node, 0), rank_of(g, node, 1)
-    return None if r is None or q is None else r + q - 1
-
-
-def _shape_input_rank(slot: int) -> RankRule:
-    """Reshape / Expand / ConstantOfShape: as many dims as the shape input has entries."""
-
-    def rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-        if not g.has_input(node, slot):
-            return None
-        n = g.dims.get(node.input[slot], (None,))
-        n = n[0] if len(n) == 1 else None
-        if node.op_type == "Expand":
-            r = rank_of(g, node, 0)
-            return None if r is None or n is None else max(r, n)
-        return n if isinstance(n, int) else None
-
-    return rank
-
-
-def _axes_count(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    axes = get_attr(node, "axes")
-    if axes is None and g.has_input(node, 1):
-        axes = g.ints(node, 1)
-    return None if axes is None else len(axes)
-
-
-def _squeeze_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    return _minus(node, g, _axes_count(node, g))
-
-
-def _unsqueeze_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    n = _axes_count(node, g)
-    return _minus(node, g, None if n is None else -n)
-
-
-def _matmul_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    a, b = rank_of(g, node, 0), rank_of(g, node, 1)
-    if a is None or b is None:
-        return None
-    return max(a, b) - (a == 1) - (b == 1)
-
-
-def _fixed_rank(value: int) -> RankRule:
-    return lambda node, g: value
-
-
-def _input_rank(node: onnx.NodeProto, g: GraphIndex) -> int | None:
-    return rank_of(g, node, 0)
-
-
 # ---------------------------------------------------------------------- the table
 def _implicit(ports_in: tuple[int, ...] = (0,), ports_out: tuple[int, ...] = (0,)) -> OpClass:
     return OpClass(Kind.IMPLICIT, ports_in, ports_out)
@@ -425,23 +349,23 @@ _REDUCE_OPS = _ops("""
 """)
 
 _TERMINATE_RANKS: dict[str, RankRule | None] = {
-    "Reshape": _shape_input_rank(1),
-    "Flatten": _fixed_rank(2),
-    "Squeeze": _squeeze_rank,
-    "Unsqueeze": _unsqueeze_rank,
-    "MatMul": _matmul_rank,
-    "MatMulInteger": _matmul_rank,
+    "Reshape": shape_input_rank(1),
+    "Flatten": fixed_rank(2),
+    "Squeeze": squeeze_rank,
+    "Unsqueeze": unsqueeze_rank,
+    "MatMul": matmul_rank,
+    "MatMulInteger": matmul_rank,
     "QLinearMatMul": None,
-    "Gemm": _fixed_rank(2),
-    "Shape": _fixed_rank(1),
-    "Size": _fixed_rank(0),
+    "Gemm": fixed_rank(2),
+    "Shape": fixed_rank(1),
+    "Size": fixed_rank(0),
     "Einsum": None,
-    "LayerNormalization": _input_rank,
-    "Trilu": _input_rank,
-    "NonZero": _fixed_rank(2),
+    "LayerNormalization": input_rank,
+    "Trilu": input_rank,
+    "NonZero": fixed_rank(2),
     "GatherND": None,
-    "ScatterND": _input_rank,
-    "ReverseSequence": _input_rank,  # batch_axis / time_axis may only be 0 or 1
+    "ScatterND": input_rank,
+    "ReverseSequence": input_rank,  # batch_axis / time_axis may only be 0 or 1
 }
 
 OP_CLASSES: dict[str, OpClass] = {
@@ -465,18 +389,18 @@ OP_CLASSES: dict[str, OpClass] = {
     "Split": _attribute(_axis("axis", 0), _all_outputs),
     "Pad": _attribute(_pad_rewrite, _pad),
     "Slice": _attribute(_slice_rewrite, _slice),
-    **{op: _attribute(_reduce_rewrite, _reduce, _reduce_rank) for op in _REDUCE_OPS},
+    **{op: _attribute(_reduce_rewrite, _reduce, reduce_rank) for op in _REDUCE_OPS},
     "Softmax": _attribute(_axis("axis", -1), _softmax),
     "LogSoftmax": _attribute(_axis("axis", -1), _softmax),
     "Hardmax": _attribute(_axis("axis", -1), _softmax),
-    "ArgMax": _attribute(_axis("axis", 0), _arg, _arg_rank),
-    "ArgMin": _attribute(_axis("axis", 0), _arg, _arg_rank),
-    "Gather": _attribute(_axis("axis", 0), _gather, _gather_rank),
+    "ArgMax": _attribute(_axis("axis", 0), _arg, arg_rank),
+    "ArgMin": _attribute(_axis("axis", 0), _arg, arg_rank),
+    "Gather": _attribute(_axis("axis", 0), _gather, gather_rank),
     "GatherElements": _attribute(_axis("axis", 0), _same_rank_inputs(0, 1)),
     "ScatterElements": _attribute(_axis("axis", 0), _same_rank_inputs(0, 1, 2)),
     "CumSum": _attribute(_cumsum_rewrite, _const_inputs(1)),
     "Tile": _attribute(_tile_rewrite, _const_inputs(1)),
-    "Expand": _attribute(_expand_rewrite, _const_inputs(1), _shape_input_rank(1)),
+    "Expand": _attribute(_expand_rewrite, _const_inputs(1), shape_input_rank(1)),
     "TopK": _attribute(_axis("axis", -1), _all_outputs),
     "Compress": _attribute(_axis("axis", None), _compress),
     "LpNormalization": _attribute(_axis("axis", -1)),
@@ -485,10 +409,8 @@ OP_CLASSES: dict[str, OpClass] = {
     "DequantizeLinear": _attribute(_qdq_rewrite, _qdq),
     "CastLike": _attribute(_no_rewrite),
     # terminate that absorbs the layout: no Transpose on either side
-    "Transpose": OpClass(Kind.TERMINATE, absorb=_compose_transpose, rank=_input_rank),
-    "ConstantOfShape": OpClass(
-        Kind.TERMINATE, absorb=_constant_of_shape, rank=_shape_input_rank(0)
-    ),
+    "Transpose": OpClass(Kind.TERMINATE, absorb=_compose_transpose, rank=input_rank),
+    "ConstantOfShape": OpClass(Kind.TERMINATE, absorb=_constant_of_shape, rank=shape_input_rank(0)),
     # terminate: read source order, write source order
     **{op: OpClass(Kind.TERMINATE, rank=rank) for op, rank in _TERMINATE_RANKS.items()},
 }

@@ -12,7 +12,9 @@ ties:
 
 Such tie differences are listed in one warning (``strict`` refuses them). Quantizers of
 constants (weights, biases) are stored as integers behind a DequantizeLinear, which is exact
-at any width up to 32 bits. Anything else (an activation wider than 8 bits, a bipolar
+at any width up to 32 bits. Activations of 9 to 16 bits (TFLite's 16x8 models) are stored as
+(u)int16, which QuantizeLinear takes from opset 21: such a model is first upgraded to opset 21
+with onnx's version converter. Anything else (an activation wider than 16 bits, a bipolar
 activation) cannot be lowered and is an error naming the node.
 """
 
@@ -36,10 +38,13 @@ from qonnx_ingest.quant_info import (
     constant_quantizer_output,
     quantized_tensors,
 )
+from qonnx_ingest.quant_lowering import lower_quants as lower_to_standard_ops
 
 # QuantizeLinear rounds half to even: exact for these, different at ties only for these.
 _EXACT_ROUNDING = ("ROUND", "HALF_EVEN")
 _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
+# QuantizeLinear stores activations in 8 bits, and in 16 from this opset on
+_WIDE_OPSET = 21
 
 
 def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
@@ -64,22 +69,30 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
 
 def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     """A copy of ``model`` with what qonnx's QuantToQCDQ does not take lowered here: constant
-    quantizers, zero points, tie-rounding modes (set to ROUND, after the warning)."""
+    quantizers, zero points, 16-bit activations, tie-rounding modes (set to ROUND, after the
+    warning), and the activations QuantizeLinear cannot hold written as standard ops."""
     model = copy.deepcopy(model)
+    quantized = quantized_tensors(model)
+    activations = [q for q in quantized if q.role in (ACTIVATION, INPUT)]
+    standard = {q.output for q in activations if _needs_standard_ops(q)}
+    if any(q.integer_bits > 8 for q in activations if q.output not in standard):
+        model = _upgraded(model, _WIDE_OPSET)
+        quantized = quantized_tensors(model)
     graph = model.graph
     nodes = {n.output[0]: n for n in graph.node if n.output}  # outputs are unique, names may not be
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     tied = []
     replaced: dict[str, list] = {}  # by the quantizer's output: one rebuild of the node list
-    for q in quantized_tensors(model):
+    for q in quantized:
         node = nodes[q.output]
         if q.role not in (ACTIVATION, INPUT):
             replaced[q.output] = _dequantized_constant(model, node, q, constants)
             continue
-        _check_lowerable(q)
+        if q.output in standard:
+            continue
         if q.rounding_mode not in _EXACT_ROUNDING or np.any(q.zero_point != 0):
             tied.append(q.node or q.output)
-        if np.any(q.zero_point != 0):
+        if np.any(q.zero_point != 0) or q.integer_bits > 8:  # outside qonnx's rule
             replaced[q.output] = _qdq_nodes(q)
         else:
             _set_attribute(node, "rounding_mode", "ROUND")
@@ -94,7 +107,9 @@ def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
         warnings.warn(message, ConversionWarning, 3)
     if replaced:
         _replace_nodes(graph, replaced)
-    sort_nodes(graph)
+    if standard:
+        model = lower_to_standard_ops(model, only=standard)
+    sort_nodes(model.graph)
     return model
 
 
@@ -129,34 +144,55 @@ def _qonnx_quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
     return rewritten
 
 
-def _check_lowerable(q: QuantizedTensor) -> None:
+def _needs_standard_ops(q: QuantizedTensor) -> bool:
+    """Whether ``q`` is written as the standard ops that compute it (Div, Add, Clip, the
+    rounding, Sub, Mul) because no QuantizeLinear holds it: FLOOR / CEIL / UP / DOWN rounding
+    differs from QuantizeLinear's on every non-integer value, and QuantizeLinear stores
+    activations in 8 or 16 bits (the exact integer kernels of ``--bit-exact`` and TFLite's
+    16x8 models round 32-bit accumulators this way). Bipolar and fractional widths have
+    neither form."""
     where = f"{q.op_type} {q.node or q.output}"
     if q.bipolar:
         raise ConversionError("a bipolar activation has no QCDQ form", where)
-    if q.rounding_mode not in (*_EXACT_ROUNDING, *_TIE_ROUNDING):
-        # FLOOR, CEIL, UP, DOWN differ from QuantizeLinear's rounding on every non-integer
-        # x / scale, not only at ties
-        raise ConversionError(
-            f"rounding_mode {q.rounding_mode} cannot be lowered: QuantizeLinear rounds to "
-            "nearest (half to even)",
-            where,
-        )
     bits = q.integer_bits
-    if bits is None or not 2 <= bits <= 8:
+    if bits is None:
         raise ConversionError(
-            f"{q.bit_width:g}-bit activation cannot be lowered: QCDQ stores activations in "
-            "8-bit QuantizeLinear outputs",
+            f"{q.bit_width:g}-bit activation cannot be lowered: QCDQ stores whole-bit integers",
             where,
         )
+    exact_rounding = q.rounding_mode in (*_EXACT_ROUNDING, *_TIE_ROUNDING)
+    return not exact_rounding or not 2 <= bits <= 16
+
+
+def _upgraded(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """``model`` at ``opset`` (onnx's version converter; QONNX's own domain is left as is)."""
+    current = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if current >= opset:
+        return model
+    from onnx import version_converter
+
+    try:
+        upgraded = version_converter.convert_version(model, opset)
+    except Exception as exc:  # the converter raises bare RuntimeErrors
+        raise ConversionError(
+            f"16-bit activations need QuantizeLinear from opset {opset}, and onnx's version "
+            f"converter could not upgrade the model from opset {current}: {exc}",
+            "qcdq",
+        ) from exc
+    upgraded.ir_version = helper.find_min_ir_version_for(upgraded.opset_import, ignore_unknown=True)
+    return upgraded
 
 
 def _storage(q: QuantizedTensor) -> tuple[int, type]:
-    """QuantizeLinear's storage type for ``q``: 8-bit, signed as the quantizer is."""
+    """QuantizeLinear's storage type for ``q``: 8 or 16 bits, signed as the quantizer is."""
+    if q.integer_bits is not None and q.integer_bits > 8:
+        return (TensorProto.INT16, np.int16) if q.signed else (TensorProto.UINT16, np.uint16)
     return (TensorProto.INT8, np.int8) if q.signed else (TensorProto.UINT8, np.uint8)
 
 
 def _qdq_nodes(q: QuantizedTensor) -> list:
-    """QuantizeLinear -> [Clip] -> DequantizeLinear for an activation with a zero point."""
+    """QuantizeLinear -> [Clip] -> DequantizeLinear for an activation with a zero point or
+    wider than 8 bits (qonnx's rule takes neither)."""
     proto_type, np_type = _storage(q)
     base = q.node or q.output
     scale = _param(f"{base}_qdq_scale", q.scale.astype(np.float32), q.per_axis)

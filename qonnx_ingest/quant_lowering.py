@@ -4,11 +4,15 @@ qonnx's executor runs a graph node by node, each in its own onnxruntime session:
 input on a MobileNet. Rewritten op for op as qonnx's ``int_quant`` evaluates it (divide, add
 the zero point, clamp, round, subtract, multiply, in the scale's float type, then float32), the
 same graph runs in one onnxruntime session in milliseconds and gives the same bits. Any
-rounding mode is available, unlike QuantizeLinear (half to even only, 8 bits). For running
-and verifying only: the QONNX file users receive keeps its Quant nodes.
+rounding mode is available, unlike QuantizeLinear (half to even only, 8 or 16 bits). Used
+for running and verifying, for the quantizers ``--format qcdq`` has no QuantizeLinear for,
+and inside ONNX Loop bodies (tflite2qonnx's WHILE), where qonnx's executor cannot reach; the
+QONNX file's top-level graph keeps its Quant nodes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import onnx
@@ -23,29 +27,59 @@ class NotLowerable(Exception):
     """A quantizer without a standard-op form here (bipolar, Trunc, computed parameters)."""
 
 
-def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with every Quant / IntQuant replaced by standard ops.
+def lower_quants(model: onnx.ModelProto, only: Collection[str] | None = None) -> onnx.ModelProto:
+    """A copy of ``model`` with every Quant / IntQuant replaced by standard ops (with ``only``:
+    those whose output is named there; other QONNX nodes are then kept, domain included).
 
     Raises NotLowerable for BipolarQuant, Trunc, 1-bit signed Quant (qonnx makes it bipolar)
     and quantizers whose scale, zero point or width are computed rather than constant.
     """
     lowered = onnx.ModelProto()
     lowered.CopyFrom(model)
-    graph = lowered.graph
+    lower_graph_quants(lowered.graph, only=only)
+    if only is None:
+        standard = [
+            (o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")
+        ]
+        del lowered.opset_import[:]
+        lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
+    return lowered
+
+
+def lower_graph_quants(
+    graph: onnx.GraphProto,
+    elem_types: Mapping[str, int] | None = None,
+    *,
+    tflite_rounding: bool = False,
+    only: Collection[str] | None = None,
+) -> None:
+    """``lower_quants`` on one graph, in place (nested subgraphs are left as they are): an
+    ONNX Loop body holding Quant nodes becomes one onnxruntime runs (tflite2qonnx's WHILE).
+    ``elem_types``: the values' element types where the graph's value_info lacks them (a
+    Quant's input computed in float64 is divided in float64, as qonnx does).
+
+    ``tflite_rounding``: HALF_UP quantizers compute TFLite's quantize instead of qonnx's:
+    ``round(x / s) + zp`` (ties away from zero, exactly) rather than ``round(x / s + zp)``,
+    which differ on a tie between 0 and -zp (x / s = 1.5, zp = -10: -8 vs -9)."""
     constants = {t.name: t for t in graph.initializer}
     elem_types = {
-        v.name: v.type.tensor_type.elem_type
-        for v in (*graph.value_info, *graph.input, *graph.output)
-        if v.type.tensor_type.elem_type
+        **(elem_types or {}),
+        **{
+            v.name: v.type.tensor_type.elem_type
+            for v in (*graph.value_info, *graph.input, *graph.output)
+            if v.type.tensor_type.elem_type
+        },
     }
     taken = TakenNames(
         [*(n for node in graph.node for n in (*node.input, *node.output)), *constants]
     )
     nodes: list[onnx.NodeProto] = []
+    replaced: set[str] = set()
     for node in graph.node:
-        if node.op_type in ("BipolarQuant", "Trunc"):
+        chosen = only is None or (node.output and node.output[0] in only)
+        if chosen and node.op_type in ("BipolarQuant", "Trunc"):
             raise NotLowerable(f"{node.op_type} {node.name}")
-        if node.op_type not in _LOWERED:
+        if node.op_type not in _LOWERED or not chosen:
             kept = onnx.NodeProto()
             kept.CopyFrom(node)
             nodes.append(kept)
@@ -54,21 +88,29 @@ def lower_quants(model: onnx.ModelProto) -> onnx.ModelProto:
         if any(p is None for p in params):
             raise NotLowerable(f"{node.op_type} {node.name}: computed parameters")
         x_type = elem_types.get(node.input[0], TensorProto.FLOAT)
-        nodes.extend(_standard_ops(node, *params, x_type, graph, taken))
+        nodes.extend(_standard_ops(node, *params, x_type, graph, taken, tflite_rounding))
+        replaced.update(node.input[1:4])
     del graph.node[:]
     graph.node.extend(nodes)
-    used = {name for node in nodes for name in node.input}
-    kept = [t for t in graph.initializer if t.name in used]  # replaced parameters go
+    used = {name for node in nodes for name in node.input} | _read_by_subgraphs(nodes)
+    kept = [t for t in graph.initializer if t.name in used or t.name not in replaced]
     del graph.initializer[:]
-    graph.initializer.extend(kept)
-    standard = [(o.domain, o.version) for o in lowered.opset_import if o.domain in ("", "ai.onnx")]
-    del lowered.opset_import[:]
-    lowered.opset_import.extend(helper.make_opsetid(*o) for o in standard)
-    return lowered
+    graph.initializer.extend(kept)  # replaced parameters go
+
+
+def _read_by_subgraphs(nodes: list[onnx.NodeProto]) -> set[str]:
+    """Every name the nodes' subgraphs read (they may read outer initializers by name)."""
+    names: set[str] = set()
+    for node in nodes:
+        for a in node.attribute:
+            for g in (a.g,) if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                names.update(n for sub in g.node for n in sub.input)
+                names |= _read_by_subgraphs(list(g.node))
+    return names
 
 
 def _standard_ops(
-    node, scale, zero_point, bit_width, x_type: int, graph, taken
+    node, scale, zero_point, bit_width, x_type: int, graph, taken, tflite_rounding: bool = False
 ) -> list[onnx.NodeProto]:
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     signed, narrow = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
@@ -103,13 +145,28 @@ def _standard_ops(
     if numpy_helper.to_array(scale).dtype != dtype:  # float32 -> float64 is exact
         s = const(numpy_helper.to_array(scale), "scale")
         z = const(numpy_helper.to_array(zero_point), "zero_point")
-    y = op("Clip", op("Add", op("Div", x, s), z), const(low, "min"), const(high, "max"))
-    y = _round(op, const, y, mode)
+    if tflite_rounding and mode == "HALF_UP":
+        y = _round_half_away(op, const, op("Div", x, s))
+        y = op("Clip", op("Add", y, z), const(low, "min"), const(high, "max"))
+    else:
+        y = op("Clip", op("Add", op("Div", x, s), z), const(low, "min"), const(high, "max"))
+        y = _round(op, const, y, mode)
     y = op("Mul", op("Sub", y, z), s)
     if dtype != np.float32:  # qonnx's Quant returns float32 whatever it computed in
         y = op("Cast", y, to=TensorProto.FLOAT)
     out.append(helper.make_node("Identity", [y], [node.output[0]], name=fresh("out")))
     return out
+
+
+def _round_half_away(op, const, y: str) -> str:
+    """std::round, exactly: ``floor(|y| + 0.5)`` rounds 0.49999997 up in float32, so ties
+    are found as ``|y| - floor(|y|) == 0.5`` (exact for |y| >= 0) and the rest rounds to
+    nearest."""
+    magnitude = op("Abs", y)
+    whole = op("Floor", magnitude)
+    tie = op("Equal", op("Sub", magnitude, whole), const(0.5, "half"))
+    rounded = op("Where", tie, op("Add", whole, const(1.0, "one")), op("Round", magnitude))
+    return op("Mul", op("Sign", y), rounded)
 
 
 def _round(op, const, y: str, mode: str) -> str:

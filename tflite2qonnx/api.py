@@ -55,8 +55,8 @@ def convert(
     AVERAGE_POOL_2D, SOFTMAX, LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, PRELU,
     SQUARED_DIFFERENCE, RESIZE_BILINEAR, RELU family, QUANTIZE; see
     ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK, except the
-    16x8 (int16) CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D and SOFTMAX,
-    emulated either way since no single rounding agrees with their kernels.
+    16x8 (int16) CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN
+    and QUANTIZE, emulated either way since no single rounding agrees with their kernels.
 
     ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1
     unless ``batch_size``; ``input_shapes`` are NHWC) and writes Conv / MaxPool /

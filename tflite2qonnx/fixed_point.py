@@ -33,17 +33,18 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
 kernels for int8 and uint8 (int8 FULLY_CONNECTED uses the 64-bit, single-rounding multiply)
 and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_softmax16``,
-which run by default too); a covered op it cannot make exact (other int16 kernels, a uint8
-MEAN over H and W, MEAN with equal input and output grids, weight zero points per channel)
-raises ConversionError rather than
-silently rounding once. Ops not covered (PRELU, SQUARED_DIFFERENCE, ...) convert as by default
-and the conversion warns; float ops and float models are untouched.
+which run by default too, and ADD / SUB / MUL); a covered op it cannot make exact (other
+int16 kernels, among them LOGISTIC and TANH, which interpolate a fixed table no formula
+reproduces; a uint8 MEAN over H and W, an int8 / uint8 MEAN with equal input and output grids,
+weight zero points per channel) raises ConversionError rather than silently rounding once.
+Integer ops not covered convert as by default and the conversion warns; float ops and float
+models are untouched.
 
 This module is the arithmetic and the graph pieces; the kernels that use them are operator code
 (``tflite2qonnx.ops.exact``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
 ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact_softmax``;
 ``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_reduce``: SUM, REDUCE_PROD;
-``ops.exact_log_softmax``;
+``ops.exact_log_softmax``; ``ops.exact_l2norm``; ``ops.exact_compare``: comparisons, DIV, NEG;
 ``ops.exact_unary`` with ``ops.exact_tables`` and ``ops.exact_tables_extra``: the one-input
 kernels as lookup tables), and how --bit-exact treats each operator is in its record.
 """
@@ -128,14 +129,29 @@ class Grid:
         return max(abs(lo - self.zero_point), abs(hi - self.zero_point))
 
 
-# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``); they run
-# it by default too, since no single rounding agrees with the 16-bit requantization and lookup
-# tables of those kernels
+# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``,
+# ``exact_softmax16``, ``exact`` for MEAN); they run it by default too, since no single
+# rounding agrees with the 16-bit requantization, lookup tables and double-rounding
+# requantizations of those kernels
 INT16_KERNELS = frozenset(
-    {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "SOFTMAX"}
+    {
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "FULLY_CONNECTED",
+        "AVERAGE_POOL_2D",
+        "SOFTMAX",
+        "QUANTIZE",
+        "MEAN",
+    }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them
 INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL"})
+# int16 kernels known and still refused by bit_exact, and why
+_SIGMOID_TABLE = (
+    "its kernel interpolates TFLite's fixed 256-entry sigmoid table, whose entries no "
+    "known formula reproduces"
+)
+_INT16_WHY = {"LOGISTIC": _SIGMOID_TABLE, "TANH": _SIGMOID_TABLE}
 
 
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
@@ -149,8 +165,10 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
         return False
     int16_ok = t.dtype == "int16" and op.name in INT16_KERNELS | INT16_BIT_EXACT
     if t.dtype not in INT8_TYPES and not int16_ok:
+        why = _INT16_WHY.get(op.name, "int8 and uint8 only") if t.dtype == "int16" else None
         raise ConversionError(
-            f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
+            f"bit_exact: {t.dtype} {op.name} is not emulated ({why or 'int8 and uint8 only'})",
+            op.where,
         )
     return True
 

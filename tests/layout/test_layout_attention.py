@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import tflite2qonnx
-from layout import stored_perms
 from tflite2qonnx.reader import read_model
 
 pytestmark = pytest.mark.keras
@@ -75,30 +74,10 @@ def test_attention_block_leaves_the_hand_counted_transposes(name, quantized):
     assert count(tflite2qonnx.convert(data), "Transpose") == expected
 
 
-def interpreter(data: bytes, xnnpack: bool):
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    kwargs = {} if xnnpack else {"experimental_op_resolver_type": OpResolverType.BUILTIN_REF}
-    it = Interpreter(model_content=data, **kwargs)
-    it.allocate_tensors()
-    return it
-
-
 def invoke(it, x: np.ndarray) -> np.ndarray:
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
     return it.get_tensor(it.get_output_details()[0]["index"])
-
-
-def run_ours(model, x: np.ndarray) -> np.ndarray:
-    """Source-layout real input in, source-layout output back (through the recorded perms)."""
-    from qonnx_ingest.execute import execute_qonnx
-
-    perms = stored_perms(model)
-    name, out = model.graph.input[0].name, model.graph.output[0].name
-    feed = x.transpose(perms[name]) if name in perms else x
-    y = execute_qonnx(model, {name: feed})[out]
-    return y.transpose(np.argsort(perms[out])) if out in perms else y
 
 
 @pytest.mark.parametrize("name, quantized", PARAMS)
@@ -106,22 +85,26 @@ def test_attention_block_agrees_with_the_interpreter(name, quantized):
     """Float: within 1e-4 of the reference kernels. int8: no more steps from the reference
     kernels than TFLite's own XNNPACK path is (the issue's end-to-end bound)."""
     pytest.importorskip("ai_edge_litert", reason="the TFLite interpreter (verify extra)")
+    from litert_compare import reference_interpreter, run_ours
+
     data = built(name, quantized)
     model = tflite2qonnx.convert(data)
-    ref, xnn = interpreter(data, False), interpreter(data, True)
+    ref, xnn = reference_interpreter(data), reference_interpreter(data, xnnpack=True)
     detail_in = ref.get_input_details()[0]
+    out_name = ref.get_output_details()[0]["name"]
     rng = np.random.default_rng(5)
     for _ in range(3):
         real = rng.uniform(-1, 1, detail_in["shape"]).astype(np.float32)
         if not quantized:
             want = invoke(ref, real)
-            got = run_ours(model, real)
+            got = run_ours(model, {detail_in["name"]: real})[out_name]
             assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, float(np.max(np.abs(want))))
             continue
         s_in, z_in = detail_in["quantization"]
         q = np.clip(np.round(real / s_in) + z_in, -128, 127).astype(np.int8)
         want, other = invoke(ref, q).astype(np.int64), invoke(xnn, q).astype(np.int64)
         s_out, z_out = ref.get_output_details()[0]["quantization"]
-        got = run_ours(model, (s_in * (q.astype(np.float64) - z_in)).astype(np.float32))
+        real_q = (s_in * (q.astype(np.float64) - z_in)).astype(np.float32)
+        got = run_ours(model, {detail_in["name"]: real_q})[out_name]
         steps = np.abs(np.round(got.astype(np.float64) / s_out) + z_out - want)
         assert steps.max() <= max(1, np.abs(other - want).max())

@@ -145,17 +145,51 @@ def test_strict_refuses_tie_changing_lowering():
 @pytest.mark.parametrize(
     "model, message",
     [
-        (lambda: activation_model(bits=16), r"Quant act_quant: 16-bit activation cannot be"),
         (lambda: activation_model(bipolar=True), r"BipolarQuant act_quant: a bipolar activation"),
-        (lambda: activation_model(rounding_mode="FLOOR"), r"Quant act_quant: rounding_mode FLOOR"),
-        (lambda: activation_model(rounding_mode="CEIL"), r"Quant act_quant: rounding_mode CEIL"),
         (lambda: activation_model(bits=4.5), r"Quant act_quant: 4.5-bit activation"),
     ],
-    ids=["16_bit", "bipolar", "floor", "ceil", "fractional"],
+    ids=["bipolar", "fractional"],
 )
 def test_unlowerable_activation_is_an_error_naming_the_node(model, message):
     with pytest.raises(ConversionError, match=message):
         to_qcdq(model())
+
+
+def test_16_bit_activation_is_stored_as_int16_at_opset_21():
+    # x / 2^-8 = [-102.4, 25.6, 94.72, 166.4, 289.28, 537.6, 998.4, 25600]: rounds half to
+    # even to [-102, 26, 95, 166, 289, 538, 998, 25600] (all inside int16), times 2^-8
+    model = activation_model(relu=False, bits=16, scale=2.0**-8)
+    q = lowered(model)
+    assert {(o.domain, o.version) for o in q.opset_import} == {("", 21)}
+    (quantize,) = [n for n in q.graph.node if n.op_type == "QuantizeLinear"]
+    inits = {t.name: t for t in q.graph.initializer}
+    constants = {n.output[0]: n.attribute[0].t for n in q.graph.node if n.op_type == "Constant"}
+    zero = constants.get(quantize.input[2]) or inits[quantize.input[2]]
+    assert zero.data_type == TensorProto.INT16
+    codes = np.array([[-102, 26, 95, 166, 289, 538, 998, 25600]], np.float32)
+    np.testing.assert_array_equal(run_ort(q, {"x": X})["y"], codes / 256)
+    np.testing.assert_array_equal(execute_qonnx(model, {"x": X})["y"], codes / 256)
+
+
+@pytest.mark.parametrize(
+    "mode, codes",
+    [
+        # x / 0.25 = [-1.6, 0.4, 1.48, 2.6, 4.52, 8.4, 15.6, 400], clipped to int8 first
+        ("FLOOR", [-2, 0, 1, 2, 4, 8, 15, 127]),
+        ("CEIL", [-1, 1, 2, 3, 5, 9, 16, 127]),
+    ],
+)
+def test_floor_and_ceil_activations_become_the_standard_ops_that_compute_them(mode, codes):
+    # QuantizeLinear rounds to nearest: these have no QCDQ form, so they are written as the
+    # ops qonnx's executor evaluates (divide, clip, round their way, multiply), exactly
+    model = activation_model(relu=False, rounding_mode=mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConversionWarning)  # exact: nothing to warn about
+        q = lowered(model)
+    assert {"Div", "Clip", mode.capitalize(), "Mul"} <= {n.op_type for n in q.graph.node}
+    expected = np.array([codes], np.float32) * 0.25
+    np.testing.assert_array_equal(run_ort(q, {"x": X})["y"], expected)
+    np.testing.assert_array_equal(execute_qonnx(model, {"x": X})["y"], expected)
 
 
 def test_trunc_is_an_error_naming_the_node():

@@ -180,11 +180,14 @@ STANDARD_OPS = "onnxruntime, Quant as standard ops"
         # QuantizeLinear would round these ties or zero points differently: standard ops
         (lambda: activation_model(rounding_mode="HALF_UP"), STANDARD_OPS),
         (lambda: activation_model(zero_point=2), STANDARD_OPS),
-        (lambda: activation_model(bits=16), STANDARD_OPS),  # no QCDQ form
+        # int16 QuantizeLinear (opset 21): exact with ROUND and no zero point
+        (lambda: activation_model(bits=16), "onnxruntime after QCDQ lowering"),
+        # no QuantizeLinear holds it: the QCDQ form writes it as standard ops
+        (lambda: activation_model(bits=24), "onnxruntime after QCDQ lowering"),
         (lambda: activation_model(bipolar=True), "qonnx's executor"),  # no onnxruntime form
         (float_model, "onnxruntime"),
     ],
-    ids=["round", "half_up", "zero_point", "16_bit", "bipolar", "float"],
+    ids=["round", "half_up", "zero_point", "16_bit", "24_bit", "bipolar", "float"],
 )
 def test_runner_choice_and_results(model, runner):
     model = model()

@@ -22,14 +22,16 @@ def _tf():
     return tf
 
 
-def in_fresh_process(specs: dict[str, tuple[str, dict]]) -> dict[str, bytes]:
-    """Each ``name: (builder, kwargs)`` built by ``builder(**kwargs)`` in one Python process of
-    its own: TensorFlow's control-flow conversion depends on process-wide state that earlier
-    tests in the same process (Keras, QKeras, tf2onnx) leave behind; a fresh interpreter
-    builds what TF builds on its own."""
+def in_fresh_process(
+    specs: dict[str, tuple[str, dict]], module: str = "control_flow_models"
+) -> dict[str, bytes]:
+    """Each ``name: (builder, kwargs)`` built by ``module.builder(**kwargs)`` in one Python
+    process of its own: TensorFlow's control-flow conversion depends on process-wide state
+    that earlier tests in the same process (Keras, QKeras, tf2onnx) leave behind; a fresh
+    interpreter builds what TF builds on its own."""
     with tempfile.TemporaryDirectory() as folder:
         code = (
-            "import json, sys, pathlib, control_flow_models as m\n"
+            f"import json, sys, pathlib, {module} as m\n"
             "for name, (builder, kwargs) in json.loads(sys.argv[1]).items():\n"
             "    data = getattr(m, builder)(**kwargs)\n"
             "    (pathlib.Path(sys.argv[2]) / (name + '.tflite')).write_bytes(data)\n"

@@ -32,7 +32,6 @@ def models() -> dict[str, bytes]:
             "cond on computed": ("cond_on_computed_model", {}),
             "int8 cond": ("cond_model", {"quantized": True}),
             "while": ("while_model", {}),
-            "int8 while": ("while_model", {"quantized": True}),
             "variable": ("variable_model", {}),
         }
     )
@@ -153,13 +152,6 @@ def test_tf_cond_on_an_image_inlines_both_branches() -> None:
     model, pairs = _first_invocations(data, xs)
     assert "If" not in [n.op_type for n in model.graph.node]
     _assert_close(pairs)
-
-
-def test_int8_while_loop_is_refused_naming_the_op_and_why(models) -> None:
-    """TF quantizes inside the loop's subgraphs; Quant nodes inside an ONNX Loop are beyond
-    qonnx's executor and lowerings, and a loop of unknown trip count cannot be inlined."""
-    with pytest.raises(ConversionError, match=r"WHILE.*quantized tensor .*do not enter ONNX"):
-        tflite2qonnx.convert(models["int8 while"])
 
 
 def test_variable_model_passes_verify_on_a_fresh_interpreter_per_sample(models) -> None:

@@ -10,6 +10,8 @@ emulates (``tflite2qonnx.ops.exact_int16``, ``exact_softmax16``) by default and 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import pytest
@@ -17,6 +19,8 @@ from litert_compare import compare, reference_interpreter, steps_per_op
 from onnx import numpy_helper
 
 import tflite2qonnx
+from qonnx_ingest.errors import ConversionWarning
+from qonnx_ingest.qcdq import to_qcdq
 from qonnx_ingest.quant_lowering import lower_quants
 from support import CORPUS, requires_corpus
 from tflite2qonnx.quantization import dequantize
@@ -86,5 +90,29 @@ def test_channels_last_graph_equals_the_interpreter():
     model = tflite2qonnx.convert(DS_CNN, channels_last=True)
     assert any(n.op_type == "Conv" and n.domain != "" for n in model.graph.node)
     pairs = compare(model, reference_interpreter(DS_CNN), n_inputs=1)  # qonnx executor: slow
+    for pair in pairs:
+        assert pair.steps().max() == 0
+
+
+def test_qcdq_form_stores_int16_and_equals_the_interpreter_on_16_inputs():
+    # QuantizeLinear holds int16 from opset 21; the exact kernels' 32-bit rounding Quants have
+    # no QuantizeLinear form and become the standard ops that compute them
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConversionWarning)  # HALF_UP ties: none on these inputs
+        model = to_qcdq(tflite2qonnx.convert(DS_CNN))
+    assert {(o.domain, o.version) for o in model.opset_import} == {("", 21)}
+    assert not {"Quant", "BipolarQuant", "Trunc"} & {n.op_type for n in model.graph.node}
+    inits = {t.name: t.data_type for t in model.graph.initializer}
+    constants = {
+        n.output[0]: n.attribute[0].t.data_type for n in model.graph.node if n.op_type == "Constant"
+    }
+    stored = [
+        constants.get(n.input[2], inits.get(n.input[2]))
+        for n in model.graph.node
+        if n.op_type == "QuantizeLinear"
+    ]
+    assert stored and set(stored) == {onnx.TensorProto.INT16}
+    pairs = compare(model, reference_interpreter(DS_CNN), n_inputs=16)
+    assert len(pairs) == 16
     for pair in pairs:
         assert pair.steps().max() == 0

@@ -5,12 +5,17 @@ IF's branches and WHILE's body become ONNX subgraphs converted by the same opera
 they read outer values by name, constants are materialized inside them. WHILE(cond, body) is
 ``Loop(cond(v0), v0)`` whose body computes ``v = body(v)`` and then ``cond(v)``.
 
-What an ONNX subgraph cannot carry here: quantized tensors (qonnx's executor and its QCDQ /
-standard-op lowerings do not enter subgraphs) and tensors the NHWC -> NCHW layout pass may
-permute (it refuses graphs with subgraphs once it permutes anything). An IF meeting either
-computes both branches inline and picks with ``Where`` (exact: ONNX ops have no side
-effects), as does an IF whose branches assign variables (each then holds the taken branch's
-value); a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX If.
+Quantized tensors in an ONNX subgraph: qonnx's executor hands a Loop or If node whole to
+onnxruntime, and its QCDQ / standard-op lowerings do not enter subgraphs, so a Quant node
+there would run nowhere. A WHILE body's quantizers become standard ops (``ops/loop``); an IF
+with quantized tensors computes both branches inline and picks with ``Where`` (exact: ONNX
+ops have no side effects), as does an IF whose branches assign variables (each then holds
+the taken branch's value).
+
+Tensors the NHWC -> NCHW layout pass may permute cannot cross into an ONNX subgraph (the
+pass refuses graphs with subgraphs once it permutes anything): an IF then inlines its
+branches, a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX
+If.
 
 Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_VARIABLEs give
 each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
@@ -25,7 +30,7 @@ import dataclasses
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder, tensor_value_info
@@ -195,7 +200,7 @@ def if_(b: GraphBuilder, op: Operator) -> None:
         graphs.append(_graph(child, f"{label}_{sg.name}", [], _outputs(child)))
     outs = b.emit(
         "If", [_typed_input(b, op.inputs[0])], n_outputs=len(op.outputs),
-        then_branch=graphs[0], else_branch=graphs[1],
+        then_branch=graphs[0], else_branch=graphs[1], doc_string="TFLite IF",
     )  # fmt: skip
     for idx, name in zip(op.outputs, outs, strict=True):
         b.set_output(idx, name)
@@ -253,59 +258,6 @@ def _if_inline(b: GraphBuilder, op: Operator, branches: list[Subgraph], args: li
 def _grid(t) -> tuple | None:
     q = t.quant
     return None if q is None else (q.scale.tolist(), q.zero_point.tolist(), q.bit_width)
-
-
-def while_(b: GraphBuilder, op: Operator) -> None:
-    cond_sg = _subgraph(b, op, "cond_subgraph_index")
-    body_sg = _subgraph(b, op, "body_subgraph_index")
-    n = len(op.inputs)
-    if (
-        (len(cond_sg.inputs), len(cond_sg.outputs)) != (n, 1)
-        or (len(body_sg.inputs), len(body_sg.outputs)) != (n, n)
-        or len(op.outputs) != n
-    ):
-        raise ConversionError(
-            f"WHILE's subgraphs do not take and give its {n} loop variables", op.where
-        )
-    crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])
-    _check(op, [crossing, _subgraph_problem(op, cond_sg), _subgraph_problem(op, body_sg)])
-    # the first test, inline
-    first = _child(b, cond_sg, inline=True)
-    _bind(first, cond_sg, b, list(op.inputs))
-    _run(first)
-    (go,) = (first.input(i) for i in cond_sg.outputs)
-    # the body graph: (iteration, condition, v...) -> (cond(body(v)), body(v)...)
-    body = _child(b, body_sg, inline=False)
-    iteration, carried = body.fresh("while_iteration"), body.fresh("while_condition")
-    formal = [body.fresh(f"{body.tensor_name(i)}_in") for i in body_sg.inputs]
-    for local, name in zip(body_sg.inputs, formal, strict=True):
-        body.bind(local, name=name)
-    _run(body)
-    new_values = [body.input(i) for i in body_sg.outputs]
-    test = _child(body, cond_sg, inline=True)
-    for local, name in zip(cond_sg.inputs, new_values, strict=True):
-        test.bind(local, name=name)
-    _run(test)
-    (again,) = (test.input(i) for i in cond_sg.outputs)
-    outs = _outputs(body)
-    cond_out = body.fresh("while_continue")
-    body.nodes.append(helper.make_node("Identity", [again], [cond_out], name=cond_out))
-    inputs = [
-        helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
-        helper.make_tensor_value_info(carried, TensorProto.BOOL, []),
-        *(
-            _renamed(tensor_value_info(f, body_sg.tensors[i]), f)
-            for f, i in zip(formal, body_sg.inputs, strict=True)
-        ),
-    ]
-    cond_info = helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])
-    graph = _graph(body, f"while_{body_sg.name}", inputs, outs)
-    graph.output.insert(0, cond_info)
-    loop = b.emit(
-        "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph
-    )
-    for idx, name in zip(op.outputs, loop, strict=True):
-        b.set_output(idx, name)
 
 
 def call_once(b: GraphBuilder, op: Operator) -> None:

@@ -176,14 +176,11 @@ def _rescaled_inputs(b: GraphBuilder, op: Operator, left_shift: int):
 def add(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
     """ADD / SUB (int8 / uint8): the inputs rescaled with a left shift of 20, summed
     (subtracted), then requantized to the output. SUB's Prepare derives its multipliers
-    exactly as ADD's. int16 with general scales (not pot_scale_int16): a left shift of 15."""
+    exactly as ADD's. int16 with general scales: a left shift of 15 (pot_scale_int16 on
+    power-of-two scales is another kernel, ``exact_int16.add_pot``)."""
     where = op.where
     g_out = grid(b, op.outputs[0], where)
-    left_shift = 20
-    if g_out.bits == 16:  # the general-scale int16 kernel; pot_scale_int16 is another one
-        if op.options.get("pot_scale_int16", True):
-            raise ConversionError(f"bit_exact: int16 {op.name} with pot_scale_int16", where)
-        left_shift = 15
+    left_shift = 15 if g_out.bits == 16 else 20
     parts, bounds, twice_max = _rescaled_inputs(b, op, left_shift)
     out_real = twice_max / float(np.float32((1 << left_shift) * np.float32(g_out.scale)))
     raw = b.emit("Sub" if subtract else "Add", parts)[0]
@@ -251,13 +248,14 @@ def prelu(b: GraphBuilder, op: Operator) -> None:
 
 
 def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
-    """MEAN as EvalMeanReferenceOps dispatches it for int8 / uint8.
+    """MEAN as EvalMeanReferenceOps dispatches it for int8 / uint8, and int16 (16x8).
 
     Both the int8 H-and-W kernel (reference_integer_ops::Mean) and QuantizedMeanOrSum (other
-    axes, differing grids) sum ``q - zp`` and requantize it with the input/output multiplier
-    divided by the count in fixed point: ``(M0 << s) / count`` with s = min(floor(log2
-    count), 32, 31 + shift). uint8 over H and W (a float-derived multiplier and bias) and
-    equal input / output grids (an integer division) are other kernels, not emulated.
+    axes, differing grids, and every int16 MEAN) sum ``q - zp`` and requantize it with the
+    input/output multiplier divided by the count in fixed point: ``(M0 << s) / count`` with
+    s = min(floor(log2 count), 32, 31 + shift). uint8 over H and W (a float-derived multiplier
+    and bias) and int8 / uint8 with equal input / output grids (an integer division) are other
+    kernels, not emulated. Sums that float32 could round are taken in float64.
     """
     where = op.where
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
@@ -266,21 +264,25 @@ def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
     spatial = keepdims and len(shape) == 4 and sorted(axes) == [1, 2]
     uint8 = b.tensor(op.inputs[0]).dtype == "uint8"
     same_grid = (g_in.scale, g_in.zero_point) == (g_out.scale, g_out.zero_point)
-    if (spatial and uint8) or (not spatial and same_grid):
+    if (spatial and uint8) or (not spatial and same_grid and g_in.bits == 8):
         raise ConversionError(
             "bit_exact: this MEAN variant (uint8 over H and W, or equal input and output "
             "grids) is not emulated",
             where,
         )
-    if count * g_in.max_abs_offset >= EXACT_F32:
-        raise ConversionError("bit_exact: MEAN over too many elements for exact sums", where)
+    bound = float(count * g_in.max_abs_offset)
+    if bound >= 2.0**31:
+        raise ConversionError("bit_exact: MEAN's int32 sum could overflow", where)
     m0, sh = quantize_multiplier(float(np.float32(g_in.scale)) / float(np.float32(g_out.scale)))
     adj = min(count.bit_length() - 1, 32, 31 + sh)
     m1, sh1 = (m0 << adj) // count, sh - adj
-    acc = reduce_axes(b, "ReduceSum", offsets(b, op.inputs[0], where), axes, keepdims)
-    acc = cast(b, acc, TensorProto.DOUBLE)
-    bound = float(count * g_in.max_abs_offset)
-    y = requantize(b, acc, np.int64(m1), np.int64(sh1), bound, g_out.scale, where)
+    x = offsets(b, op.inputs[0], where)
+    if bound >= EXACT_F32:
+        x = cast(b, x, TensorProto.DOUBLE)
+    acc = reduce_axes(b, "ReduceSum", x, axes, keepdims)
+    if bound < EXACT_F32:
+        acc = cast(b, acc, TensorProto.DOUBLE)
+    y = requantize(b, acc, np.int64(m1), np.int64(sh1), bound, g_out.scale, where, g_out.bits)
     b.set_output(op.outputs[0], y)
 
 

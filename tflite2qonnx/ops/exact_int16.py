@@ -1,6 +1,8 @@
 """The 16x8 kernels (int16 activations with zero point 0, int8 weights, int64 biases) as
 TFLite's builtin reference kernels compute them: CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED and AVERAGE_POOL_2D (``ops.exact_softmax16`` has SOFTMAX).
+FULLY_CONNECTED, AVERAGE_POOL_2D and QUANTIZE from int16 (``ops.exact_softmax16`` has SOFTMAX,
+``ops.exact`` MEAN), and, under --bit-exact, ADD / SUB with pot_scale_int16 on power-of-two
+scales.
 
 They run both by default and under --bit-exact (``fixed_point.emulates``): the 16x8 kernels
 requantize with a multiplier rounded to 16 bits, which moves about one output in twenty by a
@@ -12,6 +14,9 @@ interpreter end to end.
   A float32 Conv is exact only while its partial sums stay below 2^24, so the int16 input is
   split into its high and low bytes (``x = 256 * hi + lo``), two int8-sized products that
   meet in float64.
+* QUANTIZE from int16 (to int16 or int8) requantizes with the 32-bit, double-rounding
+  MultiplyByQuantizedMultiplier: with a right shift of a bit or two (int16 to int16) a
+  quarter of the outputs land a step away from any single rounding.
 * AVERAGE_POOL_2D sums the window's valid cells in int32 and divides by their count rounding
   half away from zero; the sum is a grouped Conv with a kernel of ones (exact in float32 below
   2^24: AveragePool's mean times the window is not, at int16 magnitudes), the quotient float64.
@@ -32,12 +37,17 @@ from tflite2qonnx.fixed_point import (
     integer_product,
     integer_weights,
     offsets,
+    quantize_multiplier,
     raw_integers,
+    requantize,
+    rounding_divide_by_pot,
 )
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.common import clip_bounds
 from tflite2qonnx.ops.exact import finish_accumulator, valid_counts
+from tflite2qonnx.ops.exact_lut import c_float_fn
 from tflite2qonnx.ops.padding import spatial_attrs
 
 _BYTE = 256.0
@@ -145,3 +155,80 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     k = cast(b, b.emit("Mul", [b.emit("Sign", [mean_])[0], magnitude])[0], TensorProto.FLOAT)
     y = b.emit("Mul", [k, b.const(np.array(g_out.scale, np.float32), "scale")])[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _checked_log2(scale: float) -> int | None:
+    """TFLite's CheckedLog2: the rounded ``logf(x) / logf(2)`` (float32) if within 1e-3 of an
+    integer, else None."""
+    f32 = np.float32
+    x_log2 = f32(c_float_fn("logf", np.array(scale, f32))) * (f32(1) / c_float_fn("logf", f32(2)))
+    rounded = float(np.sign(x_log2) * np.floor(abs(float(x_log2)) + 0.5))
+    return int(rounded) if abs(float(f32(x_log2 - f32(rounded)))) < 1e-3 else None
+
+
+def pot_scaled(b: GraphBuilder, op: Operator) -> bool:
+    """Whether an int16 ADD / SUB runs the power-of-two kernel: pot_scale_int16 (the default)
+    and every scale a power of two by CheckedLog2; otherwise the general-scale one runs."""
+    sides = (*op.inputs[:2], op.outputs[0])
+    if any(b.tensor(i).dtype != "int16" for i in sides):
+        return False
+    if not op.options.get("pot_scale_int16", True):
+        return False
+    return all(_checked_log2(grid(b, i, op.where).scale) is not None for i in sides)
+
+
+def add_pot(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
+    """ADD / SUB with pot_scale_int16 on power-of-two scales (the LSTM kernel, reference_ops'
+    int16 Add / Sub16): the input on a finer grid is shifted right to the output's (gemmlowp's
+    RoundingDivideByPOT), the other must lie on it; the int16 sum saturates."""
+    where = op.where
+    logs = [_checked_log2(grid(b, i, where).scale) for i in (*op.inputs[:2], op.outputs[0])]
+    shifts = [logs[0] - logs[2], logs[1] - logs[2]]
+    if max(shifts) > 0 or 0 not in shifts:  # the kernel's Prepare refuses these too
+        raise ConversionError(f"int16 {op.name}: one input must share the output's scale", where)
+    if b.tensor(op.inputs[0]).shape != b.tensor(op.inputs[1]).shape:
+        raise ConversionError(f"int16 {op.name} with power-of-two scales: no broadcasting", where)
+    parts = []
+    for idx, shift in zip(op.inputs[:2], shifts, strict=True):
+        x = offsets(b, idx, where)
+        if shift:
+            x = rounding_divide_by_pot(b, cast(b, x, TensorProto.DOUBLE), -shift)
+            x = cast(b, x, TensorProto.FLOAT)  # |x| <= 2^15: exact
+        parts.append(x)
+    k = b.emit("Sub" if subtract else "Add", parts)[0]
+    k = b.emit("Clip", [k, *clip_bounds(b, -32768.0, 32767.0)])[0]
+    s_out = np.array(grid(b, op.outputs[0], where).scale, np.float32)
+    y = b.emit("Mul", [k, b.const(s_out, "scale")])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))
+
+
+def _requantizable(t) -> bool:
+    """A per-tensor int8 side, or int16 with zero point 0 (what the 16x8 kernel checks)."""
+    if t.dtype not in ("int8", "int16") or t.quant is None or t.quant.axis is not None:
+        return False
+    return t.dtype == "int8" or float(t.quant.zero_point) == 0
+
+
+def quantize(b: GraphBuilder, op: Operator) -> bool:
+    """QUANTIZE from int16 to int16 / int8 (reference_ops::Requantize):
+    ``MultiplyByQuantizedMultiplier(q, s_in / s_out) + zp_out``, the ratio in double, in
+    float64 ops. False (nothing emitted) for a copy on one grid, and by default where it does
+    not apply (per-axis, an int16 zero point, an int32 output, a ratio over 2^15): those
+    round once."""
+    where = op.where
+    x_t, y_t = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    ratio = 0.0
+    if _requantizable(x_t) and _requantizable(y_t):
+        ratio = float(np.float32(x_t.quant.scale)) / float(np.float32(y_t.quant.scale))
+    if not 0.0 < ratio < 2.0**15:
+        if not b.bit_exact:
+            return False
+        raise ConversionError("bit_exact: this int16 QUANTIZE is not emulated", where)
+    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
+    if (g_in.scale, g_in.zero_point, g_in.bits) == (g_out.scale, g_out.zero_point, g_out.bits):
+        return False  # a copy
+    m0, shift = quantize_multiplier(ratio)
+    x = cast(b, offsets(b, op.inputs[0], where), TensorProto.DOUBLE)
+    y = requantize(b, x, np.int64(m0), np.int64(shift), 32768.0, g_out.scale, where, g_out.bits)
+    b.set_output(op.outputs[0], y)
+    return True

@@ -66,14 +66,14 @@ def _libm():
         lib = ctypes.CDLL(name)
     except OSError as exc:  # pragma: no cover - every libc-based platform has one
         raise ConversionError(f"bit_exact: cannot load the C math library ({exc})") from None
-    for fn in ("expf", "tanhf"):
+    for fn in ("expf", "tanhf", "logf"):
         getattr(lib, fn).restype = ctypes.c_float
         getattr(lib, fn).argtypes = [ctypes.c_float]
     return lib
 
 
 def c_float_fn(name: str, x: np.ndarray) -> np.ndarray:
-    """The C library's float function ``name`` (expf, tanhf) on each float32 of ``x``.
+    """The C library's float function ``name`` (expf, tanhf, logf) on each float32 of ``x``.
 
     TFLite's float tables call these; they are not correctly rounded (glibc's expf differs
     from the correctly rounded value on about 1 float in 2,000), so numpy's cannot stand in.

@@ -17,10 +17,16 @@ from tflite2qonnx.ops.common import rank_of
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
+    """Concat. The int8 and int16 kernels copy each input's integers, whatever its grid (int16
+    inputs may differ from the output's: ``GraphBuilder.reinterpret``); uint8's rescales them
+    (ConcatenationWithScaling: once in float by default, ``exact_concat`` under bit_exact)."""
     if b.bit_exact and exact_concat.concatenation(b, op):
         return
-    axis = int(op.options.get("axis", 0)) % rank_of(b, op.outputs[0])
-    y = b.emit("Concat", [b.input(i) for i in op.inputs], axis=axis)[0]
+    out = op.outputs[0]
+    copies = b.tensor(out).dtype != "uint8"
+    values = [b.raw_input(i, out) if copies else b.input(i) for i in op.inputs]
+    axis = int(op.options.get("axis", 0)) % rank_of(b, out)
+    y = b.emit("Concat", values, axis=axis)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
