@@ -55,6 +55,7 @@ import numpy as np
 import onnx
 import pytest
 from hls4ml_acceptance_cases import CORPUS_REFUSED, HLS4ML_COMPILED, HLS4ML_REFUSED
+from hls4ml_acceptance_graphs import InputGrid, cut, expose, logits, prepare_for_hls4ml
 from hls4ml_acceptance_models import BUILT, build, refusal
 from qkeras3_support import made_models
 from qkeras_helpers import CORPUS, SAMPLES, quant_nodes
@@ -75,25 +76,6 @@ pytestmark = [
 
 DEFAULT_PRECISION = "fixed<32,16>"
 SEED = 7
-
-
-@dataclass(frozen=True)
-class InputGrid:
-    """The input quantizer the models lack: ``bits`` bits, ``integer`` of them (with the sign)
-    left of the binary point, i.e. what a Quant(scale=2**(integer-bits), bits, signed) emits."""
-
-    bits: int
-    integer: int
-    signed: bool
-
-    @property
-    def hls_type(self) -> str:
-        return f"{'' if self.signed else 'u'}fixed<{self.bits},{self.integer}>"
-
-    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        low = -(2 ** (self.bits - 1)) if self.signed else 0
-        q = rng.integers(low, low + 2**self.bits, shape)
-        return (q * 2.0 ** (self.integer - self.bits)).astype(np.float32)
 
 
 # name: (model or architecture, weights file or None, input grid)
@@ -174,11 +156,11 @@ class Emulated:
 def emulated(request, tmp_path_factory) -> Emulated:
     name, io_type = request.param
     converted, grid = _hls4ml_step(name, _converted, name, tmp_path_factory)
-    model = _logits(converted)
+    model = logits(converted)
     default_precision, last = FLOAT_BETWEEN.get(name, (DEFAULT_PRECISION, None))
     if last is not None:
-        model = _cut(model, last)
-    prepared = _hls4ml_step(name, _prepare_for_hls4ml, model)
+        model = cut(model, last)
+    prepared = _hls4ml_step(name, prepare_for_hls4ml, model)
     start = time.perf_counter()
     config = _hls4ml_step(
         name,
@@ -335,64 +317,6 @@ def _hls4ml_test_model(name: str) -> tuple[onnx.ModelProto, InputGrid]:
     return converted, grid
 
 
-def _cut(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
-    """A copy of ``model`` computing only ``tensor``, its output."""
-    model = copy.deepcopy(model)
-    graph = model.graph
-    needed, kept = {tensor}, []
-    for node in reversed(graph.node):
-        if needed.intersection(node.output):
-            kept.append(node)
-            needed.update(node.input)
-    del graph.node[:]
-    graph.node.extend(reversed(kept))
-    del graph.output[:]
-    _expose(graph, tensor)
-    return model
-
-
-def _logits(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` whose final Softmax (if any) is cut off: its input becomes the
-    output."""
-    model = copy.deepcopy(model)
-    graph = model.graph
-    if len(graph.output) != 1:
-        return model
-    (output,) = graph.output
-    softmax = next(n for n in graph.node if output.name in n.output)
-    if softmax.op_type != "Softmax":
-        return model
-    graph.node.remove(softmax)
-    graph.output.remove(output)
-    _expose(graph, softmax.input[0])
-    return model
-
-
-def _expose(graph: onnx.GraphProto, name: str) -> None:
-    """Make tensor ``name`` a graph output (qonnx refuses a value_info that is also an output)."""
-    infos = [vi for vi in graph.value_info if vi.name == name]
-    for vi in infos:
-        graph.value_info.remove(vi)
-    graph.output.append(
-        infos[0]
-        if infos
-        else onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
-    )
-
-
-def _prepare_for_hls4ml(model: onnx.ModelProto):
-    """hls4ml's documented QONNX preparation (docs: frontend/qonnx)."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
-    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
-    from qonnx.util.cleanup import cleanup_model
-
-    wrapper = cleanup_model(ModelWrapper(copy.deepcopy(model)))
-    wrapper = wrapper.transform(ConvertToChannelsLastAndClean())
-    wrapper = wrapper.transform(GemmToMatMul())
-    return cleanup_model(wrapper)
-
-
 def _qonnx_logits(model: onnx.ModelProto, x: np.ndarray) -> tuple[np.ndarray, int]:
     """qonnx's logits for each sample (the graph has batch 1), and how many inputs of the
     activation Quant nodes lay exactly halfway between two steps of their grid."""
@@ -402,7 +326,7 @@ def _qonnx_logits(model: onnx.ModelProto, x: np.ndarray) -> tuple[np.ndarray, in
         if _initializer(probe, node.input[0]) is None:  # an activation, not a weight
             scales[node.input[0]] = float(_initializer(probe, node.input[1]))
             if node.input[0] != model.graph.input[0].name:  # a graph input is not exposed
-                _expose(probe.graph, node.input[0])
+                expose(probe.graph, node.input[0])
     logits_name, input_name = model.graph.output[0].name, model.graph.input[0].name
     logits, ties = [], 0
     for sample in x:
