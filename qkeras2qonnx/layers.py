@@ -17,6 +17,7 @@ from qkeras2qonnx import pruning
 from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.batchnorm import strip_qbatchnorm
 from qkeras2qonnx.bidirectional import strip_bidirectional
+from qkeras2qonnx.grouped_transpose import strip_depthwise_transpose, strip_separable_transpose
 from qkeras2qonnx.pooling import pooling_rule
 from qkeras2qonnx.recurrent import strip_recurrent
 from qkeras2qonnx.scale_shift import strip_scale_shift
@@ -38,20 +39,10 @@ _QKERAS_KEYS = frozenset(
 )
 
 
-# qkeras-v3 layers with an exact form not written yet: refused with the reason.
-_NOT_CONVERTED = {
-    name: "a grouped transposed convolution (one conv_transpose per channel group, on slices "
-    "of one quantized kernel) is not converted yet"
-    for name in ("QDepthwiseConv2DTranspose", "QSeparableConv2DTranspose")
-}
-
-
 def rule_for_layer(layer: Any, where: str) -> LayerRule:
     name = type(layer).__name__
     if name in LAYERS:
         return LAYERS[name]
-    if name in _NOT_CONVERTED:
-        raise ConversionError(f"{name}: {_NOT_CONVERTED[name]}", where)
     if name in pruning.WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
         return pruning.unwrapped(rule_for_layer(layer.layer, where))
     wrapped = getattr(layer, "forward_layer", None)
@@ -169,4 +160,6 @@ LAYERS: dict[str, LayerRule] = {
     "QLSTM": strip_recurrent,
     "QGRU": strip_recurrent,
     "QScaleShift": strip_scale_shift,  # qkeras-v3
+    "QDepthwiseConv2DTranspose": strip_depthwise_transpose,  # qkeras-v3, grouped ConvTranspose
+    "QSeparableConv2DTranspose": strip_separable_transpose,  # qkeras-v3
 }

@@ -70,11 +70,19 @@ def tf2onnx_handler(ctx: Any, node: Any, name: str, args: list) -> None:
     node.type = MARKER_OP if message.startswith(_MESSAGE_PREFIX) else "Identity"
 
 
+def mark(tensor: Any, marker: int) -> Any:
+    """``tensor`` followed by output marker ``marker`` (a TF op; for layers that mark a point
+    inside themselves, see ``stripped.Slot.inner``)."""
+    import tensorflow as tf
+
+    return tf.debugging.check_numerics(
+        tensor, f"{_MESSAGE_PREFIX}{marker}", name=_NAME.format(marker)
+    )
+
+
 @functools.cache
 def marked_output_class() -> type:
     """The Keras layer that runs a stripped layer and marks its output (built lazily: TF)."""
-    import tensorflow as tf
-
     from qkeras2qonnx.backend import keras
 
     class MarkedOutput(keras().layers.Layer):
@@ -86,10 +94,7 @@ def marked_output_class() -> type:
             self.marker = marker
 
         def call(self, inputs: Any) -> Any:
-            outputs = self.inner(inputs)
-            return tf.debugging.check_numerics(
-                outputs, f"{_MESSAGE_PREFIX}{self.marker}", name=_NAME.format(self.marker)
-            )
+            return mark(self.inner(inputs), self.marker)
 
         def compute_output_shape(self, input_shape: Any) -> Any:
             return self.inner.compute_output_shape(input_shape)

@@ -11,6 +11,7 @@ import onnx
 
 from qkeras2qonnx import flavour
 from qkeras2qonnx.channels_last import explicit_pads, to_channels_last
+from qkeras2qonnx.grouped_transpose import set_groups
 from qkeras2qonnx.load import load_model
 from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
@@ -151,10 +152,11 @@ def convert_keras(
     name: str | None = None,
     **tf2onnx_options: Any,
 ) -> onnx.ModelProto:
-    """strip -> tf2onnx -> reinsert -> finish [-> channels-last -> finish], then count the
-    quantizers once more."""
+    """strip -> tf2onnx [-> groups] -> reinsert -> finish [-> channels-last -> finish], then
+    count the quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
+    set_groups(proto, layer_map.grouped)
     unroll_recurrent(proto, layer_map, int_quant=int_quant)
     reinsert(proto, layer_map, int_quant=int_quant)
     explicit_pads(proto.graph)

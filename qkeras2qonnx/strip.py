@@ -53,6 +53,7 @@ class LayerMap:
     lost: dict[str, str] = field(default_factory=dict)  # "layer role" -> quantizer, no node
     folded: dict[str, str] = field(default_factory=dict)  # quantizers of constants, exact
     recurrent: list[Any] = field(default_factory=list)  # recurrent.Recurrent plans
+    grouped: dict[int, str] = field(default_factory=dict)  # grouped_transpose tag -> layer
 
     def recurrent_nodes(self) -> dict[str, str]:
         """Quant node name -> quantizer, of the unrolled recurrent cells."""
@@ -80,6 +81,15 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
         layer_map.folded.update(stripped.folded)
         if stripped.recurrent is not None:
             layer_map.recurrent.append(stripped.recurrent)
+        if stripped.grouped is not None:
+            layer_map.grouped[stripped.grouped] = path
+        inner = {}  # activations inside the layer: each marks its point with a marker of its own
+        for slot in stripped.slots:
+            if slot.inner is not None:
+                inner[slot.inner] = len(layer_map.outputs)
+                layer_map.outputs[inner[slot.inner]] = path
+        if inner:
+            stripped.config["markers"] = inner
         try:
             with k.utils.custom_object_scope(custom_objects()):
                 new = stripped.layer_class.from_config(stripped.config)
@@ -93,7 +103,7 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
             marker = len(layer_map.outputs)
             layer_map.outputs[marker] = path
             for slot in stripped.slots:
-                _record(slot, path, weights, marker, layer_map)
+                _record(slot, path, weights, inner.get(slot.inner, marker), layer_map)
         assignments.append((new, weights))
         return marked_output_class()(new, marker) if stripped.slots else new
 

@@ -28,6 +28,9 @@ class Slot:
     # The shape QKeras quantizes the weight in, when it reshapes it first: an explicit
     # ``scale_axis`` or the rank of an 'auto' scale depends on it.
     shape: tuple[int, ...] | None = None
+    # An activation applied inside the layer (not on its output): the name of that point. The
+    # plain layer gets config ``markers`` {inner: marker id} and marks the point itself.
+    inner: str | None = None
 
 
 @dataclass
@@ -43,6 +46,9 @@ class Stripped:
     folded: dict[str, str] = field(default_factory=dict)
     # A recurrent layer's plan (``recurrent.Recurrent``): unrolled in ONNX after tf2onnx.
     recurrent: Any = None
+    # The tag of a grouped transposed convolution whose ONNX node gets its group after tf2onnx
+    # (``grouped_transpose``).
+    grouped: int | None = None
 
 
 LayerRule = Callable[[Any, str], Stripped]

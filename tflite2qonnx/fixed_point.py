@@ -36,14 +36,14 @@ and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_soft
 which run by default too, and ADD / SUB / MUL); a covered op it cannot make exact (other
 int16 kernels; a uint8 MEAN over H and W, an int8 / uint8 MEAN with equal input and output grids,
 weight zero points per channel) raises ConversionError rather than silently rounding once.
-Ops not covered (PRELU, SQUARED_DIFFERENCE, ...) convert as by default and the conversion
-warns; float ops and float models are untouched.
+Integer ops not covered convert as by default and the conversion warns; float ops and float
+models are untouched.
 
 This module is the arithmetic and the graph pieces; the kernels that use them are operator code
 (``tflite2qonnx.ops.exact``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
 ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact_softmax``;
 ``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_reduce``: SUM, REDUCE_PROD;
-``ops.exact_log_softmax``;
+``ops.exact_log_softmax``; ``ops.exact_l2norm``; ``ops.exact_compare``: comparisons, DIV, NEG;
 ``ops.exact_unary`` with ``ops.exact_tables`` and ``ops.exact_tables_extra``: the one-input
 kernels as lookup tables), and how --bit-exact treats each operator is in its record.
 """

@@ -30,7 +30,6 @@ from qkeras import (
     QDense,
     QDenseBatchnorm,
     QDepthwiseConv2DBatchnorm,
-    QDepthwiseConv2DTranspose,
     QGlobalAveragePooling2D,
     QScaleShift,
     QSeparableConv1D,
@@ -282,14 +281,6 @@ def recurrent() -> keras.Model:
     return keras.Model(inp, h, name="recurrent")
 
 
-def depthwise_transpose() -> keras.Model:
-    inp = keras.Input((4, 4, 2), name="image")
-    h = QDepthwiseConv2DTranspose(
-        2, 2, strides=2, depthwise_kernel_quantizer=quantized_bits(6, 0, alpha=1), name="dwt"
-    )(inp)
-    return keras.Model(inp, h)
-
-
 MODELS = (
     dense,
     conv_bn,
@@ -306,7 +297,7 @@ MODELS = (
 # the hls4ml acceptance test.
 CHANNELS_LAST = ("dense", "conv_bn", "hls_dense", "hls_conv_bn", "hls_dense_bn")
 # Converted in memory only (their .keras files are not part of the file tests).
-IN_MEMORY = (v3_layers, recurrent, depthwise_transpose)
+IN_MEMORY = (v3_layers, recurrent)
 EAGER = ("v3_layers",)
 # Quantizer applications per step (qkeras-v3 qrecurrent.py), as in test_qkeras_recurrent.
 PER_STEP = {"QSimpleRNN": 2, "QLSTM": 7, "QGRU": 4}

@@ -127,12 +127,6 @@ def test_recurrent_quantizers_are_nodes_on_every_step(made):
     assert len(simple) == 1
 
 
-def test_grouped_transposed_convolution_is_refused_naming_the_layer(made):
-    assert not (made / "depthwise_transpose.inmemory.onnx").exists()
-    error = (made / "depthwise_transpose.error.txt").read_text()
-    assert error.startswith("dwt: QDepthwiseConv2DTranspose: a grouped transposed convolution")
-
-
 def test_load_model_refuses_a_keras3_file_in_a_qkeras09_process(made):
     from qkeras2qonnx.load import load_model
 

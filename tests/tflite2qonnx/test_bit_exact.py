@@ -167,13 +167,17 @@ def test_float_model_is_unaffected_by_bit_exact() -> None:
 @requires_corpus
 @pytest.mark.keras
 def test_integer_operators_left_to_single_rounding_are_named():
-    """Never a silent approximation: L2_NORMALIZATION (not emulated) is named by the warning;
-    the corpus MobileNets, SOFTMAX and QUANTIZE included, convert without one."""
+    """Never a silent approximation: int8 SQUARE (no emulated kernel; the int8 TANH model's
+    operator changed into it) is named by the warning; the corpus MobileNets, SOFTMAX and
+    QUANTIZE included, convert without one."""
+    from hand_built import edit_operator
+
     from qonnx_ingest.errors import ConversionWarning
 
-    only_l2 = r"leaves 1 integer operator rounding.*: L2_NORMALIZATION$"
-    with pytest.warns(ConversionWarning, match=only_l2):
-        convert(_int8_model("l2_normalization"), bit_exact=True)
+    only_square = r"leaves 1 integer operator rounding.*: SQUARE$"
+    square = edit_operator(_int8_model("tanh"), "TANH", new_op="SQUARE", version=1)
+    with pytest.warns(ConversionWarning, match=only_square):
+        convert(square, bit_exact=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConversionWarning)
         for model in (V1, CORAL, "t2o__conv.uint8.tflite"):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from litert_compare import reference_interpreter
 
-from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.errors import ConversionWarning
 from qonnx_ingest.verification import _onnxruntime_session
 from tflite2qonnx.api import convert
 from tflite2qonnx.reader import read_model
@@ -77,11 +77,36 @@ def test_log_softmax_equals_builtin(name: str) -> None:
     assert total and differ == 0, f"{name}: {differ} of {total} differ"
 
 
-def test_uint8_log_softmax_is_refused() -> None:
-    """uint8 runs another kernel per resolver (a float table, or reference_ops' fixed point):
-    --bit-exact refuses it rather than guess."""
-    from test_bit_exact_reduce import as_uint8
+@pytest.mark.parametrize("name", ["log_softmax", "log_softmax_wide_rows"])
+def test_uint8_log_softmax_equals_both_builtin_resolvers(name: str) -> None:
+    """uint8: the int8 kernel's arithmetic with the output offset 255, on the reference and
+    the optimized resolver alike (the float table TFLite's sources describe does not run)."""
+    from test_bit_exact_reduce import _interpreter, as_uint8
 
-    data = as_uint8(_model("log_softmax"))
-    with pytest.raises(ConversionError, match="only int8 LOG_SOFTMAX"):
-        convert(data, bit_exact=True)
+    data = as_uint8(_model(name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConversionWarning)
+        model = convert(data, bit_exact=True, keep_io_layout=True)
+    session, runner = _onnxruntime_session(model)
+    assert session is not None, runner
+    rng = np.random.default_rng(7)
+    differ = total = 0
+    for optimized in (False, True):
+        it = _interpreter(data, optimized)
+        (inp,), (out,) = it.get_input_details(), it.get_output_details()
+        assert inp["dtype"] == np.uint8
+        scale, zero_point = inp["quantization"]
+        for k in range(40):
+            q = rng.integers(0, 256, inp["shape"])
+            if k % 2:
+                q = np.clip(q // rng.integers(2, 40) + rng.integers(0, 220), 0, 255)
+            it.set_tensor(inp["index"], q.astype(np.uint8))
+            it.invoke()
+            theirs = it.get_tensor(out["index"]).astype(np.int64)
+            real = (scale * (q.astype(np.float32) - zero_point)).astype(np.float32)
+            (ours,) = session.run(None, {inp["name"]: real})
+            s_out, zp_out = out["quantization"]
+            ours_q = np.round(ours.astype(np.float64) / s_out) + zp_out
+            differ += int(np.sum(ours_q != theirs))
+            total += ours_q.size
+    assert total and differ == 0, f"{name}: {differ} of {total} differ"

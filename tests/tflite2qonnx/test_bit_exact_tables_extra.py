@@ -1,5 +1,5 @@
-"""--bit-exact EXP, ELU, ABS, GELU and RSQRT (int8) against the interpreter on every one of the
-256 stored inputs (RSQRT: every one at or above the zero point, as the kernel refuses negative
+"""--bit-exact EXP, LOG, ELU, ABS, GELU and RSQRT (int8) against the interpreter on every one of
+the 256 stored inputs (RSQRT: every one at or above the zero point, as the kernel refuses negative
 values): each becomes a Gather on its kernel's table (tflite2qonnx.ops.exact_tables_extra).
 
 TF's converter keeps ELU in float, so the int8 ELU model is the int8 TANH one with its operator
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.keras
 EDITS = {"elu": ("tanh", {"new_op": "ELU", "version": 1, "output_quantization": (0.0123, -47)})}
 
 
-@pytest.mark.parametrize("name", ["exp", "elu", "abs", "gelu", "gelu_tanh", "rsqrt"])
+@pytest.mark.parametrize("name", ["exp", "log", "elu", "abs", "gelu", "gelu_tanh", "rsqrt"])
 def test_table_kernel_equals_builtin_on_every_stored_input(name: str) -> None:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     from hand_built import edit_operator

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from litert_compare import compare, random_input, real_value, reference_interpreter
 from lstm_models import keras_lstm, lstm_variant
-from tf_models import _tf
 
 import tflite2qonnx
 from qonnx_ingest.errors import ConversionError
@@ -136,24 +135,12 @@ def test_int8_cifg_lstm_equals_interpreter() -> None:
 
 
 @pytest.mark.keras
-def test_hybrid_lstm_is_refused_naming_the_op() -> None:
-    """Dynamic-range quantization (int8 weights, float activations) is the hybrid kernel."""
-    tf = _tf()
-    tf.keras.utils.set_random_seed(7)
-    x = tf.keras.Input(batch_size=1, shape=(6, 64))  # weights big enough to be quantized
-    model = tf.keras.Model(x, tf.keras.layers.LSTM(64)(x))
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    data = converter.convert()
-    assert OP in op_names(data)
-    with pytest.raises(ConversionError, match=f"{OP}.*hybrid"):
-        tflite2qonnx.convert(data)
-
-
-@pytest.mark.keras
-def test_int8_lstm_with_peepholes_is_refused_naming_the_op() -> None:
+def test_int8_lstm_with_float_peepholes_is_refused_naming_the_tensor() -> None:
+    """The integer kernel takes int16 peephole weights (``test_lstm_int_variants``); float
+    ones on an int8 LSTM are no model the interpreter runs."""
     data = lstm_variant(generated(quantized=True, return_sequences=True), peephole=True)
-    with pytest.raises(ConversionError, match=f"integer {OP} with peepholes"):
+    expected = f"peephole.*integer {OP} needs a per-tensor int16 tensor, got float32"
+    with pytest.raises(ConversionError, match=expected):
         tflite2qonnx.convert(data)
 
 

@@ -1,7 +1,7 @@
 """Hybrid UNIDIRECTIONAL_SEQUENCE_RNN (int8 weights, float activations) against the
 interpreter: each step's on-the-fly symmetric quantization of the input and hidden rows is
-reproduced, so outputs agree to float32 rounding, far closer than the float RNN with the
-dequantized weights comes."""
+reproduced (symmetric, and asymmetric with row zero points), so outputs agree to float32
+rounding, far closer than the float RNN with the dequantized weights comes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from litert_compare import compare, reference_interpreter
 from rnn_models import hybrid_rnn
 
 import tflite2qonnx
-from qonnx_ingest.errors import ConversionError
 
 
 def _float_rnn(data: bytes, x: np.ndarray, time_major: bool, activation) -> np.ndarray:
@@ -33,12 +32,13 @@ def _float_rnn(data: bytes, x: np.ndarray, time_major: bool, activation) -> np.n
 
 
 @pytest.mark.parametrize(
-    "activation, time_major", [("TANH", False), ("RELU", False), ("NONE", True)]
+    "activation, time_major, asymmetric",
+    [("TANH", False, False), ("RELU", False, True), ("NONE", True, False), ("NONE", True, True)],
 )
 def test_hybrid_rnn_matches_interpreter_closer_than_the_float_rnn(
-    activation: str, time_major: bool
+    activation: str, time_major: bool, asymmetric: bool
 ) -> None:
-    data = hybrid_rnn(activation, time_major, seed=len(activation))
+    data = hybrid_rnn(activation, time_major, asymmetric, seed=len(activation))
     pairs = compare(tflite2qonnx.convert(data), reference_interpreter(data), n_inputs=4, low=-2,
                     high=2)  # fmt: skip
     assert len(pairs) == 4
@@ -55,8 +55,3 @@ def test_hybrid_rnn_matches_interpreter_closer_than_the_float_rnn(
     it.invoke()
     float_gap = np.max(np.abs(_float_rnn(data, x, time_major, act) - it.get_tensor(out["index"])))
     assert float_gap > 1e-3
-
-
-def test_hybrid_rnn_with_asymmetric_inputs_is_refused_naming_the_option() -> None:
-    with pytest.raises(ConversionError, match="UNIDIRECTIONAL_SEQUENCE_RNN with asymmetric"):
-        tflite2qonnx.convert(hybrid_rnn(asymmetric=True))

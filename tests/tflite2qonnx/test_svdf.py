@@ -86,21 +86,18 @@ def test_int8_svdf_state_is_an_int16_quant_on_the_state_grid() -> None:
     assert [float(inits[n.input[2]]) for n in states] == [0.0]
 
 
-@pytest.mark.parametrize("rank, activation", [(1, "NONE"), (2, "RELU")])
-def test_hybrid_svdf_matches_interpreter(rank: int, activation: str) -> None:
+@pytest.mark.parametrize(
+    "rank, activation, asymmetric", [(1, "NONE", False), (2, "RELU", False), (2, "NONE", True)]
+)
+def test_hybrid_svdf_matches_interpreter(rank: int, activation: str, asymmetric: bool) -> None:
     """Float input with int8 weights is the hybrid kernel: the input rows are quantized on
-    the fly, which the graph reproduces in float32."""
-    data = hybrid_svdf(rank, activation, seed=rank)
+    the fly (symmetric, or with row zero points), which the graph reproduces in float32."""
+    data = hybrid_svdf(rank, activation, asymmetric, seed=rank)
     model = tflite2qonnx.convert(data)
     pairs = compare(model, reference_interpreter(data), n_inputs=4, low=-2.0, high=2.0)
     assert len(pairs) == 4
     for p in pairs:
         assert np.max(np.abs(p.ours - p.reference)) <= 1e-5 * max(1.0, np.max(np.abs(p.reference)))
-
-
-def test_hybrid_svdf_with_asymmetric_inputs_is_refused_naming_the_option() -> None:
-    with pytest.raises(ConversionError, match="hybrid SVDF with asymmetric_quantize_inputs"):
-        tflite2qonnx.convert(hybrid_svdf(asymmetric=True))
 
 
 def test_svdf_with_a_state_that_is_not_a_variable_is_refused() -> None:

@@ -17,6 +17,7 @@ _TYPES = {
     "int32": tflite.TensorType.INT32,
     "int64": tflite.TensorType.INT64,
     "int8": tflite.TensorType.INT8,
+    "uint8": tflite.TensorType.UINT8,
     "int16": tflite.TensorType.INT16,
 }
 

@@ -27,7 +27,6 @@ from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
-from tflite2qonnx.ops.lstm import unidirectional_sequence_lstm
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
     max_pooling_with_argmax_2d,
@@ -51,7 +50,11 @@ from tflite2qonnx.ops.record import (
     Op,
 )
 from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
-from tflite2qonnx.ops.sequence import bidirectional_sequence_lstm, unidirectional_sequence_rnn
+from tflite2qonnx.ops.sequence import (
+    bidirectional_sequence_lstm,
+    unidirectional_sequence_lstm,
+    unidirectional_sequence_rnn,
+)
 from tflite2qonnx.ops.softmax import log_softmax, softmax
 from tflite2qonnx.ops.svdf import svdf
 from tflite2qonnx.ops.tensor import concatenation, pad, transpose
@@ -97,11 +100,11 @@ OPERATORS: dict[str, Op] = {
     ),
     "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
-    "DIV": Op(ew.div),
+    "DIV": Op(ew.div, bit_exact=EMULATED),
     "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
     "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
-    "EQUAL": Op(ew.equal),
+    "EQUAL": Op(ew.equal, bit_exact=EMULATED),
     "EXP": Op(ew.exp, bit_exact=EMULATED),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
     "FILL": Op(shape.fill),
@@ -112,17 +115,17 @@ OPERATORS: dict[str, Op] = {
     "GATHER": Op(slicing.gather, bit_exact=EXACT),
     "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
     "GELU": Op(ew.gelu, bit_exact=EMULATED),
-    "GREATER": Op(ew.greater),
-    "GREATER_EQUAL": Op(ew.greater_equal),
+    "GREATER": Op(ew.greater, bit_exact=EMULATED),
+    "GREATER_EQUAL": Op(ew.greater_equal, bit_exact=EMULATED),
     "IF": Op(cf.if_),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
-    "L2_NORMALIZATION": Op(reduce.l2_normalization),
+    "L2_NORMALIZATION": Op(reduce.l2_normalization, bit_exact=EMULATED),
     "L2_POOL_2D": Op(space_batch.l2_pool_2d, ranks=((4,), (4,))),
     "LEAKY_RELU": Op(ew.leaky_relu, bit_exact=EMULATED),
-    "LESS": Op(ew.less),
-    "LESS_EQUAL": Op(ew.less_equal),
+    "LESS": Op(ew.less, bit_exact=EMULATED),
+    "LESS_EQUAL": Op(ew.less_equal, bit_exact=EMULATED),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
-    "LOG": Op(ew.log),
+    "LOG": Op(ew.log, bit_exact=EMULATED),
     "LOG_SOFTMAX": Op(log_softmax, bit_exact=EMULATED),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),
@@ -136,10 +139,10 @@ OPERATORS: dict[str, Op] = {
     "MINIMUM": Op(ew.minimum, bit_exact=EXACT),
     "MIRROR_PAD": Op(slicing.mirror_pad, operands=rules.pad, bit_exact=EXACT),
     "MUL": Op(ew.mul, bit_exact=EMULATED),
-    "NEG": Op(ew.neg),
+    "NEG": Op(ew.neg, bit_exact=EMULATED),
     "NON_MAX_SUPPRESSION_V4": Op(non_max_suppression, ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op(non_max_suppression, ranks=((2, 1), (1, 1))),
-    "NOT_EQUAL": Op(ew.not_equal),
+    "NOT_EQUAL": Op(ew.not_equal, bit_exact=EMULATED),
     "ONE_HOT": Op(scatter.one_hot, bit_exact=EXACT),
     "PACK": Op(slicing.pack, bit_exact=EXACT),
     "PAD": Op(pad, operands=rules.pad, bit_exact=EXACT),

@@ -1,8 +1,10 @@
 """Elementwise TFLite ops: binary arithmetic with numpy broadcasting and unary activations.
 
-Quantized variants need no special handling: TFLite rescales the operands to a common scale in
-integer arithmetic and requantizes the result, which the float op followed by the output's
-Quant node reproduces to within one step of the output grid.
+By default quantized variants need no special handling: TFLite rescales the operands to a
+common scale in integer arithmetic and requantizes the result, which the float op followed by
+the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
+integer kernels are emulated (``ops.exact``, ``exact_compare``, ``exact_int16``,
+``exact_unary``); int16 LOGISTIC / TANH always (``exact_sigmoid16``).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_int16, exact_sigmoid16, exact_unary
+from tflite2qonnx.ops import exact, exact_compare, exact_int16, exact_sigmoid16, exact_unary
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -120,7 +123,15 @@ def hard_swish(b: GraphBuilder, op: Operator) -> None:
 
 
 # ---------------------------------------------------------------------- more binary ops
-div = _binary("Div")
+_div = _binary("Div")
+
+
+def div(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_compare.div(b, op)
+    return _div(b, op)
+
+
 pow_ = _binary("Pow")
 maximum = _binary("Max", raw=True)
 minimum = _binary("Min", raw=True)
@@ -132,6 +143,8 @@ def _is_int(b: GraphBuilder, idx: int) -> bool:
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
+        if b.tensor(op.inputs[0]).dtype != "int8":  # the runtime has int8 only
+            raise ConversionError("bit_exact: TFLite has no uint8 SQUARED_DIFFERENCE", op.where)
         return exact.squared_difference(b, op)
     d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
@@ -162,6 +175,8 @@ def floor_mod(b: GraphBuilder, op: Operator) -> None:
 
 def _compare(onnx_op: str, negate: bool = False):
     def convert(b: GraphBuilder, op: Operator) -> None:
+        if b.bit_exact and is_integer_op(b, op):
+            return exact_compare.compare(b, op)
         y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
         b.set_output(op.outputs[0], b.emit("Not", [y])[0] if negate else y)
 
@@ -189,7 +204,15 @@ def helper_dtype(b: GraphBuilder, idx: int) -> int:
 # ---------------------------------------------------------------------- more unary ops
 logical_not = _unary("Not")
 abs_ = _unary("Abs")
-neg = _unary("Neg")
+_neg = _unary("Neg")
+
+
+def neg(b: GraphBuilder, op: Operator) -> None:
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_compare.neg(b, op)
+    return _neg(b, op)
+
+
 exp = _unary("Exp")
 log = _unary("Log")
 sqrt = _unary("Sqrt")

@@ -1,8 +1,11 @@
-"""LOG_SOFTMAX (int8) as reference_integer_ops::LogSoftmax computes it under --bit-exact.
+"""LOG_SOFTMAX (int8 / uint8) as the builtin fixed-point LogSoftmax computes it under
+--bit-exact.
 
-Both resolvers run that fixed-point kernel for int8 (uint8 has a float table in the optimized
-kernel and another fixed-point form in the reference one: refused). Per row of the last axis,
-with ``d = q - max(q)``:
+Both resolvers of ai_edge_litert run that fixed-point kernel for int8, and for uint8 the same
+arithmetic with the output offset 255 (q_out in [0, 255], 0 below diff_min): measured equal on
+16,800 outputs of three uint8 models, both resolvers, which also agree with each other (the
+float lookup table that TFLite's sources give the optimized uint8 kernel is not what runs).
+Per row of the last axis, with ``d = q - max(q)`` (int8 shown; uint8 adds 128 to the output):
 
     S = sum over d >= diff_min of Rescale<12>(exp_on_negative_values(MBQM(d, M_in, shift_in)))
     L = log_x_for_x_greater_than_or_equal_to_1<5>(S as Q12.19)          (Q5.26)
@@ -13,7 +16,7 @@ Everything that depends on one element (the exponential, the rescaled difference
 256-entry table of d (numpy, gemmlowp's arithmetic); the row's log is evaluated in the graph
 with gemmlowp's fixed-point steps on integer-valued float64 tensors. Each
 SaturatingRoundingDoublingHighMul splits one operand in 16-bit halves so every product is
-exact in float64 (``_FixedPointGraph.srdhm``).
+exact in float64 (``FixedPointGraph.srdhm``).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def _params(s_in: float) -> tuple[int, int, int, int, int]:
 
 
 # ------------------------------------------------------------ fixed point in the graph
-class _FixedPointGraph:
+class FixedPointGraph:
     """gemmlowp's int32 steps on integer-valued float64 graph values, exactly."""
 
     def __init__(self, b: GraphBuilder):
@@ -191,8 +194,9 @@ class _FixedPointGraph:
 
 def log_softmax(b: GraphBuilder, op: Operator) -> None:
     where = op.where
-    if b.tensor(op.inputs[0]).dtype != "int8":
-        raise ConversionError("bit_exact: only int8 LOG_SOFTMAX is emulated", where)
+    uint8 = b.tensor(op.inputs[0]).dtype == "uint8"
+    if b.tensor(op.inputs[0]).dtype not in ("int8", "uint8"):
+        raise ConversionError("bit_exact: only int8 / uint8 LOG_SOFTMAX is emulated", where)
     x_raw, g_in = raw_integers(b, op.inputs[0], where)
     g_out = grid(b, op.outputs[0], where)
     m_in, left, m_rev, rev_shift, diff_min = _params(g_in.scale)
@@ -207,7 +211,7 @@ def log_softmax(b: GraphBuilder, op: Operator) -> None:
     def table(values: np.ndarray, hint: str) -> str:
         return b.emit("Gather", [b.const(values.astype(np.float64), hint), k], axis=0)[0]
 
-    fx = _FixedPointGraph(b)
+    fx = FixedPointGraph(b)
     total = reduce_axes(b, "ReduceSum", table(exps, "log_softmax_exp"), [axis], 1)
     log_sum = fx.log(total)
     shifted = fx.op("Add", log_sum, fx.c(_I32_MIN))
@@ -215,9 +219,10 @@ def log_softmax(b: GraphBuilder, op: Operator) -> None:
     adjusted = fx.op("Max", rescaled, fx.c(diff_min - 1))
     d_col = table(-np.arange(256, dtype=np.float64), "log_softmax_d")
     diff = fx.op("Sub", table(scaled, "log_softmax_diff"), log_sum)
-    q = fx.op("Add", fx.rdbpot(diff, 22), fx.c(127.0))
-    q = fx.op("Max", fx.op("Min", q, fx.c(127.0)), fx.c(-128.0))
-    q = b.emit("Where", [fx.op("Greater", d_col, adjusted), q, fx.c(-128.0)])[0]
+    top = 255.0 if uint8 else 127.0
+    q = fx.op("Add", fx.rdbpot(diff, 22), fx.c(top))
+    q = fx.op("Max", fx.op("Min", q, fx.c(top)), fx.c(top - 255.0))
+    q = b.emit("Where", [fx.op("Greater", d_col, adjusted), q, fx.c(top - 255.0)])[0]
     q = cast(b, q, TensorProto.FLOAT)
     zp = np.float32(g_out.zero_point)
     y = b.emit(

@@ -1,6 +1,6 @@
-"""More one-input int8 / uint8 kernels as 256-entry tables (see ``exact_tables``): EXP, ELU and
-GELU (a float function through PopulateLookupTable / LUTPopulate, with the C library's expf,
-tanhf, erf), RSQRT (gemmlowp's fixed-point inverse square root) and ABS
+"""More one-input int8 / uint8 kernels as 256-entry tables (see ``exact_tables``): EXP, LOG, ELU
+and GELU (a float function through PopulateLookupTable / LUTPopulate, with the C library's expf,
+logf, tanhf, erf), RSQRT (gemmlowp's fixed-point inverse square root) and ABS
 (``|q - zp_in|`` requantized by the 32-bit MultiplyByQuantizedMultiplier)."""
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ _F32 = np.float32
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
 exp_table = _float_table(lambda x: c_float_fn("expf", x))
+
+
+_log_positive = _float_table(lambda x: c_float_fn("logf", np.where(x > 0, x, _F32(1.0))))
+
+
+def log_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
+    """LOG: logf of each stored input's real value, requantized as every float table is. At
+    x <= 0 (logf gives -inf or NaN) the kernel's float-to-int conversion yields INT_MIN,
+    which clamps to the lowest output integer."""
+    lowest = -(1 << (g_out.bits - 1)) if g_out.signed else 0
+    positive = (np.asarray(q, np.int64) - g_in.zero_point) > 0
+    return np.where(positive, _log_positive(q, g_in, g_out), lowest)
 
 
 def _elu(x: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """--bit-exact for the one-input int8 / uint8 kernels: LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU,
-the RELU family between differing grids, QUANTIZE between integer grids, EXP, ELU, GELU, RSQRT
-and ABS.
+the RELU family between differing grids, QUANTIZE between integer grids, EXP, LOG, ELU, GELU,
+RSQRT and ABS.
 
 Each becomes a Gather on the 256-entry table of ``tflite2qonnx.ops.exact_tables``. Converters
 call ``convert`` first under bit_exact; it returns False (nothing emitted) where the default
@@ -37,12 +37,17 @@ _KERNELS: dict[str, Callable[[Operator], Callable]] = {
     "LEAKY_RELU": lambda op: tables.leaky_relu_table(float(op.options.get("alpha", 0.0))),
     "QUANTIZE": lambda op: tables.requantize_table,
     "EXP": lambda op: extra.exp_table,
+    "LOG": lambda op: extra.log_table,
     "ELU": lambda op: extra.elu_table,
     "ABS": lambda op: extra.abs_table,
     "RSQRT": lambda op: extra.rsqrt_table,
     "GELU": lambda op: extra.gelu_tanh_table if op.options.get("approximate") else extra.gelu_table,
     **{name: (lambda op, r=r: tables.relu_table(*r)) for name, r in _CLAMPS.items()},
 }
+
+
+# kernels the runtime has for int8 only (its uint8 LOG fails to prepare): no table to guess
+_INT8_ONLY = frozenset({"LOG"})
 
 
 def _per_tensor_int8(b: GraphBuilder, idx: int) -> bool:
@@ -60,6 +65,8 @@ def convert(b: GraphBuilder, op: Operator) -> bool:
         raise ConversionError(
             f"bit_exact: {op.name} with a per-axis or non-8-bit side is not emulated", op.where
         )
+    if op.name in _INT8_ONLY and b.tensor(op.inputs[0]).dtype != "int8":
+        raise ConversionError(f"bit_exact: TFLite has no uint8 {op.name} kernel", op.where)
     src, dst = b.tensor(op.inputs[0]).quant, b.tensor(op.outputs[0]).quant
     one_grid = (float(src.scale), float(src.zero_point)) == (
         float(dst.scale),

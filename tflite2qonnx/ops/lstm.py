@@ -5,7 +5,9 @@ Unrolling (rather than ONNX's LSTM) follows TFLite's step exactly, variants incl
 order (input, forget, cell, output), CIFG (no input gate: i = 1 - f), peepholes (the output
 gate's reads the updated cell state), layer normalization (bias added after it), cell and
 projection clips, projection, the fused activation on the cell gate and the cell output, and
-time_major. The integer 8x8_16 kernel is the same step with its quantizers (``ops.lstm_int``).
+time_major. The integer 8x8_16 kernel is the same step with its quantizers (``ops.lstm_int``),
+the hybrid kernel (int8 weights on float activations) with its products (``ops.lstm_hybrid``);
+``ops.sequence`` picks the kernel.
 
 State: TFLite keeps the output and cell states in variable tensors that the interpreter
 carries from one invocation to the next until ``reset_all_variables``. The converted graph
@@ -16,6 +18,8 @@ constant is read as such.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
@@ -23,11 +27,13 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
-from tflite2qonnx.ops.lstm_operands import Direction, unidirectional_direction
+from tflite2qonnx.ops.lstm_operands import Direction
 
 
 class FloatLstm:
     """The float step's arithmetic: each stage is the plain float function."""
+
+    hybrid = False
 
     def __init__(self, b: GraphBuilder, op: Operator, d: Direction):
         self.b, self.op, self.d = b, op, d
@@ -50,6 +56,10 @@ class FloatLstm:
     def peephole(self, pre: str, weight: int, c: str, gate: int) -> str:
         term = self.b.emit("Mul", [self.b.input(weight), c])[0]
         return self.b.emit("Add", [pre, term])[0]
+
+    def layer_norm(self, pre: str, gate: int) -> str:
+        d = self.d
+        return _layer_norm(self.b, pre, d.layer_norm[gate], d.biases[gate])
 
     def activation(self, pre: str, gate: int) -> str:
         if gate == 2:
@@ -104,16 +114,9 @@ def initial_state(b: GraphBuilder, idx: int, width: int) -> str:
     return b.input(idx)
 
 
-def check_float(b: GraphBuilder, op: Operator, d: Direction) -> None:
-    """A float LSTM has float weights; int8 weights on float activations are the hybrid
-    kernel, which quantizes each step's input on the fly (not converted)."""
-    for idx in (*d.x_weights, *d.h_weights, d.projection[0]):
-        if idx >= 0 and b.tensor(idx).dtype not in ("float32", "float16"):
-            raise ConversionError(
-                f"hybrid (dynamic-range) {op.name} with {b.tensor(idx).dtype} weights on float "
-                "activations is not supported",
-                op.where,
-            )
+def stacked_weights(b: GraphBuilder, indices: tuple[int, ...], gates: tuple[int, ...]) -> str:
+    """The gates' weights [n_cell, depth] transposed and side by side: [depth, gates * n_cell]."""
+    return b.emit("Concat", [b.input(indices[g], perm=(1, 0)) for g in gates], axis=1)[0]
 
 
 def run_sequence(
@@ -134,9 +137,12 @@ def run_sequence(
     n_out = b.tensor(d.h_weights[1]).shape[1]
     if b.tensor(d.x_weights[1]).shape[-1] != n_input:
         raise ConversionError("input-to-forget weights do not match the input depth", op.where)
-    # all gates in one MatMul over the whole sequence: x @ [W_i W_f W_c W_o]^T (+ biases)
-    wx = b.emit("Concat", [b.input(d.x_weights[g], perm=(1, 0)) for g in gates], axis=1)[0]
-    wh = b.emit("Concat", [b.input(d.h_weights[g], perm=(1, 0)) for g in gates], axis=1)[0]
+    # all gates in one MatMul over the whole sequence: x @ [W_i W_f W_c W_o]^T (+ biases);
+    # an arithmetic with its own products (the hybrid and integer kernels') stacks and applies
+    # them itself
+    stacked = getattr(arith, "stacked", None) or partial(stacked_weights, b)
+    recurrent = getattr(arith, "recurrent", None)
+    wx, wh = stacked(d.x_weights, gates), stacked(d.h_weights, gates)
     x_part = arith.x_part(x, wx, gates)
     split = b.const(np.array([n_cell] * len(gates), np.int64), "gate_split")
     h = initial_state(b, d.states[0], n_out)
@@ -146,7 +152,7 @@ def run_sequence(
     for t in order:
         index = b.const(np.array(t, np.int64), "step")
         x_t = b.emit("Gather", [x_part, index], axis=0 if time_major else 1)[0]
-        h_part = arith.h_part(b.emit("MatMul", [h, wh])[0])
+        h_part = recurrent(h, wh) if recurrent else arith.h_part(b.emit("MatMul", [h, wh])[0])
         pre = dict(zip(gates, b.emit("Split", [arith.gate_sum(x_t, h_part), split], len(gates),
                                      axis=-1), strict=True))  # fmt: skip
         act = {}
@@ -156,14 +162,14 @@ def run_sequence(
             if d.peephole and g != 2:
                 pre[g] = arith.peephole(pre[g], d.peepholes[0 if g == 0 else 1], c, g)
             if d.normalized:
-                pre[g] = _layer_norm(b, pre[g], d.layer_norm[g], d.biases[g])
+                pre[g] = arith.layer_norm(pre[g], g)
             act[g] = arith.activation(pre[g], g)
         i = arith.one_minus(act[1]) if d.cifg else act[0]
         c = arith.cell(act[1], c, i, act[2])
         if d.peephole:
             pre[3] = arith.peephole(pre[3], d.peepholes[2], c, 3)
         if d.normalized:
-            pre[3] = _layer_norm(b, pre[3], d.layer_norm[3], d.biases[3])
+            pre[3] = arith.layer_norm(pre[3], 3)
         h = arith.hidden(arith.activation(pre[3], 3), c)
         if d.projection[0] >= 0:
             h = arith.project(h)
@@ -190,20 +196,3 @@ def sequence_shape(b: GraphBuilder, op: Operator, idx: int) -> tuple[int, ...]:
             f"{op.name} with a dynamic sequence length cannot be unrolled", op.where
         )
     return tuple(t.shape)
-
-
-def unidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
-    d = unidirectional_direction(op)
-    x_idx = op.inputs[0]
-    time_major = bool(op.options.get("time_major", False))
-    shape = sequence_shape(b, op, x_idx)
-    if b.tensor(x_idx).integer_quantized:
-        from tflite2qonnx.ops.lstm_int import IntegerLstm
-
-        arith = IntegerLstm(b, op, d)
-    else:
-        check_float(b, op, d)
-        arith = FloatLstm(b, op, d)
-    outputs = run_sequence(b, op, d, arith, b.input(x_idx), shape, time_major)
-    y = stack(b, outputs, time_major)
-    b.set_output(op.outputs[0], arith.output(y, op.outputs[0]) if hasattr(arith, "output") else y)

@@ -10,7 +10,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import emulates, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_reduce
+from tflite2qonnx.ops import exact, exact_l2norm, exact_reduce
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
 
@@ -84,6 +84,8 @@ def cumsum(b: GraphBuilder, op: Operator) -> None:
 
 def l2_normalization(b: GraphBuilder, op: Operator) -> None:
     """x / max(sqrt(sum(x^2)), 1e-6) over the last axis (TFLite's epsilon)."""
+    if b.bit_exact and is_integer_op(b, op):
+        return exact_l2norm.l2_normalization(b, op)
     x = b.input(op.inputs[0])
     rank = len(b.tensor(op.inputs[0]).shape)
     sq = b.emit("Mul", [x, x])[0]

@@ -1,6 +1,7 @@
-"""BIDIRECTIONAL_SEQUENCE_LSTM and UNIDIRECTIONAL_SEQUENCE_RNN (float), unrolled like
-``ops.lstm``; the RNN's hybrid kernel (TFLite's only int8 one) is ``ops.rnn_hybrid``, the
-LSTM's integer and hybrid kernels are refused by name.
+"""The sequence operators, unrolled by ``ops.lstm``: UNIDIRECTIONAL_SEQUENCE_LSTM and
+BIDIRECTIONAL_SEQUENCE_LSTM (each direction's kernel picked here: float, hybrid -- int8
+weights on float activations, ``ops.lstm_hybrid`` -- or, unidirectional only, integer) and
+UNIDIRECTIONAL_SEQUENCE_RNN (float, or hybrid: ``ops.rnn_hybrid``, TFLite's only int8 one).
 
 BIDIRECTIONAL_SEQUENCE_LSTM runs two ``ops.lstm`` directions over the sequence, the backward
 one from the last step to the first, each output at its own step; ``merge_outputs`` concatenates
@@ -19,13 +20,13 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.lstm import (
     FloatLstm,
-    check_float,
     initial_state,
     run_sequence,
     sequence_shape,
     stack,
 )
-from tflite2qonnx.ops.lstm_operands import Direction, operand
+from tflite2qonnx.ops.lstm_hybrid import HybridLstm, is_hybrid_lstm
+from tflite2qonnx.ops.lstm_operands import Direction, operand, unidirectional_direction
 from tflite2qonnx.ops.rnn_hybrid import hybrid_sequence_rnn, is_hybrid
 
 
@@ -43,6 +44,42 @@ def _float_only(b: GraphBuilder, op: Operator, weights: list[int]) -> None:
             )
 
 
+def check_float(b: GraphBuilder, op: Operator, d: Direction) -> None:
+    """A float LSTM has float weights throughout (int8 input-to-output weights make it the
+    hybrid kernel, ``ops.lstm_hybrid``)."""
+    for idx in (*d.x_weights, *d.h_weights, d.projection[0]):
+        if idx >= 0 and b.tensor(idx).dtype not in ("float32", "float16"):
+            raise ConversionError(
+                f"{op.name} with float input-to-output weights and {b.tensor(idx).dtype} "
+                f"weights '{b.tensor(idx).name}' is not supported",
+                op.where,
+            )
+
+
+def arithmetic(b: GraphBuilder, op: Operator, d: Direction) -> FloatLstm:
+    """The kernel a float-input LSTM direction runs: hybrid for int8 weights, else float."""
+    if is_hybrid_lstm(b, op, d):
+        return HybridLstm(b, op, d)
+    check_float(b, op, d)
+    return FloatLstm(b, op, d)
+
+
+def unidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
+    d = unidirectional_direction(op)
+    x_idx = op.inputs[0]
+    time_major = bool(op.options.get("time_major", False))
+    shape = sequence_shape(b, op, x_idx)
+    if b.tensor(x_idx).integer_quantized:
+        from tflite2qonnx.ops.lstm_int import IntegerLstm
+
+        arith = IntegerLstm(b, op, d)
+    else:
+        arith = arithmetic(b, op, d)
+    outputs = run_sequence(b, op, d, arith, b.input(x_idx), shape, time_major)
+    y = stack(b, outputs, time_major)
+    b.set_output(op.outputs[0], arith.output(y, op.outputs[0]) if hasattr(arith, "output") else y)
+
+
 def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
     g = [operand(op, k) for k in range(48)]
     if g[39] >= 0 or any(k >= 0 for k in g[40:48]):
@@ -56,16 +93,28 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
         (g[37], g[38]),
     )  # fmt: skip
     x_idx = op.inputs[0]
-    _float_only(b, op, [*g[1:9], *g[18:26], g[16], g[33]])
+    if b.tensor(x_idx).dtype != "float32":
+        raise ConversionError(f"{b.tensor(x_idx).dtype} {op.name} is not supported", op.where)
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
     x = b.input(x_idx)
+    kernels = [arithmetic(b, op, d) for d in (forward, backward)]
+    if type(kernels[0]) is not type(kernels[1]):
+        raise ConversionError(f"{op.name} with int8 weights in one direction only", op.where)
+    merged = bool(op.options.get("merge_outputs", False))
+    if merged and not time_major and shape[0] > 1 and kernels[0].hybrid:
+        # lstm_eval.cc EvalHybrid offsets batch row b's output state by b * the merged width
+        raise ConversionError(
+            f"hybrid {op.name} with merge_outputs on a batch-major input of batch {shape[0]}: "
+            "TFLite's kernel reads the output state of rows after the first past the state "
+            "tensor (offset by the merged output width), so its result is undefined",
+            op.where,
+        )
     results = []
-    for d, reverse in ((forward, False), (backward, True)):
-        check_float(b, op, d)
-        outputs = run_sequence(b, op, d, FloatLstm(b, op, d), x, shape, time_major, reverse)
+    for d, arith, reverse in ((forward, kernels[0], False), (backward, kernels[1], True)):
+        outputs = run_sequence(b, op, d, arith, x, shape, time_major, reverse)
         results.append(stack(b, outputs, time_major))
-    if op.options.get("merge_outputs", False):
+    if merged:
         b.set_output(op.outputs[0], b.emit("Concat", results, axis=-1)[0])
     else:
         for idx, y in zip(op.outputs, results, strict=False):

@@ -21,8 +21,8 @@ int32 bias are summed in int32 (wrapping, as the C loop does), rescaled to the o
 clamped to int8 after adding its zero point. The kernel requires the RELU activation but never
 applies it beyond that clamp, and it reads the weights' and bias's first scale only and never
 their zero points; all of that is followed as written. The hybrid kernel (float input, int8
-weights) quantizes the input rows on the fly as ``ops.rnn_hybrid`` does; its
-``asymmetric_quantize_inputs`` variant is refused.
+weights) quantizes the input rows on the fly as ``ops.hybrid_quant`` does, symmetric or
+asymmetric per ``asymmetric_quantize_inputs``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tflite2qonnx import fixed_point as fp
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.rnn_hybrid import int8_weights, symmetric_product
+from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product, int8_weights
 
 _INT32 = 2.0**31
 
@@ -110,13 +110,12 @@ def _float(b, op, x, wf, wt, bias, rank, memory) -> None:
 
 
 def _hybrid(b, op, x, wf, wt, bias, rank, memory) -> None:
-    """EvalHybridSVDF: the input rows quantized on the fly (``ops.rnn_hybrid``), the int8
+    """EvalHybridSVDF: the input rows quantized on the fly (``ops.hybrid_quant``), the int8
     feature product scaled back to float, the int8 weights_time dequantized."""
-    if op.options.get("asymmetric_quantize_inputs", False):
-        raise ConversionError("hybrid SVDF with asymmetric_quantize_inputs is not supported",
-                              op.where)  # fmt: skip
-    w, w_scale = int8_weights(b, op, wf)
-    feature = symmetric_product(b, b.input(x), w, w_scale)
+    asymmetric = bool(op.options.get("asymmetric_quantize_inputs", False))
+    w, w_scale = int8_weights(b, op.where, wf)
+    matrix = hybrid_matrix(b, w, w_scale, asymmetric, "svdf_feature", op.where)
+    feature = hybrid_product(b, b.input(x), matrix)
     t = b.tensor(wt)
     if t.dtype != "int8" or t.quantization is None or len(t.quantization.scale) != 1:
         raise ConversionError("hybrid SVDF needs per-tensor int8 weights_time", op.where)
