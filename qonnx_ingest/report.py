@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import QUANT_OP_TYPES
@@ -150,20 +149,22 @@ def inference_cost(model: onnx.ModelProto) -> Cost:
     The preprocessing is qonnx's (datatypes inferred, weight quantizers folded so zero weights
     are discounted) but done in one linear pass: ``qonnx.util.inference_cost`` deep-copies
     and re-folds the whole graph per step, a minute on a MobileNet v2. qonnx's passes run on
-    an IndexedModelWrapper, whose lookups do not scan the graph.
+    an IndexedModelWrapper, whose lookups do not scan the graph. The totals are summed here
+    (``cost_totals``) rather than by ``qonnx.util.inference_cost``, whose import pulls in clize
+    and qonnx's constant folding (a third of a second).
     """
     from qonnx.analysis.inference_cost import inference_cost as qonnx_analysis
     from qonnx.transformation.infer_datatypes import InferDataTypes
-    from qonnx.util.inference_cost import assign_mem_bits_and_elems, compute_bops_and_macs
 
     from qonnx_ingest.indexed import IndexedModelWrapper
 
-    wrapper = IndexedModelWrapper(_batch_one(model))
+    wrapper = IndexedModelWrapper(_batch_one(model), cache_arrays=True)
     _name_nodes_uniquely(wrapper.model.graph)  # qonnx keys its per-node costs by name
     try:
-        wrapper = wrapper.transform(
-            InferDataTypes(allow_scaledint_dtypes=True), make_deepcopy=False, cleanup=False
-        )
+        # one pass of qonnx's InferDataTypes: in a topologically sorted graph (every converted
+        # model is) each node reads its inputs' final types, so qonnx's transform() loop only
+        # repeats the pass to find nothing changed
+        InferDataTypes(allow_scaledint_dtypes=True).apply(wrapper)
         _fold_constant_quantizers(wrapper)
         wrapper.reindex()  # quantizer nodes left the graph
         result = qonnx_analysis(wrapper, discount_sparsity=True, cost_breakdown=True)
@@ -171,17 +172,35 @@ def inference_cost(model: onnx.ModelProto) -> Cost:
         raise ConversionError(
             f"qonnx inference-cost analysis failed: {type(exc).__name__}: {exc}"
         ) from exc
-    total = assign_mem_bits_and_elems(result["total_cost"])
-    bops, macs = compute_bops_and_macs(total)
+    total = result["total_cost"]
+    macs, bops, weights, weight_bits = cost_totals(total)
     return Cost(
         macs=macs,
-        weights=total["total_mem_w_elems"],
-        weight_bits=total["total_mem_w_bits"],
+        weights=weights,
+        weight_bits=weight_bits,
         bops=bops,
         bops_eq5=_bops_eq5(wrapper, result.get("node_cost", {})),
         # qonnx's zero-cost list names Quant and Trunc but not qonnx's other quantizers
         unsupported=sorted(set(total.get("unsupported", ())) - QUANT_OP_TYPES),
     )
+
+
+def cost_totals(costs: dict) -> tuple[float, float, float, float]:
+    """(MACs, BOPs, weights, weight bits) of qonnx's cost dict, summed as
+    ``qonnx.util.inference_cost``'s compute_bops_and_macs and compute_mem_bits_and_elems do:
+    ``op_mac_<A>_<W>`` keys count MACs (BOPs: times both bit widths), ``mem_w_<T>`` weights."""
+    from qonnx.core.datatype import DataType
+
+    macs = bops = weights = weight_bits = 0.0
+    for key, value in costs.items():
+        parts = key.split("_")
+        if key.startswith("op_mac"):
+            macs += value
+            bops += DataType[parts[2]].bitwidth() * DataType[parts[3]].bitwidth() * value
+        elif key.startswith("mem_w"):
+            weights += value
+            weight_bits += DataType[parts[2]].bitwidth() * value
+    return macs, bops, weights, weight_bits
 
 
 def _name_nodes_uniquely(graph: onnx.GraphProto) -> None:
@@ -200,13 +219,14 @@ def _name_nodes_uniquely(graph: onnx.GraphProto) -> None:
 def _fold_constant_quantizers(wrapper) -> None:
     """Replace each quantizer of a constant by its output, keeping the output's datatype."""
     graph = wrapper.model.graph
-    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    inits = {t.name for t in graph.initializer}
     folded = [
         node
         for node in graph.node
-        if node.op_type in TENSOR_QUANTIZERS and all(name in constants for name in node.input)
+        if node.op_type in TENSOR_QUANTIZERS and all(name in inits for name in node.input)
     ]
-    for node in folded:
+    for node in folded:  # only the quantizers' inputs are read into arrays
+        constants = {name: wrapper.get_initializer(name) for name in node.input}
         wrapper.set_initializer(node.output[0], constant_quantizer_output(node, constants, graph))
     if folded:  # one rebuild: removing nodes one by one scans the list per node
         gone = {id(node) for node in folded}
@@ -238,8 +258,15 @@ def _bops_eq5(wrapper, node_costs: dict) -> float:
 
 
 def _batch_one(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy with every dim static: dynamic ones set to 1 and shapes re-inferred, unless
+    every tensor a node writes already has a static shape (the converters' finishing inferred
+    them, and re-inferring the same shapes is a tenth of a second on a MobileNet)."""
     from qonnx_ingest.execute import with_static_shapes
 
+    if _all_shapes_static(model.graph):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return copy
     feeds = {}
     inits = {t.name for t in model.graph.initializer}
     for vi in model.graph.input:
@@ -250,6 +277,18 @@ def _batch_one(model: onnx.ModelProto) -> onnx.ModelProto:
         ]
         feeds[vi.name] = np.zeros(dims, dtype=np.float32)
     return with_static_shapes(model, feeds)  # a copy
+
+
+def _all_shapes_static(graph: onnx.GraphProto) -> bool:
+    infos = {v.name: v for v in (*graph.input, *graph.output, *graph.value_info)}
+    names = [vi.name for vi in graph.input] + [o for n in graph.node for o in n.output if o]
+    for name in names:
+        info = infos.get(name)
+        if info is None or not info.type.tensor_type.HasField("shape"):
+            return False
+        if not all(d.HasField("dim_value") for d in info.type.tensor_type.shape.dim):
+            return False
+    return True
 
 
 def _row(q: QuantizedTensor) -> dict:

@@ -29,7 +29,8 @@ Everything runs in one process tree, one measurement at a time (the machine is s
    set, cached in ``--cache-dir``), ours beside tf2onnx's ``from_tflite``; and chains of
    ``QDense(8, quantized_bits(4, 0, alpha=1), activation=quantized_relu(4))`` layers with 4
    outputs (shared layers are refused by design), ours beside the floor, capped at
-   ``--qkeras-max-depth`` layers (2000: Keras alone builds a QDense layer in ~0.1 s here).
+   ``--qkeras-max-depth`` layers (2000; the chains are built without tracing each layer's call,
+   ``qdense_chain``, ~10 ms per layer, but tf2onnx's own time per layer grows with depth).
 
 Columns:
 
@@ -110,7 +111,7 @@ SINGLE_RUN_SECONDS = 1.0  # scaling: a conversion slower than this is timed once
 FLAT_RATIO = 1.5  # scaling: ms/operator at the deepest over ms/operator at REFERENCE_DEPTH
 REFERENCE_DEPTH = 100  # scaling: what the deepest is compared with (else the next depth)
 DEFAULT_DEPTHS = (10, 100, 1000, 5000)
-QKERAS_MAX_DEPTH = 2000  # Keras builds a QDense layer in 0.1 s here: 5000 would take ~10 min
+QKERAS_MAX_DEPTH = 2000  # tf2onnx's from_keras (in ours and the floor) slows per layer with depth
 CHAIN_VERSION = 2  # cache key of the generated TFLite models (bump when the generator changes)
 CELL_OPS = 5  # a generated cell: 2 FULLY_CONNECTED (one shared weight) + TANH + LOGISTIC + MUL
 CHAIN_OUTPUTS = 4  # graph outputs of a generated model, tapped evenly along the chain
@@ -399,30 +400,60 @@ def worker_qkeras_scaling(depths: list[str], repeat: int) -> dict[str, Any]:
     """Ours and the floor on seeded chains of ``depth`` QDense(8) layers, each with its own
     weights and quantizers, and ``CHAIN_OUTPUTS`` graph outputs tapped along the chain (no
     shared weights: a layer called more than once is refused by design)."""
-    k = qkeras_imports()[0]
-    from qkeras import QDense, quantized_bits, quantized_relu
-
+    qkeras_imports()
     # Keras builds, clones and traces functional models recursively, a few frames per layer
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20 * max(map(int, depths)) + 1000))
     rows: dict[str, Any] = {}
     for depth in map(int, depths):
         progress(f"scaling: building the {depth}-layer QKeras chain")
         start = time.perf_counter()
-        k.utils.set_random_seed(0)
-        x = inputs = k.Input((8,))
-        outputs, tapped = [], taps(depth)
-        for layer in range(depth):
-            q = quantized_bits(4, 0, alpha=1)
-            x = QDense(8, kernel_quantizer=q, bias_quantizer=q, activation=quantized_relu(4))(x)
-            if layer in tapped:
-                outputs.append(x)
-        model = k.Model(inputs, outputs)
+        model = qdense_chain(depth)
         build = time.perf_counter() - start
         progress(f"scaling: built in {build:.0f} s; qkeras2qonnx and the floor")
         rows[str(depth)] = [
             asdict(row) for row in measure_qkeras(model, str(depth), repeat, SINGLE_RUN_SECONDS)
         ] + [build]
     return rows
+
+
+def qdense_chain(depth: int, traced: bool = False) -> Any:
+    """The QKeras scaling chain: ``depth`` x QDense(8, quantized_bits(4, 0, alpha=1),
+    activation=quantized_relu(4)), seeded, ``CHAIN_OUTPUTS`` outputs tapped along it.
+
+    Calling a layer on a Keras tensor traces its ``call`` (autograph-converted QKeras
+    quantizers, ~110 TensorFlow ops) into a scratch graph only to learn the output's shape:
+    0.1 s per layer on a quiet machine, 0.6 s under load, half an hour for 2,000 layers. Unless
+    ``traced``, each layer is built from its input's shape and told its output's (8 features)
+    through Keras's static path for eager-only layers (``dynamic``), switched off again before
+    the model is made: the same layers, names, config and weights (the seed draws them in the
+    same order) without the tracing, so building is linear and ~25x faster.
+    """
+    import tensorflow as tf
+    from qkeras import QDense, quantized_bits, quantized_relu
+
+    k = qkeras_imports()[0]
+    k.backend.clear_session()  # layer names from q_dense, as in a fresh process
+    k.utils.set_random_seed(0)
+    x = inputs = k.Input((8,))
+    outputs, tapped, layers = [], taps(depth), []
+    for index in range(depth):
+        q = quantized_bits(4, 0, alpha=1)
+        layer = QDense(8, kernel_quantizer=q, bias_quantizer=q, activation=quantized_relu(4))
+        if not traced:
+            with tf.name_scope(layer._name_scope()):  # weights named as a traced call names them
+                layer._maybe_build(x)
+            spec = tf.TensorSpec((*x.shape[:-1], 8), x.dtype)
+            layer.compute_output_signature = lambda _, spec=spec: spec
+            layer._dynamic = True
+        x = layer(x)
+        layers.append(layer)
+        if index in tapped:
+            outputs.append(x)
+    for layer in layers:
+        if not traced:
+            layer._dynamic = False
+            del layer.compute_output_signature
+    return k.Model(inputs, outputs)
 
 
 @dataclass(frozen=True)
@@ -942,8 +973,19 @@ def scaling_chains(depths: list[int]) -> dict[int, Chain]:
 
 
 def scaling_section(
-    depths: list[int], qkeras_max: int, peers: Peers, repeat: int, cache: Path
+    depths: list[int],
+    qkeras_max: int,
+    peers: Peers,
+    repeat: int,
+    cache: Path,
+    tflite: bool = True,
 ) -> None:
+    if tflite:
+        tflite_scaling(depths, peers, repeat, cache)
+    qkeras_scaling(depths, qkeras_max, repeat)
+
+
+def tflite_scaling(depths: list[int], peers: Peers, repeat: int, cache: Path) -> None:
     import tflite2qonnx
     from tflite2qonnx.reader import read_model
 
@@ -992,6 +1034,8 @@ def scaling_section(
         added_target=False,
     )
 
+
+def qkeras_scaling(depths: list[int], qkeras_max: int, repeat: int) -> None:
     qkeras_depths = sorted({min(d, qkeras_max) for d in depths})
     progress(f"scaling: qkeras2qonnx and the floor, {qkeras_depths} layers")
     results, failure = run_worker("qkeras-scaling", [str(repeat), *map(str, qkeras_depths)])
@@ -1017,8 +1061,9 @@ def scaling_section(
         print(f"(Keras build of the chain, not timed above: {', '.join(builds)})")
     if qkeras_depths != depths:
         print(
-            f"(QKeras chains are capped at {qkeras_max} layers, --qkeras-max-depth: Keras takes"
-            " ~0.1 s per QDense layer to build here, and each conversion as long again)"
+            f"(QKeras chains are capped at {qkeras_max} layers, --qkeras-max-depth:"
+            " tf2onnx's from_keras, run by ours and by the floor, takes longer per layer the deeper"
+            " the chain)"
         )
 
 
@@ -1084,9 +1129,14 @@ def main(argv: list[str] | None = None) -> int:
         default=QKERAS_MAX_DEPTH,
         metavar="N",
         help="QKeras scaling chains stop at N layers: a deeper size is measured at N "
-        f"(default: {QKERAS_MAX_DEPTH}; Keras alone takes minutes to build 5000 QDense layers)",
+        f"(default: {QKERAS_MAX_DEPTH}; tf2onnx alone takes minutes on 5000 QDense layers)",
     )
     parser.add_argument("--no-scaling", action="store_true", help="skip the scaling section")
+    parser.add_argument(
+        "--no-tflite-scaling",
+        action="store_true",
+        help="scaling: the QKeras chains only (the TFLite chains and tf2onnx on them skipped)",
+    )
     parser.add_argument(
         "--repeat", type=int, default=3, metavar="N", help="in-process conversions, best of N"
     )
@@ -1106,7 +1156,8 @@ def main(argv: list[str] | None = None) -> int:
     large = [] if args.no_large else [TFLITE_CORPUS / DP_NET]
     large_chain = Chain(LARGE_CELLS, LARGE_WIDTH, int8=False)
     chains = [] if args.no_large else [large_chain]
-    chains += [] if args.no_scaling else list(scaling_chains(depths).values())
+    if not (args.no_scaling or args.no_tflite_scaling):
+        chains += list(scaling_chains(depths).values())
     coral = None if args.no_options else TFLITE_CORPUS / CORAL
     peers = find_peers(
         not args.no_peers and bool(tflite or large or not args.no_scaling), bool(tflite)
@@ -1141,7 +1192,14 @@ def main(argv: list[str] | None = None) -> int:
         elif coral is not None:
             print(f"\n== Options overhead: n/a ({coral} not found)")
     if not args.no_scaling:
-        scaling_section(depths, args.qkeras_max_depth, peers, args.repeat, args.cache_dir)
+        scaling_section(
+            depths,
+            args.qkeras_max_depth,
+            peers,
+            args.repeat,
+            args.cache_dir,
+            tflite=not args.no_tflite_scaling,
+        )
     print(f"\ntotal bench time {time.perf_counter() - start:.0f} s")
     return 0
 

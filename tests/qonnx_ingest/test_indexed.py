@@ -78,3 +78,15 @@ def test_setters_keep_the_indexes_current(model):
     ours.set_tensor_datatype("fresh", None)
     plain = ModelWrapper(ours.model)
     assert ours.get_tensor_datatype("fresh") == plain.get_tensor_datatype("fresh")
+
+
+def test_cached_arrays_are_fresh_copies_and_follow_set_initializer(model):
+    ours = IndexedModelWrapper(_copy(model), cache_arrays=True)
+    name = model.graph.initializer[0].name
+    first = ours.get_initializer(name)
+    first += 1  # a caller editing what it got does not change the next answer
+    np.testing.assert_array_equal(
+        ours.get_initializer(name), ModelWrapper(model).get_initializer(name)
+    )
+    ours.set_initializer(name, np.full((2, 3), 7, dtype=np.float32))
+    np.testing.assert_array_equal(ours.get_initializer(name), np.full((2, 3), 7))
