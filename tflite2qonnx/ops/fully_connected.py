@@ -10,6 +10,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact, exact_int16
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.fc_hybrid import hybrid_fully_connected, is_hybrid_fc
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
@@ -29,6 +30,8 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
     if emulates(b, op):
         kernel_fn = exact_int16.fully_connected if is_int16(b, x_idx) else exact.fully_connected
         return kernel_fn(b, op, flatten)
+    if is_hybrid_fc(b, op):
+        return hybrid_fully_connected(b, op, flatten(b.input(x_idx)))
     x = flatten(b.input(x_idx))
     # W^T is folded at conversion time; per-axis weight scales move from axis 0 to axis 1.
     y = b.emit("MatMul", [x, b.input(w_idx, perm=(1, 0))])[0]
