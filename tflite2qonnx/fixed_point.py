@@ -142,6 +142,7 @@ INT16_KERNELS = frozenset(
         "SOFTMAX",
         "QUANTIZE",
         "MEAN",
+        "RESIZE_BILINEAR",
     }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them

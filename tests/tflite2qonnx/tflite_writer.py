@@ -18,6 +18,7 @@ _TYPES = {
     "int64": tflite.TensorType.INT64,
     "int8": tflite.TensorType.INT8,
     "int16": tflite.TensorType.INT16,
+    "bool": tflite.TensorType.BOOL,
 }
 
 

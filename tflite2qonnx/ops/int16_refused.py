@@ -1,0 +1,44 @@
+"""int16 kernels converted neither exactly nor within a step: refused by default too.
+
+On hand-built 16x8 models (``tests/tflite2qonnx/int16_op_models.py``) rounding the real
+function once was this far from TFLite's builtin int16 kernels, which interpolate their own
+lookup tables (EXP, LOG, RSQRT, GELU) or compute something other than the quantized function
+(int16 SUM's output is not the rescaled sum; PRELU reads its int16 alpha through another
+kernel): a converted model would be silently wrong, so it is a ConversionError naming the
+operator instead.
+"""
+
+from __future__ import annotations
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.record import Converter
+
+# operator -> (measured max steps off, what the kernel does)
+_WHY = {
+    "EXP": (163, "its int16 lookup table"),
+    "LOG": (17290, "its int16 lookup table"),
+    "RSQRT": (4568, "its int16 fixed-point kernel"),
+    "GELU": (2, "its int16 lookup table"),
+    "SUM": (44112, "its int16 kernel, whose output is not the requantized sum"),
+    "PRELU": (3422, "its int16 kernel"),
+}
+
+
+def unless_int16(name: str, convert: Converter) -> Converter:
+    """``convert``, refusing an operator whose first input is a quantized int16 tensor."""
+    steps, what = _WHY[name]
+
+    def guarded(b: GraphBuilder, op: Operator) -> None:
+        t = b.tensor(op.inputs[0])
+        if t.dtype == "int16" and t.integer_quantized:
+            raise ConversionError(
+                f"int16 {name} is not supported: {what} is not emulated, and rounding the "
+                f"real function once was up to {steps} steps off it",
+                op.where,
+            )
+        convert(b, op)
+
+    guarded.__doc__ = convert.__doc__
+    return guarded
