@@ -289,3 +289,47 @@ CASES: dict[str, Case] = {
     ),  # fmt: skip
     "CUMSUM": Case("CUMSUM", [((4, 50), S_IN)], [_out((4, 50))], consts=[const("axis", 1)]),
 }
+
+
+def _weights(shape, seed: int, per_channel: bool = True) -> dict:
+    """Constant int8 weights, per output channel (axis 0) or per tensor."""
+    rng = np.random.default_rng(seed)
+    n = shape[0] if per_channel else 1
+    scales = list(rng.uniform(0.002, 0.02, n))
+    data = rng.integers(-127, 128, shape).astype(np.int8)
+    return {"name": "w", "shape": shape, "dtype": "int8", "data": data, "quant": (scales, [0] * n)}
+
+
+def _bias(w: dict, s_in: float, dtype: str = "int64") -> dict:
+    """A bias on the accumulator's grid (s_in * s_w per channel), as the kernels assume."""
+    n = w["shape"][0]
+    data = np.random.default_rng(7).integers(-3000, 3000, n).astype(dtype)
+    scales = [float(np.float32(s_in)) * s for s in w["quant"][0]]
+    return {"name": "bias", "shape": (n,), "dtype": dtype, "data": data, "quant": (scales, [0] * n)}
+
+
+_TCONV_W = _weights((5, 3, 3, 3), 1)
+CASES["TRANSPOSE_CONV"] = Case(
+    "TRANSPOSE_CONV", [((1, 4, 4, 3), S_IN)], [_out((1, 8, 8, 5), 1 / 500)],
+    lead=[const("output_shape", [1, 8, 8, 5]), _TCONV_W], consts=[_bias(_TCONV_W, S_IN)],
+    options=("TransposeConvOptions", {"Padding": 0, "StrideW": 2, "StrideH": 2}), version=3,
+)  # fmt: skip
+CASES["BATCH_MATMUL"] = Case(
+    "BATCH_MATMUL", [((2, 3, 8), S_IN), ((2, 8, 4), S_IN2)], [_out((2, 3, 4), 1 / 100)],
+    options=("BatchMatMulOptions", {}), version=4,
+)  # fmt: skip
+CASES["SELECT_V2"] = Case(
+    "SELECT_V2", [((4, 50), S_IN), ((4, 50), S_IN2)], [_out((4, 50))],
+    lead=[const("c", np.arange(200).reshape(4, 50) % 3 == 0, "bool")],
+)  # fmt: skip
+CASES["PACK"] = Case(
+    "PACK", [((6,), S_IN), ((6,), S_IN)], [_out((2, 6))],
+    options=("PackOptions", {"Axis": 0, "ValuesCount": 2}),
+)  # fmt: skip
+CASES["SPLIT_V"] = Case(
+    "SPLIT_V", [((4, 6), S_IN)], [_out((4, 2)), _out((4, 4))],
+    consts=[const("sizes", [2, 4]), const("axis", 1)], options=("SplitVOptions", {"NumSplits": 2}),
+)  # fmt: skip
+CASES["ADD_N"] = Case("ADD_N", [((4, 50), S_IN), ((4, 50), S_IN)], [_out((4, 50))])
+CASES["L2_POOL_2D"] = Case("L2_POOL_2D", [(_X4, S_IN)], [_out((2, 3, 3, 4))], options=_POOL)
+CASES["QUANTIZE_FLOAT"] = Case("QUANTIZE", [((4096,), S_IN)], [_out((4096,))])
