@@ -12,36 +12,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from int16_op_models import CASES
-from litert_compare import real_value, reference_interpreter, run_ours
-
-from qonnx_ingest.quant_lowering import lower_quants
-from tflite2qonnx.api import convert
-
-
-def differences(data: bytes, feeds: list[np.ndarray], bit_exact: bool) -> np.ndarray:
-    """Per output element: |ours - interpreter| in output steps (0/1 for bool and int
-    outputs, relative error for float ones)."""
-    it = reference_interpreter(data)
-    real = {}
-    for detail, q in zip(it.get_input_details(), feeds, strict=True):
-        it.set_tensor(detail["index"], q)
-        real[detail["name"]] = real_value(q, detail["quantization"])
-    it.invoke()
-    ours = run_ours(lower_quants(convert(data, bit_exact=bit_exact)), real)
-    diffs = []
-    for out in it.get_output_details():
-        ref = it.get_tensor(out["index"])
-        mine = np.asarray(ours[out["name"]])
-        scale, zero_point = out["quantization"]
-        if ref.dtype == np.int16 or ref.dtype == np.int8:
-            q = np.round(mine.astype(np.float64) / scale) + zero_point
-            diffs.append(np.abs(q - ref.astype(np.float64)).ravel())
-        elif ref.dtype == np.float32:
-            diffs.append((np.abs(mine - ref) > 1e-6 * np.abs(ref).max()).ravel().astype(float))
-        else:
-            diffs.append((mine.astype(ref.dtype) != ref).ravel().astype(float))
-    return np.concatenate(diffs)
+from int16_op_models import CASES, differences
+from litert_compare import reference_interpreter
 
 
 def cell(data: bytes, feeds, bit_exact: bool) -> str:

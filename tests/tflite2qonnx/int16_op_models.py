@@ -13,7 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from litert_compare import real_value, reference_interpreter, run_ours
 from tflite_writer import build_model
+
+from qonnx_ingest.quant_lowering import lower_quants
+from tflite2qonnx.api import convert
 
 S_IN, S_IN2, S_OTHER = 1 / 3000, 0.000123, 1 / 1234.5
 
@@ -333,3 +337,31 @@ CASES["SPLIT_V"] = Case(
 CASES["ADD_N"] = Case("ADD_N", [((4, 50), S_IN), ((4, 50), S_IN)], [_out((4, 50))])
 CASES["L2_POOL_2D"] = Case("L2_POOL_2D", [(_X4, S_IN)], [_out((2, 3, 3, 4))], options=_POOL)
 CASES["QUANTIZE_FLOAT"] = Case("QUANTIZE", [((4096,), S_IN)], [_out((4096,))])
+
+
+def differences(
+    data: bytes, feeds: list[np.ndarray], bit_exact: bool, xnnpack: bool = False
+) -> np.ndarray:
+    """Per output element: |ours - interpreter| in output steps (0/1 for bool and int
+    outputs, relative error over 1e-6 for float ones); ``xnnpack``: against the default
+    resolver's kernels instead of the builtin reference ones."""
+    it = reference_interpreter(data, xnnpack=xnnpack)
+    real = {}
+    for detail, q in zip(it.get_input_details(), feeds, strict=True):
+        it.set_tensor(detail["index"], q)
+        real[detail["name"]] = real_value(q, detail["quantization"])
+    it.invoke()
+    ours = run_ours(lower_quants(convert(data, bit_exact=bit_exact)), real)
+    diffs = []
+    for out in it.get_output_details():
+        ref = it.get_tensor(out["index"])
+        mine = np.asarray(ours[out["name"]])
+        scale, zero_point = out["quantization"]
+        if ref.dtype == np.int16 or ref.dtype == np.int8:
+            q = np.round(mine.astype(np.float64) / scale) + zero_point
+            diffs.append(np.abs(q - ref.astype(np.float64)).ravel())
+        elif ref.dtype == np.float32:
+            diffs.append((np.abs(mine - ref) > 1e-6 * np.abs(ref).max()).ravel().astype(float))
+        else:
+            diffs.append((mine.astype(ref.dtype) != ref).ravel().astype(float))
+    return np.concatenate(diffs)

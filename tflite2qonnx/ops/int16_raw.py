@@ -17,6 +17,10 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import elementwise as ew
 
+# what --bit-exact need not warn about on int16: these convert exactly
+STORED_INTEGER_KERNELS = frozenset(
+    {"NEG", "FLOOR_DIV", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
+)
 _WRAP = 1 << 16  # int16 arithmetic results wrap modulo 2^16 (-(-32768) is -32768)
 
 
