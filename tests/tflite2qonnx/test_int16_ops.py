@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from int16_op_models import CASES, Case, differences
 from litert_compare import reference_interpreter
+from tflite_writer import build_model
 
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 from tflite2qonnx.api import convert
@@ -31,7 +32,7 @@ ALL_INT16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int16)
 COPIES = [
     "MAX_POOL_2D", "MAXIMUM", "MINIMUM", "RESIZE_NEAREST_NEIGHBOR", "RESHAPE", "TRANSPOSE",
     "SQUEEZE", "GATHER", "GATHER_ND", "PAD", "TILE", "SLICE", "STRIDED_SLICE", "REVERSE_V2",
-    "SPLIT", "SPLIT_V", "SELECT_V2",
+    "SPLIT", "SPLIT_V", "SELECT_V2", "TOPK_V2",
 ]  # fmt: skip
 # only on one grid (the kernels check the scales match)
 COPIES_ONE_GRID = [
@@ -111,3 +112,20 @@ def test_int16_table_kernels_refused(name: str, bit_exact: bool) -> None:
     it.invoke()
     with pytest.raises(ConversionError, match=f"int16 {name} is not supported: .*steps off"):
         convert(data, bit_exact=bit_exact)
+
+
+@MODES
+@pytest.mark.parametrize(
+    "zp_in, zp_out, s_out", [(0, 0, 0.05), (5, -3, 0.05), (5, 5, 0.02)],
+    ids=["other_scale", "zero_points", "one_grid_zero_point"],
+)  # fmt: skip
+def test_int8_neg_negates_stored_integers(zp_in, zp_out, s_out, bit_exact: bool) -> None:
+    """TFLite's int8 NEG is ``-q`` too, zero points ignored: negating the real value was up to
+    179 steps off between grids, and off on one grid with a zero point."""
+    tensors = [
+        {"name": "x", "shape": (256,), "dtype": "int8", "quant": ([0.02], [zp_in])},
+        {"name": "y", "shape": (256,), "dtype": "int8", "quant": ([s_out], [zp_out])},
+    ]
+    data = build_model(tensors, [{"op": "NEG", "inputs": [0], "outputs": [1]}], [0], [1])
+    q = np.arange(-128, 128, dtype=np.int8)
+    assert differences(data, [q], bit_exact).max() == 0

@@ -251,7 +251,7 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
         t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
         if t is None or not t.integer_quantized:
             continue
-        if t.dtype == "int16" and op.name in raw16.STORED_INTEGER_KERNELS:
+        if op.name in raw16.STORED_INTEGER_KERNELS and (t.dtype == "int16" or op.name == "NEG"):
             continue
         record = OPERATORS.get(op.name)
         treatment = ROUNDED_ONCE if record is None else record.bit_exact

@@ -1,10 +1,12 @@
-"""int16 kernels that ignore the quantization: TFLite runs NEG, FLOOR_DIV and the comparisons
-on int16 tensors as plain integer kernels (``reference_ops::Negate``, ``FloorDiv<int16_t>``,
-``Comparison<int16_t>``) on the stored integers, whatever the scales say (int8 / uint8
-comparisons rescale both operands first; those keep ``ops.elementwise``'s real-valued form).
+"""int16 kernels that ignore the quantization: TFLite runs NEG (int8 too), FLOOR_DIV and the
+comparisons on int16 tensors as plain integer kernels (``reference_ops::Negate``,
+``FloorDiv<int16_t>``, ``Comparison<int16_t>``) on the stored integers, whatever the scales
+say (int8 / uint8 comparisons rescale both operands first; those keep ``ops.elementwise``'s
+real-valued form).
 
 Converting the real values instead was silently wrong on hand-built 16x8 models whose grids
-differ: NEG up to 19282 steps, FLOOR_DIV up to 32764, LESS / GREATER_EQUAL 16% of the
+differ: NEG up to 19282 steps (int8: 179, and off on one grid with a zero point, which the kernel
+ignores too), FLOOR_DIV up to 32764, LESS / GREATER_EQUAL 16% of the
 booleans. The integers are recovered from the real values (``x / s + zp``, rounded: exact for
 int16) and the result is written on the output's grid, so the output Quant is the identity.
 """
@@ -21,7 +23,7 @@ from tflite2qonnx.ops import elementwise as ew
 STORED_INTEGER_KERNELS = frozenset(
     {"NEG", "FLOOR_DIV", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
 )
-_WRAP = 1 << 16  # int16 arithmetic results wrap modulo 2^16 (-(-32768) is -32768)
+_BITS = {"int8": 8, "int16": 16}  # results wrap modulo 2^bits (-(-32768) is -32768)
 
 
 def is_raw_int16(b: GraphBuilder, op: Operator, n_inputs: int = 1) -> bool:
@@ -44,14 +46,14 @@ def _stored(b: GraphBuilder, idx: int) -> str:
     return x
 
 
-def _wrapped(b: GraphBuilder, q: str) -> str:
-    """``q`` (an integer-valued float32 within int32) wrapped into int16's range."""
-    f = np.float32
-    shifted = b.emit("Add", [q, b.const(np.array(32768, f), "half_range")])[0]
-    m = b.emit("Mod", [shifted, b.const(np.array(_WRAP, f), "range")], fmod=1)[0]
-    m = b.emit("Add", [m, b.const(np.array(_WRAP, f), "range")])[0]  # fmod keeps the sign
-    m = b.emit("Mod", [m, b.const(np.array(_WRAP, f), "range")], fmod=1)[0]
-    return b.emit("Sub", [m, b.const(np.array(32768, f), "half_range")])[0]
+def _wrapped(b: GraphBuilder, q: str, bits: int = 16) -> str:
+    """``q`` (an integer-valued float32 within int32) wrapped into the signed range."""
+    f, size, half = np.float32, 1 << bits, 1 << (bits - 1)
+    shifted = b.emit("Add", [q, b.const(np.array(half, f), "half_range")])[0]
+    m = b.emit("Mod", [shifted, b.const(np.array(size, f), "range")], fmod=1)[0]
+    m = b.emit("Add", [m, b.const(np.array(size, f), "range")])[0]  # fmod keeps the sign
+    m = b.emit("Mod", [m, b.const(np.array(size, f), "range")], fmod=1)[0]
+    return b.emit("Sub", [m, b.const(np.array(half, f), "half_range")])[0]
 
 
 def _on_output_grid(b: GraphBuilder, op: Operator, q: str) -> None:
@@ -63,10 +65,14 @@ def _on_output_grid(b: GraphBuilder, op: Operator, q: str) -> None:
 
 
 def neg(b: GraphBuilder, op: Operator) -> None:
-    """NEG: int16 ``-q`` (wrapping), copied onto the output's grid."""
-    if not is_raw_int16(b, op):
+    """NEG: int8 / int16 ``-q`` of the stored integer (wrapping, zero points ignored), copied
+    onto the output's grid."""
+    t = b.tensor(op.inputs[0])
+    per_tensor = t.integer_quantized and len(t.quantization.scale) == 1
+    if not (per_tensor and t.dtype in _BITS and b.tensor(op.outputs[0]).dtype == t.dtype):
         return ew.neg(b, op)
-    _on_output_grid(b, op, _wrapped(b, b.emit("Neg", [_stored(b, op.inputs[0])])[0]))
+    q = b.emit("Neg", [_stored(b, op.inputs[0])])[0]
+    _on_output_grid(b, op, _wrapped(b, q, _BITS[t.dtype]))
 
 
 def floor_div(b: GraphBuilder, op: Operator) -> None:
