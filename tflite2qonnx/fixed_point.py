@@ -146,7 +146,9 @@ INT16_KERNELS = frozenset(
     }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them
-INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL", "RELU", "RELU6", "LEAKY_RELU", "ABS"})
+INT16_BIT_EXACT = frozenset(
+    {"ADD", "SUB", "MUL", "RELU", "RELU6", "LEAKY_RELU", "ABS", "BATCH_MATMUL"}
+)
 # int16 kernels known and still refused by bit_exact, and why
 _SIGMOID_TABLE = (
     "its kernel interpolates TFLite's fixed 256-entry sigmoid table, whose entries no "

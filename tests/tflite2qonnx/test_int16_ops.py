@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from int16_op_models import CASES, Case, differences
+from int16_op_models import CASES, S_IN, S_IN2, Case, differences
 from litert_compare import reference_interpreter
 from tflite_writer import build_model
 
@@ -82,7 +82,7 @@ def test_int16_rounded_once_within_a_step_by_default(name: str) -> None:
     assert _max_steps(name, True, False) <= 1 and _max_steps(name, False, False) <= 1
 
 
-@pytest.mark.parametrize("name", ["BATCH_MATMUL", "REDUCE_PROD", "SUM"])
+@pytest.mark.parametrize("name", ["REDUCE_PROD", "SUM"])
 def test_int16_unemulated_kernel_refused_under_bit_exact(name: str) -> None:
     with pytest.raises(ConversionError, match=f"int16 {name} is not emulated"):
         convert(CASES[name].model(False), bit_exact=True)
@@ -129,3 +129,24 @@ def test_int8_neg_negates_stored_integers(zp_in, zp_out, s_out, bit_exact: bool)
     data = build_model(tensors, [{"op": "NEG", "inputs": [0], "outputs": [1]}], [0], [1])
     q = np.arange(-128, 128, dtype=np.int8)
     assert differences(data, [q], bit_exact).max() == 0
+
+
+@pytest.mark.parametrize("adj_y", [False, True], ids=["plain", "adj_y"])
+def test_int16_batch_matmul_equals_builtin_under_bit_exact(adj_y: bool) -> None:
+    """reference_ops::BatchMatMul<int16_t, int64_t>: the 64-bit requantization (87.5% equal
+    rounding once); depth 200, products summed past 2^37."""
+    rhs = (2, 7, 200) if adj_y else (2, 200, 7)
+    case = Case("BATCH_MATMUL", [((2, 5, 200), S_IN), (rhs, S_IN2)], [((2, 5, 7), 0.05, "int16")],
+                options=("BatchMatMulOptions", {"AdjY": adj_y}), version=4)  # fmt: skip
+    data = case.model(False)
+    steps = np.concatenate([differences(data, case.feeds(seed), True) for seed in range(4)])
+    assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
+    assert differences(data, case.feeds(), False).max() <= 1
+
+
+def test_int16_batch_matmul_too_deep_refused_under_bit_exact() -> None:
+    operands = [((1, 2, 300), S_IN), ((1, 300, 3), S_IN2)]
+    case = Case("BATCH_MATMUL", operands, [((1, 2, 3), 0.05, "int16")], version=4)
+    case.options = ("BatchMatMulOptions", {})
+    with pytest.raises(ConversionError, match="BATCH_MATMUL of depth 300 is too deep"):
+        convert(case.model(False), bit_exact=True)
