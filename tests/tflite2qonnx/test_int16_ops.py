@@ -7,8 +7,10 @@ the interpreter's builtin reference kernels, run by onnxruntime as --verify runs
   kernel and 16x8 TRANSPOSE_CONV: 100% equal by default and under --bit-exact;
 * RELU, RELU6, LEAKY_RELU, ABS over every int16 input: 100% equal under --bit-exact, within
   a step by default;
-* BATCH_MATMUL, REDUCE_PROD, SUM, SQRT: within a step by default (SUM against the default
-  resolver: the reference one's int16 SUM is wrong); --bit-exact refuses or warns;
+* REDUCE_PROD: 100% equal by default and under --bit-exact (refused where its products could
+  overflow), BATCH_MATMUL under --bit-exact;
+* BATCH_MATMUL, SUM, SQRT: within a step by default (SUM against the default resolver: the
+  reference one's int16 SUM is wrong); --bit-exact refuses or warns on SUM and SQRT;
 * EXP, LOG, RSQRT, GELU, PRELU: refused, naming the operator (rounding once was up to
   17290 steps off the kernels' tables).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from int16_op_models import CASES, S_IN, S_IN2, Case, differences
+from int16_op_models import CASES, S_IN, S_IN2, Case, const, differences
 from litert_compare import reference_interpreter
 from tflite_writer import build_model
 
@@ -40,7 +42,7 @@ COPIES_ONE_GRID = [
     "BATCH_TO_SPACE_ND", "UNPACK", "PACK", "DEQUANTIZE",
 ]  # fmt: skip
 STORED_INTEGERS = ["NEG", "FLOOR_DIV", "EQUAL", "NOT_EQUAL", "LESS", "GREATER_EQUAL"]
-INTEGER_KERNELS = ["RESIZE_BILINEAR", "TRANSPOSE_CONV"]
+INTEGER_KERNELS = ["RESIZE_BILINEAR", "TRANSPOSE_CONV", "REDUCE_PROD"]
 TABLES = ["RELU", "RELU6", "LEAKY_RELU", "ABS"]
 REFUSED = ["EXP", "LOG", "RSQRT", "GELU", "PRELU"]
 
@@ -77,12 +79,12 @@ def test_int16_rescaling_unary_equals_builtin_on_every_input(name: str, same: bo
     assert differences(data, [ALL_INT16], False).max() <= 1  # one rounding by default
 
 
-@pytest.mark.parametrize("name", ["BATCH_MATMUL", "REDUCE_PROD", "SQRT"])
+@pytest.mark.parametrize("name", ["BATCH_MATMUL", "SQRT"])
 def test_int16_rounded_once_within_a_step_by_default(name: str) -> None:
     assert _max_steps(name, True, False) <= 1 and _max_steps(name, False, False) <= 1
 
 
-@pytest.mark.parametrize("name", ["REDUCE_PROD", "SUM"])
+@pytest.mark.parametrize("name", ["SUM"])
 def test_int16_unemulated_kernel_refused_under_bit_exact(name: str) -> None:
     with pytest.raises(ConversionError, match=f"int16 {name} is not emulated"):
         convert(CASES[name].model(False), bit_exact=True)
@@ -150,3 +152,27 @@ def test_int16_batch_matmul_too_deep_refused_under_bit_exact() -> None:
     case.options = ("BatchMatMulOptions", {})
     with pytest.raises(ConversionError, match="BATCH_MATMUL of depth 300 is too deep"):
         convert(case.model(False), bit_exact=True)
+
+
+def _prod(n: int, s_in: float, s_out: float) -> Case:
+    return Case(
+        "REDUCE_PROD", [((4, n, 5), s_in)], [((4, 5), s_out, "int16")],
+        consts=[const("axes", [1])], options=("ReducerOptions", {"KeepDims": False}),
+    )  # fmt: skip
+
+
+@MODES
+def test_int16_reduce_prod_equals_builtin(bit_exact: bool) -> None:
+    """QuantizedReduceProd<int16_t>: rescaled after every product (rounding once: 83% equal)."""
+    case = _prod(2, S_IN, S_IN)
+    data = case.model(True)
+    steps = np.concatenate([differences(data, case.feeds(seed), bit_exact) for seed in range(4)])
+    assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
+
+
+@MODES
+def test_int16_reduce_prod_too_wide_refused(bit_exact: bool) -> None:
+    """Where the kernel's products may overflow (rounding once was 65535 steps off on this
+    model), the conversion is refused rather than rounded once."""
+    with pytest.raises(ConversionError, match="REDUCE_PROD product too wide"):
+        convert(_prod(4, 0.01, 0.5).model(False), bit_exact=bit_exact)
