@@ -148,7 +148,7 @@ INT16_KERNELS = frozenset(
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them
 INT16_BIT_EXACT = frozenset(
-    {"ADD", "SUB", "MUL", "RELU", "RELU6", "LEAKY_RELU", "ABS", "BATCH_MATMUL"}
+    {"ADD", "SUB", "MUL", "RELU", "RELU6", "LEAKY_RELU", "ABS", "BATCH_MATMUL", "SUM"}
 )
 # int16 kernels known and still refused by bit_exact, and why
 _SIGMOID_TABLE = (

@@ -10,7 +10,8 @@ the interpreter's builtin reference kernels, run by onnxruntime as --verify runs
 * REDUCE_PROD: 100% equal by default and under --bit-exact (refused where its products could
   overflow), BATCH_MATMUL under --bit-exact;
 * BATCH_MATMUL, SUM, SQRT: within a step by default (SUM against the default resolver: the
-  reference one's int16 SUM is wrong); --bit-exact refuses or warns on SUM and SQRT;
+  reference one's int16 SUM is wrong); SUM between grids 100% equal to it under --bit-exact,
+  on one grid refused; SQRT warns;
 * EXP, LOG, RSQRT, GELU, PRELU: refused, naming the operator (rounding once was up to
   17290 steps off the kernels' tables).
 """
@@ -84,10 +85,9 @@ def test_int16_rounded_once_within_a_step_by_default(name: str) -> None:
     assert _max_steps(name, True, False) <= 1 and _max_steps(name, False, False) <= 1
 
 
-@pytest.mark.parametrize("name", ["SUM"])
-def test_int16_unemulated_kernel_refused_under_bit_exact(name: str) -> None:
-    with pytest.raises(ConversionError, match=f"int16 {name} is not emulated"):
-        convert(CASES[name].model(False), bit_exact=True)
+def test_int16_sum_on_one_grid_refused_under_bit_exact() -> None:
+    with pytest.raises(ConversionError, match="SUM on one grid .* is not emulated"):
+        convert(CASES["SUM"].model(True), bit_exact=True)
 
 
 def test_int16_sqrt_warns_under_bit_exact() -> None:
@@ -95,12 +95,15 @@ def test_int16_sqrt_warns_under_bit_exact() -> None:
         convert(CASES["SQRT"].model(False), bit_exact=True)
 
 
-def test_int16_sum_within_a_step_of_default_resolver() -> None:
+def test_int16_sum_against_default_resolver() -> None:
     """The reference resolver's int16 SUM writes -1s (as its int8 SUM writes wrong values);
-    the default resolver's equals the single rounding on one grid, within a step between
-    two (its float32 rescale)."""
+    the default resolver's equals the single rounding on one grid, is within a step of it
+    between two grids, and equal to --bit-exact's float32 rescale there."""
     assert _max_steps("SUM", True, False, xnnpack=True) == 0
     assert _max_steps("SUM", False, False, xnnpack=True) <= 1
+    case = CASES["SUM"]
+    steps = [differences(case.model(False), case.feeds(s), True, True) for s in range(4)]
+    assert np.concatenate(steps).max() == 0
 
 
 @pytest.mark.parametrize("bit_exact", [False, True], ids=["default", "bit_exact"])

@@ -46,7 +46,8 @@ _MAX_PROD_TERMS = 256  # the unrolled product's length
 
 
 def sum_(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
-    """SUM (int8 / uint8) between differing grids, in float32 as the optimized kernel does."""
+    """SUM (int8 / uint8 / int16) between differing grids, in float32 as the optimized kernel
+    does (int16: the reference kernel writes wrong values too)."""
     where = op.where
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     if (g_in.scale, g_in.zero_point) == (g_out.scale, g_out.zero_point):
