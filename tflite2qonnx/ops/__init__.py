@@ -187,7 +187,7 @@ OPERATORS: dict[str, Op] = {
     "SPARSE_TO_DENSE": Op(scatter.sparse_to_dense, bit_exact=EXACT),
     "SPLIT": Op(slicing.split, operands=rules.split, bit_exact=EXACT),
     "SPLIT_V": Op(slicing.split_v, operands=rules.split_v, bit_exact=EXACT),
-    "SQRT": Op(ew.sqrt),
+    "SQRT": Op(raw16.sqrt),
     "SQUARE": Op(ew.square),
     "SQUARED_DIFFERENCE": Op(ew.squared_difference, bit_exact=EMULATED),
     "SQUEEZE": Op(shape.squeeze, bit_exact=EXACT),

@@ -2,7 +2,8 @@
 comparisons on int16 tensors as plain integer kernels (``reference_ops::Negate``,
 ``FloorDiv<int16_t>``, ``Comparison<int16_t>``) on the stored integers, whatever the scales
 say (int8 / uint8 comparisons rescale both operands first; those keep ``ops.elementwise``'s
-real-valued form).
+real-valued form). int16 SQRT is a float kernel on the dequantized value whose result is
+truncated, not rounded, onto the output grid (``sqrt``).
 
 Converting the real values instead was silently wrong on hand-built 16x8 models whose grids
 differ: NEG up to 19282 steps (int8: 179, and off on one grid with a zero point, which the kernel
@@ -22,6 +23,7 @@ from tflite2qonnx.ops import elementwise as ew
 # what --bit-exact need not warn about on int16: these convert exactly
 STORED_INTEGER_KERNELS = frozenset(
     {"NEG", "FLOOR_DIV", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
+    | {"SQRT"}
 )
 _BITS = {"int8": 8, "int16": 16}  # results wrap modulo 2^bits (-(-32768) is -32768)
 
@@ -102,3 +104,18 @@ greater = _compare("Greater", fallback=ew.greater)
 greater_equal = _compare("GreaterOrEqual", fallback=ew.greater_equal)
 equal = _compare("Equal", fallback=ew.equal)
 not_equal = _compare("Equal", negate=True, fallback=ew.not_equal)
+
+
+def sqrt(b: GraphBuilder, op: Operator) -> None:
+    """SQRT: int16 ``trunc(sqrtf(s_in * q) / s_out)`` in float32 (rounding instead was a step
+    off on half the outputs); the kernel fails on negative inputs, so trunc is floor."""
+    t, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    if not (is_raw_int16(b, op) and out.dtype == "int16" and not int(t.quantization.zero_point[0])):
+        return ew.sqrt(b, op)
+    if int(out.quantization.zero_point[0]):
+        return ew.sqrt(b, op)
+    scale = b.const(np.array(float(np.float32(out.quantization.scale[0])), np.float32), "scale")
+    root = b.emit("Sqrt", [b.input(op.inputs[0])])[0]
+    q = b.emit("Floor", [b.emit("Div", [root, scale])[0]])[0]
+    q = b.emit("Min", [q, b.const(np.array(32767, np.float32), "int16_max")])[0]
+    _on_output_grid(b, op, q)
