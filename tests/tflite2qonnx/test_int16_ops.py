@@ -12,8 +12,8 @@ the interpreter's builtin reference kernels, run by onnxruntime as --verify runs
 * BATCH_MATMUL, SUM, SQRT: within a step by default (SUM against the default resolver: the
   reference one's int16 SUM is wrong); SUM between grids 100% equal to it under --bit-exact,
   on one grid refused; SQRT (truncating) 100% equal either way;
-* EXP, LOG, RSQRT, GELU, PRELU: refused, naming the operator (rounding once was up to
-  17290 steps off the kernels' tables).
+* EXP, LOG, RSQRT, GELU, PRELU, DIV: refused, naming the operator (rounding once was up to
+  17290 steps off the kernels' tables, DIV 32768 on quotients near 0).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ COPIES_ONE_GRID = [
 STORED_INTEGERS = ["NEG", "FLOOR_DIV", "EQUAL", "NOT_EQUAL", "LESS", "GREATER_EQUAL"]
 INTEGER_KERNELS = ["RESIZE_BILINEAR", "TRANSPOSE_CONV", "REDUCE_PROD"]
 TABLES = ["RELU", "RELU6", "LEAKY_RELU", "ABS"]
-REFUSED = ["EXP", "LOG", "RSQRT", "GELU", "PRELU"]
+REFUSED = ["EXP", "LOG", "RSQRT", "GELU", "PRELU", "DIV"]
 
 
 def _max_steps(name: str, same: bool, bit_exact: bool, xnnpack: bool = False) -> float:

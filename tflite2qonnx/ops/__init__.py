@@ -99,7 +99,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
-    "DIV": Op(ew.div),
+    "DIV": Op(unless_int16("DIV", ew.div)),
     "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
     "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
