@@ -21,6 +21,8 @@ from tflite2qonnx.ops.exact_int16 import _split_product
 def emulated(b: GraphBuilder, op: Operator) -> bool:
     """Whether this TRANSPOSE_CONV runs the 16x8 kernel: an int16 input, and under bit_exact
     or with an int64 (or no) bias."""
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        return False
     x = b.tensor(op.inputs[2])
     if not (x.integer_quantized and x.dtype == "int16"):
         return False

@@ -28,13 +28,21 @@ STORED_INTEGER_KERNELS = frozenset(
 _BITS = {"int8": 8, "int16": 16}  # results wrap modulo 2^bits (-(-32768) is -32768)
 
 
+def _per_tensor(b: GraphBuilder, idx: int, dtypes=("int16",)) -> bool:
+    """Whether tensor ``idx`` exists and is a per-tensor quantized tensor of ``dtypes``."""
+    if idx < 0:
+        return False
+    t = b.tensor(idx)
+    q = t.quantization
+    return (
+        t.dtype in dtypes and t.integer_quantized and len(q.scale) == 1 and len(q.zero_point) == 1
+    )
+
+
 def is_raw_int16(b: GraphBuilder, op: Operator, n_inputs: int = 1) -> bool:
     """Whether ``op``'s first ``n_inputs`` are per-tensor quantized int16 tensors."""
-    tensors = [b.tensor(i) for i in op.inputs[:n_inputs]]
-    return all(
-        t.dtype == "int16" and t.integer_quantized and len(t.quantization.scale) == 1
-        for t in tensors
-    )
+    ins = op.inputs[:n_inputs]
+    return len(ins) == n_inputs and all(_per_tensor(b, i) for i in ins)
 
 
 def _stored(b: GraphBuilder, idx: int) -> str:
@@ -69,10 +77,10 @@ def _on_output_grid(b: GraphBuilder, op: Operator, q: str) -> None:
 def neg(b: GraphBuilder, op: Operator) -> None:
     """NEG: int8 / int16 ``-q`` of the stored integer (wrapping, zero points ignored), copied
     onto the output's grid."""
-    t = b.tensor(op.inputs[0])
-    per_tensor = t.integer_quantized and len(t.quantization.scale) == 1
-    if not (per_tensor and t.dtype in _BITS and b.tensor(op.outputs[0]).dtype == t.dtype):
+    x, y = (op.inputs[0] if op.inputs else -1), (op.outputs[0] if op.outputs else -1)
+    if not (_per_tensor(b, x, tuple(_BITS)) and _per_tensor(b, y, (b.tensor(x).dtype,))):
         return ew.neg(b, op)
+    t = b.tensor(x)
     q = b.emit("Neg", [_stored(b, op.inputs[0])])[0]
     _on_output_grid(b, op, _wrapped(b, q, _BITS[t.dtype]))
 
@@ -80,7 +88,7 @@ def neg(b: GraphBuilder, op: Operator) -> None:
 def floor_div(b: GraphBuilder, op: Operator) -> None:
     """FLOOR_DIV: ``floor(q1 / q2)`` of the stored integers (wrapping), on the output's grid.
     |q| < 2^15: float32 division rounds the quotient correctly, so its floor is exact."""
-    if not is_raw_int16(b, op, 2):
+    if not (is_raw_int16(b, op, 2) and op.outputs and _per_tensor(b, op.outputs[0])):
         return ew.floor_div(b, op)
     x, y = (_stored(b, i) for i in op.inputs[:2])
     q = b.emit("Floor", [b.emit("Div", [x, y])[0]])[0]
@@ -109,10 +117,11 @@ not_equal = _compare("Equal", negate=True, fallback=ew.not_equal)
 def sqrt(b: GraphBuilder, op: Operator) -> None:
     """SQRT: int16 ``trunc(sqrtf(s_in * q) / s_out)`` in float32 (rounding instead was a step
     off on half the outputs); the kernel fails on negative inputs, so trunc is floor."""
-    t, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
-    if not (is_raw_int16(b, op) and out.dtype == "int16" and not int(t.quantization.zero_point[0])):
+    y = op.outputs[0] if op.outputs else -1
+    if not (is_raw_int16(b, op) and _per_tensor(b, y)):
         return ew.sqrt(b, op)
-    if int(out.quantization.zero_point[0]):
+    t, out = b.tensor(op.inputs[0]), b.tensor(y)
+    if int(t.quantization.zero_point[0]) or int(out.quantization.zero_point[0]):
         return ew.sqrt(b, op)
     scale = b.const(np.array(float(np.float32(out.quantization.scale[0])), np.float32), "scale")
     root = b.emit("Sqrt", [b.input(op.inputs[0])])[0]

@@ -33,8 +33,8 @@ def unless_int16(name: str, convert: Converter) -> Converter:
     steps, what = _WHY[name]
 
     def guarded(b: GraphBuilder, op: Operator) -> None:
-        t = b.tensor(op.inputs[0])
-        if t.dtype == "int16" and t.integer_quantized:
+        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+        if t is not None and t.dtype == "int16" and t.integer_quantized:
             raise ConversionError(
                 f"int16 {name} is not supported: {what} is not emulated, and rounding the "
                 f"real function once was up to {steps} steps off it",
