@@ -143,10 +143,14 @@ INT16_KERNELS = frozenset(
         "MEAN",
         "LOGISTIC",
         "TANH",
+        "RESIZE_BILINEAR",
+        "REDUCE_PROD",  # rounding once is silently off where the kernel's int32 product wraps
     }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them
-INT16_BIT_EXACT = frozenset({"ADD", "SUB", "MUL"})
+INT16_BIT_EXACT = frozenset(
+    {"ADD", "SUB", "MUL", "RELU", "RELU6", "LEAKY_RELU", "ABS", "BATCH_MATMUL", "SUM"}
+)
 
 
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:

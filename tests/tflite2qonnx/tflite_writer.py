@@ -19,6 +19,7 @@ _TYPES = {
     "int8": tflite.TensorType.INT8,
     "uint8": tflite.TensorType.UINT8,
     "int16": tflite.TensorType.INT16,
+    "bool": tflite.TensorType.BOOL,
 }
 
 

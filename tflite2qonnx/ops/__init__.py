@@ -11,6 +11,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import control_flow as cf
 from tflite2qonnx.ops import elementwise as ew
+from tflite2qonnx.ops import int16_raw as raw16
 from tflite2qonnx.ops import loop, math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops.activation import relu, relu6
@@ -27,6 +28,7 @@ from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
+from tflite2qonnx.ops.int16_refused import unless_int16
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
     max_pooling_with_argmax_2d,
@@ -100,32 +102,32 @@ OPERATORS: dict[str, Op] = {
     ),
     "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
-    "DIV": Op(ew.div, bit_exact=EMULATED),
+    "DIV": Op(unless_int16("DIV", ew.div), bit_exact=EMULATED),
     "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
     "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
-    "EQUAL": Op(ew.equal, bit_exact=EMULATED),
-    "EXP": Op(ew.exp, bit_exact=EMULATED),
+    "EQUAL": Op(raw16.equal, bit_exact=EMULATED),
+    "EXP": Op(unless_int16("EXP", ew.exp), bit_exact=EMULATED),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
     "FILL": Op(shape.fill),
     "FLOOR": Op(ew.floor),
-    "FLOOR_DIV": Op(ew.floor_div),
+    "FLOOR_DIV": Op(raw16.floor_div),
     "FLOOR_MOD": Op(ew.floor_mod),
     "FULLY_CONNECTED": Op(fully_connected, bit_exact=EMULATED),
     "GATHER": Op(slicing.gather, bit_exact=EXACT),
     "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
-    "GELU": Op(ew.gelu, bit_exact=EMULATED),
-    "GREATER": Op(ew.greater, bit_exact=EMULATED),
-    "GREATER_EQUAL": Op(ew.greater_equal, bit_exact=EMULATED),
+    "GELU": Op(unless_int16("GELU", ew.gelu), bit_exact=EMULATED),
+    "GREATER": Op(raw16.greater, bit_exact=EMULATED),
+    "GREATER_EQUAL": Op(raw16.greater_equal, bit_exact=EMULATED),
     "IF": Op(cf.if_),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
     "L2_NORMALIZATION": Op(reduce.l2_normalization, bit_exact=EMULATED),
     "L2_POOL_2D": Op(space_batch.l2_pool_2d, ranks=((4,), (4,))),
     "LEAKY_RELU": Op(ew.leaky_relu, bit_exact=EMULATED),
-    "LESS": Op(ew.less, bit_exact=EMULATED),
-    "LESS_EQUAL": Op(ew.less_equal, bit_exact=EMULATED),
+    "LESS": Op(raw16.less, bit_exact=EMULATED),
+    "LESS_EQUAL": Op(raw16.less_equal, bit_exact=EMULATED),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
-    "LOG": Op(ew.log, bit_exact=EMULATED),
+    "LOG": Op(unless_int16("LOG", ew.log), bit_exact=EMULATED),
     "LOG_SOFTMAX": Op(log_softmax, bit_exact=EMULATED),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),
@@ -139,16 +141,16 @@ OPERATORS: dict[str, Op] = {
     "MINIMUM": Op(ew.minimum, bit_exact=EXACT),
     "MIRROR_PAD": Op(slicing.mirror_pad, operands=rules.pad, bit_exact=EXACT),
     "MUL": Op(ew.mul, bit_exact=EMULATED),
-    "NEG": Op(ew.neg, bit_exact=EMULATED),
+    "NEG": Op(raw16.neg, bit_exact=EMULATED),
     "NON_MAX_SUPPRESSION_V4": Op(non_max_suppression, ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op(non_max_suppression, ranks=((2, 1), (1, 1))),
-    "NOT_EQUAL": Op(ew.not_equal, bit_exact=EMULATED),
+    "NOT_EQUAL": Op(raw16.not_equal, bit_exact=EMULATED),
     "ONE_HOT": Op(scatter.one_hot, bit_exact=EXACT),
     "PACK": Op(slicing.pack, bit_exact=EXACT),
     "PAD": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "PADV2": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "POW": Op(ew.pow_),
-    "PRELU": Op(ew.prelu, bit_exact=EMULATED),
+    "PRELU": Op(unless_int16("PRELU", ew.prelu), bit_exact=EMULATED),
     "QUANTIZE": Op(quantize, bit_exact=EMULATED),
     "RANGE": Op(math_extra.range_),
     "RANK": Op(math_extra.rank),
@@ -173,7 +175,7 @@ OPERATORS: dict[str, Op] = {
     "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
     "RIGHT_SHIFT": Op(math_extra.right_shift),
     "ROUND": Op(ew.round_),
-    "RSQRT": Op(ew.rsqrt, bit_exact=EMULATED),
+    "RSQRT": Op(unless_int16("RSQRT", ew.rsqrt), bit_exact=EMULATED),
     "SCATTER_ND": Op(scatter.scatter_nd, bit_exact=EXACT),
     "SEGMENT_SUM": Op(scatter.segment_sum),
     "SELECT": Op(ew.select, bit_exact=EXACT),
@@ -188,7 +190,7 @@ OPERATORS: dict[str, Op] = {
     "SPARSE_TO_DENSE": Op(scatter.sparse_to_dense, bit_exact=EXACT),
     "SPLIT": Op(slicing.split, operands=rules.split, bit_exact=EXACT),
     "SPLIT_V": Op(slicing.split_v, operands=rules.split_v, bit_exact=EXACT),
-    "SQRT": Op(ew.sqrt),
+    "SQRT": Op(raw16.sqrt),
     "SQUARE": Op(ew.square),
     "SQUARED_DIFFERENCE": Op(ew.squared_difference, bit_exact=EMULATED),
     "SQUEEZE": Op(shape.squeeze, bit_exact=EXACT),
@@ -251,6 +253,8 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
     for op in operators:
         t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
         if t is None or not t.integer_quantized:
+            continue
+        if op.name in raw16.STORED_INTEGER_KERNELS and (t.dtype == "int16" or op.name == "NEG"):
             continue
         record = OPERATORS.get(op.name)
         treatment = ROUNDED_ONCE if record is None else record.bit_exact

@@ -14,7 +14,7 @@ import numpy as np
 from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_int16
+from tflite2qonnx.ops import exact, exact_int16, exact_tconv16
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -62,6 +62,8 @@ def transpose_conv(b: GraphBuilder, op: Operator) -> None:
         [op.options.get("stride_h", 1), op.options.get("stride_w", 1)],
         op.options.get("padding", "SAME"),
     )
+    if exact_tconv16.emulated(b, op):
+        return exact_tconv16.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
     if b.bit_exact and b.tensor(x_idx).integer_quantized:
         return exact.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
     inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]

@@ -137,7 +137,8 @@ def finish_accumulator(
     bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
     if bias_idx >= 0:
         t = b.tensor(bias_idx)
-        wanted = "int64" if b.tensor(op.inputs[0]).dtype == "int16" else "int32"  # 16x8
+        x_idx = op.inputs[2] if op.name == "TRANSPOSE_CONV" else op.inputs[0]
+        wanted = "int64" if b.tensor(x_idx).dtype == "int16" else "int32"  # 16x8
         if t.data is None or t.dtype != wanted:
             raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant {wanted}", where)
         bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))

@@ -1,5 +1,8 @@
-"""--bit-exact SUM and REDUCE_PROD (int8 / uint8 SUM, int8 REDUCE_PROD) as reduce.cc computes
-them (the builtin reference kernels).
+"""--bit-exact SUM and REDUCE_PROD (int8 / uint8 SUM, int8 and int16 REDUCE_PROD) as reduce.cc
+computes them (the builtin reference kernels). int16 REDUCE_PROD runs this by default too:
+rounding the real product once was 65535 steps off where the kernel's products overflow
+(hand-built models, ``tests/tflite2qonnx/test_int16_ops.py``), and where the bound below
+cannot rule that out the conversion is refused.
 
 SUM between differing grids is QuantizedMeanOrSum with ``compute_sum``, in float32: with
 ``scale = s_in / s_out`` and ``bias = -zp_in * scale * N``, ``q_out = round(sum(q) * scale +
@@ -43,7 +46,8 @@ _MAX_PROD_TERMS = 256  # the unrolled product's length
 
 
 def sum_(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
-    """SUM (int8 / uint8) between differing grids, in float32 as the optimized kernel does."""
+    """SUM (int8 / uint8 / int16) between differing grids, in float32 as the optimized kernel
+    does (int16: the reference kernel writes wrong values too)."""
     where = op.where
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     if (g_in.scale, g_in.zero_point) == (g_out.scale, g_out.zero_point):
@@ -79,10 +83,10 @@ def _mbqm64(b: GraphBuilder, x: str, bound: int, reduced: int, total_shift: int,
 
 
 def reduce_prod(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
-    """REDUCE_PROD (int8) over constant axes."""
+    """REDUCE_PROD (int8, int16) over constant axes."""
     where = op.where
-    if b.tensor(op.inputs[0]).dtype != "int8":
-        raise ConversionError("bit_exact: only int8 REDUCE_PROD is emulated", where)
+    if b.tensor(op.inputs[0]).dtype not in ("int8", "int16"):
+        raise ConversionError("bit_exact: only int8 and int16 REDUCE_PROD are emulated", where)
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     shape = list(b.tensor(op.inputs[0]).shape)
     out_shape = list(b.tensor(op.outputs[0]).shape)

@@ -1,4 +1,4 @@
-"""RESIZE_BILINEAR (int8) as TFLite's builtin kernel computes it under --bit-exact.
+"""RESIZE_BILINEAR (int8, and int16 by default too) as TFLite's builtin kernel computes it.
 
 reference_ops::ResizeBilinearInteger works in 10-bit fixed point: per output row (and column)
 ``scaled = y * scale_10`` (half_pixel_centers: ``+ scale_10 / 2 - 512``) with ``scale_10 =
@@ -6,7 +6,9 @@ round(1024 * in / out)`` (align_corners: ``(in - 1) / (out - 1)``), corners ``y0
 1024, 0)`` and ``y1 = min((scaled + 1023) / 1024, in - 1)`` (C division), weights ``1024 -
 (scaled - 1024 y0)`` and ``scaled - 1024 y0``. The four corner products of the raw integers sum
 to a 2^20-scaled value, rounded half away from zero; the integers are copied onto the output's
-grid without requantization.
+grid without requantization. int16 runs the same ResizeBilinearInteger (its four products
+stay below 2^35, exact in float64); rounding the real interpolation once was up to 68 steps
+off it (the kernel's 10-bit weights), so int16 runs it by default too.
 
 In ONNX: Gathers of the corner rows and columns (constant indices), products with the
 constant integer weights and their sum in float64 (below 2^29: exact), and the rounding.
@@ -45,8 +47,8 @@ def axis_corners(
 
 def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
     where = op.where
-    if b.tensor(op.inputs[0]).dtype != "int8":
-        raise ConversionError("bit_exact: only int8 RESIZE_BILINEAR is emulated", where)
+    if b.tensor(op.inputs[0]).dtype not in ("int8", "int16"):
+        raise ConversionError("bit_exact: only int8 and int16 RESIZE_BILINEAR are emulated", where)
     x_raw, _ = raw_integers(b, op.inputs[0], where)
     g_out = grid(b, op.outputs[0], where)
     in_shape, out_shape = b.tensor(op.inputs[0]).shape, b.tensor(op.outputs[0]).shape

@@ -1,11 +1,12 @@
 """--bit-exact for the one-input int8 / uint8 kernels: LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU,
 the RELU family between differing grids, QUANTIZE between integer grids, EXP, LOG, ELU, GELU,
-RSQRT and ABS.
+RSQRT and ABS; int16 RELU, RELU6, LEAKY_RELU and ABS (``INT16_TABLES``).
 
-Each becomes a Gather on the 256-entry table of ``tflite2qonnx.ops.exact_tables``. Converters
-call ``convert`` first under bit_exact; it returns False (nothing emitted) where the default
-conversion is already exact (a float input, a copy or clamp on one grid); an integer side it
-cannot emulate (per-axis, int16) is a ConversionError, never a silent single rounding.
+Each becomes a Gather on the 256-entry (int16: 65,536-entry) table of
+``tflite2qonnx.ops.exact_tables``. Converters call ``convert`` first under bit_exact; it
+returns False (nothing emitted) where the default conversion is already exact (a float input,
+a copy or clamp on one grid); an integer side it cannot emulate (per-axis, other int16
+kernels) is a ConversionError, never a silent single rounding.
 """
 
 from __future__ import annotations
@@ -48,11 +49,15 @@ _KERNELS: dict[str, Callable[[Operator], Callable]] = {
 
 # kernels the runtime has for int8 only (its uint8 LOG fails to prepare): no table to guess
 _INT8_ONLY = frozenset({"LOG"})
+# int16 kernels with the int8 arithmetic (QuantizedReluX, QuantizeLeakyRelu,
+# AbsEvalQuantized on int16_t): the same table over 65,536 integers
+INT16_TABLES = frozenset({"RELU", "RELU6", "LEAKY_RELU", "ABS"})
 
 
-def _per_tensor_int8(b: GraphBuilder, idx: int) -> bool:
+def _per_tensor_int8(b: GraphBuilder, idx: int, int16: bool = False) -> bool:
     t = b.tensor(idx)
-    return t.dtype in INT8_TYPES and t.quant is not None and t.quant.axis is None
+    types = (*INT8_TYPES, "int16") if int16 else INT8_TYPES
+    return t.dtype in types and t.quant is not None and t.quant.axis is None
 
 
 def convert(b: GraphBuilder, op: Operator) -> bool:
@@ -61,7 +66,8 @@ def convert(b: GraphBuilder, op: Operator) -> bool:
         return False
     if not is_integer_op(b, op):  # int16 and wider inputs are refused there
         return False
-    if not (_per_tensor_int8(b, op.inputs[0]) and _per_tensor_int8(b, op.outputs[0])):
+    int16 = op.name in INT16_TABLES
+    if not (_per_tensor_int8(b, op.inputs[0], int16) and _per_tensor_int8(b, op.outputs[0], int16)):
         raise ConversionError(
             f"bit_exact: {op.name} with a per-axis or non-8-bit side is not emulated", op.where
         )

@@ -8,7 +8,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_int16
+from tflite2qonnx.ops import exact, exact_bmm16, exact_int16
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.fc_hybrid import hybrid_fully_connected, is_hybrid_fc
 
@@ -44,6 +44,8 @@ def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     """x @ y over the last two axes, batch axes broadcast (as MatMul's); adj_x / adj_y
     transpose those two axes first."""
     if b.bit_exact and is_integer_op(b, op):
+        if is_int16(b, op.inputs[0]):
+            return exact_bmm16.batch_matmul(b, op)
         return exact.batch_matmul(b, op)
     operands = []
     for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):

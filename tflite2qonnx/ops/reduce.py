@@ -36,7 +36,7 @@ def _reduce(onnx_op: str, raw: bool = False, emulated=None):
 
     def convert(b: GraphBuilder, op: Operator) -> None:
         keepdims = int(bool(op.options.get("keep_dims", False)))
-        if emulated is not None and b.bit_exact and is_integer_op(b, op):
+        if emulated is not None and emulates(b, op):  # int16 REDUCE_PROD by default too
             return emulated(b, op, _axes(b, op), keepdims)
         x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])
         y = reduce_axes(b, onnx_op, x, _axes(b, op), keepdims)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import is_integer_op
+from tflite2qonnx.fixed_point import emulates
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_resize
@@ -41,7 +41,7 @@ def _nearest_mode(op: Operator) -> dict:
 
 
 def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
+    if emulates(b, op):  # int8 under --bit-exact, int16 always
         return exact_resize.resize_bilinear(b, op)
     _resize(b, op, {"mode": "linear", "coordinate_transformation_mode": _coordinate_mode(op)})
 

@@ -3,8 +3,8 @@
 TFLite's kernel (kernels/topk_v2.cc) orders by value, descending, and breaks ties in favour
 of the lower index; ONNX TopK with ``largest=1, sorted=1`` is defined with the same total
 order, so the two agree element for element. The indices are int32 in TFLite, int64 in ONNX.
-The values are the input's stored elements, copied: on a quantized tensor they are read on
-the output's grid (``GraphBuilder.reinterpret``).
+The values (int16 too) are the input's stored elements, copied: on a quantized tensor they are
+read on the output's grid (``GraphBuilder.reinterpret``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 
-_SUPPORTED = ("float32", "uint8", "int8", "int32", "int64")
+_SUPPORTED = ("float32", "uint8", "int8", "int16", "int32", "int64")
 
 
 def topk_v2(b: GraphBuilder, op: Operator) -> None:

@@ -1,0 +1,46 @@
+"""int16 kernels converted neither exactly nor within a step: refused by default too.
+
+On hand-built 16x8 models (``tests/tflite2qonnx/int16_op_models.py``) rounding the real
+function once was this far from TFLite's builtin int16 kernels, which interpolate their own
+lookup tables (EXP, LOG, GELU) or fixed-point arithmetic (RSQRT), or compute something other
+than the quantized function (PRELU with an int16 alpha, DIV near 0); the default resolver's
+kernels agree with the reference ones on the table kernels and PRELU. A converted model would
+be silently wrong, so it is a ConversionError naming the operator instead. (int16 SUM is not
+here: the reference kernel's output is wrong, as for int8, and the default resolver's equals
+the single rounding.)
+"""
+
+from __future__ import annotations
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.record import Converter
+
+# operator -> (measured max steps off, what the kernel does)
+_WHY = {
+    "EXP": (163, "its int16 lookup table"),
+    "LOG": (17290, "its int16 lookup table"),
+    "RSQRT": (9755, "its int16 fixed-point kernel"),
+    "GELU": (2, "its int16 lookup table"),
+    "PRELU": (3422, "its int16 kernel"),
+    "DIV": (32768, "its int16 kernel (which writes -32768 or 32767 for some quotients near 0)"),
+}
+
+
+def unless_int16(name: str, convert: Converter) -> Converter:
+    """``convert``, refusing an operator whose first input is a quantized int16 tensor."""
+    steps, what = _WHY[name]
+
+    def guarded(b: GraphBuilder, op: Operator) -> None:
+        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+        if t is not None and t.dtype == "int16" and t.integer_quantized:
+            raise ConversionError(
+                f"int16 {name} is not supported: {what} is not emulated, and rounding the "
+                f"real function once was up to {steps} steps off it",
+                op.where,
+            )
+        convert(b, op)
+
+    guarded.__doc__ = convert.__doc__
+    return guarded
