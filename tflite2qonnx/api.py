@@ -56,8 +56,8 @@ def convert(
     SQUARED_DIFFERENCE, RESIZE_BILINEAR, RELU family, QUANTIZE; see
     ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK, except the
     16x8 (int16) CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN,
-    QUANTIZE, LOGISTIC and TANH, emulated either way since no single rounding agrees with
-    their kernels.
+    QUANTIZE, CONCATENATION, LOGISTIC, TANH, RESIZE_BILINEAR, TRANSPOSE_CONV and REDUCE_PROD,
+    emulated either way since no single rounding agrees with their kernels (docs/int16.md).
 
     ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1
     unless ``batch_size``; ``input_shapes`` are NHWC) and writes Conv / MaxPool /
