@@ -87,10 +87,17 @@ def builders(K, Q):  # noqa: C901, PLR0915 - one table of small model builders
         h = Q.QConv2D(4, 3, kernel_quantizer=qb(4, 0, alpha="auto"), name="c1")(x)
         h = Q.QActivation(qr(6, 2), name="r1")(h)
         h = Q.QConv2D(4, 3, kernel_quantizer=qb(4, 0, alpha="auto_po2"), name="c2")(h)
-        h = Q.QActivation(qb(8, 3, alpha="auto_po2"), name="act_auto_po2")(h)
+        h = Q.QActivation(qb(8, 3, alpha=1), name="act")(h)
         h = L.Flatten(name="flat")(h)
         h = dense(3, qb(5, 0, alpha="auto", keep_negative=False), "fc")(h)
         return K.Model(x, h, name="per_channel")
+
+    def dynamic_alpha():
+        """alpha='auto_po2' on an activation: the scale follows each batch's values."""
+        x = K.Input((8,), name="x")
+        h = dense(8, qb(6, 0, alpha=1), "fc1")(x)
+        h = Q.QActivation(qb(8, 3, alpha="auto_po2"), name="act_auto_po2")(h)
+        return K.Model(x, h, name="dynamic_alpha")
 
     def po2():
         x = K.Input((8,), name="x")
@@ -294,7 +301,7 @@ def builders(K, Q):  # noqa: C901, PLR0915 - one table of small model builders
         h = L.Cropping2D(((1, 0), (0, 1)), name="crop")(h)
         h = L.MaxPooling2D(2, name="pool")(h)
         h = L.Permute((2, 1, 3), name="perm")(h)
-        h = L.Reshape((4, 16), name="reshape")(h)
+        h = L.Reshape((9, 4), name="reshape")(h)
         h = Q.QConv1D(3, 2, kernel_quantizer=qb(6, 0, alpha=1), name="c1d")(h)
         h = L.Dropout(0.1, name="drop")(h)
         h = L.Flatten(name="flat")(h)
@@ -320,6 +327,7 @@ def builders(K, Q):  # noqa: C901, PLR0915 - one table of small model builders
             jet_mlp_auto,
             bits_combos,
             per_channel,
+            dynamic_alpha,
             po2,
             relu_variants,
             tanh_sigmoid,
@@ -407,7 +415,7 @@ def attempt(run, model) -> str:
     try:
         onnx_model = run()
     except ConversionError as e:
-        return "refused: " + str(e).splitlines()[0][:160]
+        return "refused: " + str(e).splitlines()[0][:400]
     except Exception as e:  # noqa: BLE001 - the sweep reports crashes
         tb = traceback.extract_tb(e.__traceback__)[-1]
         where = f"{Path(tb.filename).name}:{tb.lineno}"
