@@ -266,9 +266,9 @@ def builders(K, Q):  # noqa: C901, PLR0915 - one table of small model builders
 
     def autoencoder():
         x = K.Input((8, 8, 1), name="image")
-        h = Q.QConv2D(4, 3, strides=2, padding="same", kernel_quantizer=qb(6, 0, alpha=1), name="e")(
-            x
-        )
+        h = Q.QConv2D(
+            4, 3, strides=2, padding="same", kernel_quantizer=qb(6, 0, alpha=1), name="e"
+        )(x)
         h = Q.QActivation(qr(6, 2), name="r1")(h)
         h = L.UpSampling2D(2, name="up")(h)
         h = Q.QConv2DTranspose(
@@ -419,9 +419,11 @@ def attempt(run, model) -> str:
     except Exception as e:  # noqa: BLE001 - the sweep reports crashes
         tb = traceback.extract_tb(e.__traceback__)[-1]
         where = f"{Path(tb.filename).name}:{tb.lineno}"
-        return f"CRASH {type(e).__name__} @{where}: " + str(e).splitlines()[0][:140] if str(
-            e
-        ) else f"CRASH {type(e).__name__} @{where}"
+        return (
+            f"CRASH {type(e).__name__} @{where}: " + str(e).splitlines()[0][:140]
+            if str(e)
+            else f"CRASH {type(e).__name__} @{where}"
+        )
     try:
         onnx.checker.check_model(onnx_model)
     except Exception as e:  # noqa: BLE001

@@ -37,7 +37,17 @@ def conv_plain_qbatchnorm() -> keras.Model:
     return keras.Model(inp, h, name="conv_plain_qbatchnorm")
 
 
-MODELS = (plain_qbatchnorm, conv_plain_qbatchnorm)
+def float_functions() -> keras.Model:
+    """QActivation("hard_sigmoid") etc.: QKeras float functions (no grid, no Quant node)."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(6, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc0")(inp)
+    for i, name in enumerate(("hard_sigmoid", "hard_tanh", "smooth_sigmoid", "smooth_tanh")):
+        h = QActivation(name, name=name)(h)
+        h = QDense(6, kernel_quantizer=quantized_bits(6, 0, alpha=1), name=f"fc{i + 1}")(h)
+    return keras.Model(inp, h, name="float_functions")
+
+
+MODELS = (plain_qbatchnorm, conv_plain_qbatchnorm, float_functions)
 
 
 def main(out: Path) -> None:
