@@ -320,6 +320,88 @@ def builders(K, Q):  # noqa: C901, PLR0915 - one table of small model builders
             name="sequential_mlp",
         )
 
+    def edge_conv():
+        x = K.Input((9, 9, 2), name="image")
+        h = Q.QActivation(qb(8, 0, alpha=1), name="in_q")(x)
+        h = Q.QConv2D(
+            4,
+            3,
+            strides=2,
+            padding="same",
+            use_bias=False,
+            kernel_quantizer=qb(4, 0, alpha=1),
+            activation="quantized_relu(4,0)",
+            name="c_same_s2",
+        )(h)
+        h = Q.QDepthwiseConv2D(
+            3, depth_multiplier=2, padding="same", depthwise_quantizer=qb(5, 0, alpha=1), name="dw2"
+        )(h)
+        h = L.LeakyReLU(0.1, name="leaky")(h)
+        h = Q.QConv2D(3, 2, dilation_rate=2, kernel_quantizer=Q.ternary(), name="dil_ter")(h)
+        h = L.ReLU(max_value=2.0, name="relu6ish")(h)
+        h = Q.QSeparableConv2D(
+            4,
+            2,
+            depth_multiplier=2,
+            depthwise_quantizer=qb(5, 0, alpha=1),
+            pointwise_quantizer=Q.binary(),
+            name="sep_dm2",
+        )(h)
+        h = Q.QAveragePooling2D(1, name="avg_plain")(h)
+        h = Q.QGlobalAveragePooling2D(name="gap_plain")(h)
+        h = L.Softmax(name="softmax")(h)
+        return K.Model(x, h, name="edge_conv")
+
+    def edge_conv1d():
+        x = K.Input((16, 2), name="seq")
+        h = Q.QConv1D(
+            4, 3, padding="causal", dilation_rate=2, kernel_quantizer=qb(6, 0, alpha=1), name="c"
+        )(x)
+        h = Q.QActivation("quantized_relu(3)", name="r")(h)
+        h = Q.QConv1D(4, 3, strides=2, padding="same", kernel_quantizer=qb(6, 0), name="c2")(h)
+        h = L.UpSampling1D(2, name="up")(h)
+        h = Q.QActivation("quantized_bits(8,0)", name="a")(h)
+        h = L.GlobalMaxPooling1D(name="gmp")(h)
+        return K.Model(x, h, name="edge_conv1d")
+
+    def edge_transpose():
+        x = K.Input((4, 4, 2), name="image")
+        h = Q.QConv2DTranspose(
+            3,
+            3,
+            strides=2,
+            padding="valid",
+            kernel_quantizer=qb(6, 0, alpha=1),
+            bias_quantizer=qb(8, 3),
+            name="t_valid",
+        )(x)
+        h = Q.QActivation(qr(6, 2), name="r")(h)
+        h = L.UpSampling2D(2, interpolation="bilinear", name="bilinear")(h)
+        h = Q.QConv2DTranspose(
+            2, 2, strides=2, padding="same", kernel_quantizer=qb(4, 0, alpha="auto"), name="t_same"
+        )(h)
+        return K.Model(x, h, name="edge_transpose")
+
+    def multi_io():
+        a = K.Input((6,), name="a")
+        b = K.Input((4,), name="b")
+        inner = K.Sequential(
+            [
+                K.Input((6,)),
+                dense(5, qb(6, 0, alpha=1), "in_fc"),
+                Q.QActivation(qr(6, 2), name="in_r"),
+            ],
+            name="inner",
+        )
+        h = inner(a)
+        g = dense(5, qb(6, 0, alpha=1), "b_fc")(b)
+        s = L.Multiply(name="mul")([h, g])
+        s = Q.QActivation(qb(8, 3, alpha=1), name="s_q")(s)
+        c = L.Concatenate(name="cat")([s, b])
+        o1 = dense(3, qb(6, 0, alpha=1), "o1")(c)
+        o2 = L.Subtract(name="sub")([h, g])
+        return K.Model([a, b], [o1, o2], name="multi_io")
+
     table = {
         f.__name__: f
         for f in (
@@ -345,6 +427,10 @@ def builders(K, Q):  # noqa: C901, PLR0915 - one table of small model builders
             residual,
             plain_mix,
             sequential_mlp,
+            edge_conv,
+            edge_conv1d,
+            edge_transpose,
+            multi_io,
         )
     }
     return table
