@@ -524,14 +524,21 @@ def attempt(run, model) -> str:
 def deterministic(model) -> bool:
     import numpy as np
 
-    x = np.linspace(-2, 2, 8 * int(np.prod(model.inputs[0].shape[1:]))).astype(np.float32)
-    x = x.reshape((8, *model.inputs[0].shape[1:]))
-    a = model.predict(x, verbose=0)
-    b = model.predict(x, verbose=0)
-    return bool(np.array_equal(a, b))
+    xs = [
+        np.linspace(-2, 2, 8 * int(np.prod(t.shape[1:])), dtype=np.float32).reshape(
+            (8, *t.shape[1:])
+        )
+        for t in model.inputs
+    ]
+    a = model.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+    b = model.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+    a, b = (r if isinstance(r, list) else [r] for r in (a, b))
+    return all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
 
 
-def worker(gen: str, only: list[str] | None, files: bool, cli: bool) -> list[dict]:
+def worker(gen: str, only: list[str] | None, files: bool, cli: bool, out: Path) -> None:
+    """Sweep one generation; ``out`` gets the rows so far after each model (a crash of the
+    process keeps the finished rows)."""
     from qkeras2qonnx import flavour
 
     flavour.enter(gen)
@@ -541,6 +548,7 @@ def worker(gen: str, only: list[str] | None, files: bool, cli: bool) -> list[dic
         import tf_keras as K
     else:
         import keras as K
+    import numpy as np
     import qkeras as Q
 
     import qkeras2qonnx
@@ -555,13 +563,19 @@ def worker(gen: str, only: list[str] | None, files: bool, cli: bool) -> list[dic
         try:
             model = build()
             seed_weights(model, index)
+            model.predict(  # the model runs at all in this generation
+                [np.zeros((1, *t.shape[1:]), np.float32) for t in model.inputs], verbose=0
+            )
         except Exception as e:  # noqa: BLE001
             row["memory"] = f"build fails: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
             rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+            out.write_text(json.dumps(rows))
             continue
-        if not deterministic(model):
-            row["note"] = "non-deterministic at inference"
+        try:
+            if not deterministic(model):
+                row["note"] = "non-deterministic at inference"
+        except Exception as e:  # noqa: BLE001
+            row["note"] = f"determinism check fails: {type(e).__name__}"
         row["memory"] = attempt(lambda m=model: qkeras2qonnx.convert(m), model)
         if files:
             kinds = ("h5", "savedmodel") if gen == flavour.KERAS2 else ("keras", "h5")
@@ -592,8 +606,7 @@ def worker(gen: str, only: list[str] | None, files: bool, cli: bool) -> list[dic
                     else:
                         row["cli"] = attempt(lambda o=out: onnx.load(o), model)
         rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
-    return rows
+        out.write_text(json.dumps(rows))
 
 
 def main() -> None:
@@ -607,8 +620,7 @@ def main() -> None:
     args = parser.parse_args()
     only = args.only.split(",") if args.only else None
     if args.worker:
-        rows = worker(args.worker, only, not args.no_files, args.cli)
-        Path(args.json).write_text(json.dumps(rows))
+        worker(args.worker, only, not args.no_files, args.cli, Path(args.json))
         return
     from qkeras2qonnx import flavour
 
@@ -622,10 +634,12 @@ def main() -> None:
             cmd += ["--no-files"] if args.no_files else []
             cmd += ["--cli"] if args.cli else []
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            try:
-                rows += json.loads(Path(out.name).read_text())
-            except (OSError, ValueError):
-                rows.append({"model": "*", "gen": gen, "memory": done.stderr[-400:]})
+            text = Path(out.name).read_text()
+            rows += json.loads(text) if text else []
+            if done.returncode:
+                rows.append(
+                    {"model": "*", "gen": gen, "memory": "worker died: " + done.stderr[-300:]}
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     print_table(rows)
