@@ -591,10 +591,10 @@ def worker(gen: str, only: list[str] | None, files: bool, cli: bool, out: Path) 
                     continue
                 row[kind] = attempt(lambda p=path: qkeras2qonnx.convert(p), model)
                 if cli and kind == kinds[0]:
-                    out = tmp / f"{name}.cli.onnx"
+                    cli_out = tmp / f"{name}.cli.onnx"
                     env = dict(os.environ, PYTHONPATH=str(ROOT))
                     done = subprocess.run(
-                        [sys.executable, "-m", "qkeras2qonnx", str(path), "-o", str(out)],
+                        [sys.executable, "-m", "qkeras2qonnx", str(path), "-o", str(cli_out)],
                         capture_output=True,
                         text=True,
                         env=env,
@@ -604,7 +604,7 @@ def worker(gen: str, only: list[str] | None, files: bool, cli: bool, out: Path) 
                         tail = (done.stderr.strip().splitlines() or ["?"])[-1]
                         row["cli"] = f"exit {done.returncode}: {tail[:150]}"
                     else:
-                        row["cli"] = attempt(lambda o=out: onnx.load(o), model)
+                        row["cli"] = attempt(lambda o=cli_out: onnx.load(o), model)
         rows.append(row)
         out.write_text(json.dumps(rows))
 
