@@ -29,7 +29,9 @@ def strip_qbatchnorm(layer: Any, where: str) -> Stripped:
     keep = set(inspect.signature(bn.__init__).parameters) | {"name", "trainable", "dtype"}
     full = config_of(layer)
     config = {k: v for k, v in full.items() if k in keep and not k.endswith("_constraint")}
-    config.update(fused=False, renorm=False, virtual_batch_size=None, adjustment=None)
+    # Keras 2 only: Keras 3's BatchNormalization has none of these (and refuses them).
+    inference = {"fused": False, "renorm": False, "virtual_batch_size": None, "adjustment": None}
+    config.update({k: v for k, v in inference.items() if k in keep})
     if not any(makes_node(s.quantizer) for s in slots):
         return Stripped(bn, config, slots)
     axis = layer.axis if isinstance(layer.axis, int) else list(layer.axis)

@@ -120,10 +120,26 @@ def _qactivation(layer: Any, where: str) -> Stripped:
     config = {k: full[k] for k in ("name", "trainable", "dtype") if k in full}
     # QKeras 0.9 keeps the quantizer in ``quantizer``, qkeras-v3 in ``activation``.
     quantizer = layer.quantizer if hasattr(layer, "quantizer") else layer.activation
+    if _float_function(quantizer):  # the same QKeras function on the plain layer: exact
+        config["activation"] = quantizer
+        return Stripped(keras().layers.Activation, config, [])
     slots = activation_slot(quantizer, config, where)
     if not slots:  # QActivation("relu") etc.: a plain Keras activation function
         config["activation"] = keras().activations.serialize(quantizer)
     return Stripped(keras().layers.Activation, config, slots)
+
+
+# QKeras activation functions that compute a float (no quantization): QActivation("hard_sigmoid")
+# etc. Their output has no grid, so no Quant node; the function's own ops are converted.
+_FLOAT_FUNCTIONS = frozenset({"hard_sigmoid", "hard_tanh", "smooth_sigmoid", "smooth_tanh"})
+
+
+def _float_function(obj: Any) -> bool:
+    return (
+        inspect.isfunction(obj)
+        and obj.__name__ in _FLOAT_FUNCTIONS
+        and obj.__module__.split(".")[0] == "qkeras"
+    )
 
 
 def _plain(layer: Any, where: str) -> Stripped:

@@ -95,12 +95,21 @@ def rule_for(quantizer: Any, where: str) -> QuantizerRule:
     if inspect.isfunction(quantizer) and quantizer.__name__ in exact_activations.FUNCTIONS:
         return QuantizerRule(exact_activations.FUNCTIONS[quantizer.__name__], LINEAR)
     rule = QUANTIZERS.get(type(quantizer).__name__)
+    if type(quantizer).__name__ in RANDOM:
+        raise ConversionError(f"{describe(quantizer)}: {RANDOM[type(quantizer).__name__]}", where)
     if rule is None or inspect.isfunction(quantizer):
         supported = ", ".join(sorted(QUANTIZERS))
         raise ConversionError(
             f"unsupported quantizer {describe(quantizer)} (supported: {supported})", where
         )
     return rule
+
+
+# Quantizers whose inference output is random: no deterministic graph computes them.
+RANDOM = {
+    "bernoulli": "samples a random 0/1 at inference (tf.random.uniform against a sigmoid), "
+    "so no deterministic ONNX graph computes it",
+}
 
 
 def makes_node(quantizer: Any) -> bool:
