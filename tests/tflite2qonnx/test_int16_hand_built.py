@@ -6,8 +6,8 @@ interpreter's builtin reference kernels, run by onnxruntime as --verify runs the
   CONCATENATION: 100% equal by default and under --bit-exact;
 * ADD / SUB with pot_scale_int16 (power-of-two scales, one input shifted): 100% equal under
   --bit-exact, within a step by default;
-* LEAKY_RELU (an int16 kernel not emulated): refused by --bit-exact, naming it
-  (LOGISTIC / TANH: test_int16_sigmoid.py).
+* LEAKY_RELU without options: alpha 0, as TFLite parses it.
+(LOGISTIC / TANH: test_int16_sigmoid.py; every other int16 operator: test_int16_ops.py.)
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 from litert_compare import real_value, reference_interpreter, run_ours
 from tflite_writer import build_model
 
-from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant_lowering import lower_quants
 from tflite2qonnx.api import convert
 
@@ -152,15 +151,6 @@ def test_int16_add_sub_pot_scale_equals_builtin_under_bit_exact(op, scales, acti
     steps = _steps(data, _add_feeds(), True)
     assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
     assert _steps(data, _add_feeds(), False).max() <= 1  # by default one rounding
-
-
-def test_int16_kernel_not_emulated_is_refused_under_bit_exact_naming_it() -> None:
-    # int16 LEAKY_RELU rounds once by default; --bit-exact refuses it rather than round
-    x, y = (_tensor(name, (8,), 1 / 300) for name in "xy")
-    data = _single_op("LEAKY_RELU", [x], y, options=("LeakyReluOptions", {"Alpha": 0.2}))
-    reference_interpreter(data).invoke()  # a valid model: the interpreter runs it
-    with pytest.raises(ConversionError, match="int16 LEAKY_RELU is not emulated"):
-        convert(data, bit_exact=True)
 
 
 @pytest.mark.parametrize(
