@@ -2,12 +2,13 @@
 
 tf2onnx writes a Keras Conv1D / SeparableConv1D / MaxPooling1D / AveragePooling1D as its
 TensorFlow lowering: ``Unsqueeze -> (Transpose) -> 2-D Conv/MaxPool with a size-1 axis ->
-(Transpose) -> Squeeze``. hls4ml's ONNX frontend has no handler for Unsqueeze, so this pass
-writes each such chain as the same operators on the rank-3 tensor (the Unsqueeze/Transpose/
-Squeeze around becoming one Transpose or nothing), the weights and their quantizers'
-per-channel parameters losing the size-1 axis. It rewrites only an exact match (the axis
-unsqueezed is the one squeezed, size 1 in every kernel, stride and dilation 1, no padding on
-it); anything else is left as it is. One pass over the graph, indexes built once.
+(Transpose) -> Squeeze`` (a transpose moving only the size-1 axis written as a Reshape).
+hls4ml's ONNX frontend has no handler for Unsqueeze, so this pass writes each such chain as the
+same operators on the rank-3 tensor (the Unsqueeze/Transpose/Squeeze around becoming one
+Transpose or nothing), the weights and their quantizers' per-channel parameters losing the
+size-1 axis. It rewrites only an exact match (the axis unsqueezed is the one squeezed, size 1
+in every kernel, stride and dilation 1, no padding on it); anything else is left as it is.
+One pass over the graph, indexes built once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from qonnx_ingest.quant import QUANT_OP_TYPES
 _SPATIAL_OPS = ("Conv", "MaxPool", "AveragePool")
 _PER_AXIS = ("kernel_shape", "strides", "dilations")
 _IDENTITY3 = [0, 1, 2]
+_MOVES = ("Transpose", "Reshape")
 
 
 @dataclass
@@ -47,8 +49,8 @@ class _Graph:
         self.graph = graph
         self.inits = {t.name: t for t in graph.initializer}
         infos = (*graph.input, *graph.value_info, *graph.output)
-        self.ranks = {
-            v.name: len(v.type.tensor_type.shape.dim)
+        self.shapes = {
+            v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
             for v in infos
             if v.type.tensor_type.HasField("shape")
         }
@@ -114,15 +116,15 @@ def conv1d_as_rank3(model: onnx.ModelProto) -> int:
 def _match(index: _Graph, unsqueeze: onnx.NodeProto) -> _Chain | None:
     """The chain starting at ``unsqueeze`` if every piece matches exactly, else None."""
     axes = index.ints(unsqueeze, "axes", 1)
-    if axes is None or len(axes) != 1 or index.ranks.get(unsqueeze.input[0]) != 3:
+    if axes is None or len(axes) != 1 or len(index.shapes.get(unsqueeze.input[0], ())) != 3:
         return None
     axis = axes[0] + 4 if axes[0] < 0 else axes[0]
     labels: list[int | None] = [0, 1, 2]  # the input's axes as they move; None: the new one
     labels.insert(axis, None)
     dropped, ops = [unsqueeze], []
     node = index.only_reader(unsqueeze.output[0])
-    if node is not None and node.op_type == "Transpose":
-        labels = _permuted(index, node, labels)
+    if node is not None and node.op_type in _MOVES:
+        labels = _moved(index, node, labels)
         dropped.append(node)
         node = index.only_reader(node.output[0]) if labels else None
     if not labels:
@@ -138,8 +140,8 @@ def _match(index: _Graph, unsqueeze: onnx.NodeProto) -> _Chain | None:
         return None
     labels = [0, 1, 2]
     labels.insert(axis, None)
-    if node is not None and node.op_type == "Transpose":
-        labels = _permuted(index, node, labels)
+    if node is not None and node.op_type in _MOVES:
+        labels = _moved(index, node, labels)
         dropped.append(node)
         node = index.only_reader(node.output[0]) if labels else None
     if node is None or node.op_type != "Squeeze" or not labels:
@@ -158,11 +160,27 @@ def _match(index: _Graph, unsqueeze: onnx.NodeProto) -> _Chain | None:
     return chain
 
 
-def _permuted(index: _Graph, transpose: onnx.NodeProto, labels: list) -> list:
-    perm = index.ints(transpose, "perm", 99)
-    if perm is None or sorted(perm) != [0, 1, 2, 3]:
+def _moved(index: _Graph, node: onnx.NodeProto, labels: list) -> list:
+    """``labels`` (the 4-D tensor's axes, None the size-1 one) after a Transpose, or after a
+    Reshape that only moves the size-1 axis (tf2onnx's form of such a transpose); [] if
+    ``node`` is neither."""
+    if node.op_type == "Transpose":
+        perm = index.ints(node, "perm", 99)
+        if perm is None or sorted(perm) != [0, 1, 2, 3]:
+            return []
+        return [labels[p] for p in perm]
+    before, after = index.shapes.get(node.input[0]), index.shapes.get(node.output[0])
+    if before is None or after is None or len(before) != 4 or len(after) != 4:
         return []
-    return [labels[p] for p in perm]
+    rest = [d for i, d in enumerate(before) if labels[i] is not None]
+    if any(d <= 0 for d in rest[1:]):  # only the batch may be unknown
+        return []
+    places = [b for b in range(4) if after[b] == 1 and after[:b] + after[b + 1 :] == rest]
+    if len(places) != 1:  # ambiguous with other size-1 axes: not an exact match
+        return []
+    moved = [label for label in labels if label is not None]
+    moved.insert(places[0], None)
+    return moved
 
 
 def _flat_on(index: _Graph, node: onnx.NodeProto, k: int) -> bool:
@@ -231,7 +249,7 @@ def _rewrite(
         _drop_axis_attributes(op, k)
     for conv, source in chain.weights:
         stale.add(conv.input[1])
-        names = source.input[:1] if source is conv else source.input
+        names = conv.input[1:2] if source is conv else source.input
         slot = 1 if source is conv else 0
         for i, name in enumerate(names):
             value = numpy_helper.to_array(index.inits[name])
