@@ -162,7 +162,7 @@ def _match(index: _Graph, unsqueeze: onnx.NodeProto) -> _Chain | None:
 
 def _moved(index: _Graph, node: onnx.NodeProto, labels: list) -> list:
     """``labels`` (the 4-D tensor's axes, None the size-1 one) after a Transpose, or after a
-    Reshape that only moves the size-1 axis (tf2onnx's form of such a transpose); [] if
+    Reshape that is a transpose (tf2onnx writes one moving size-1 axes so); [] if
     ``node`` is neither."""
     if node.op_type == "Transpose":
         perm = index.ints(node, "perm", 99)
@@ -172,14 +172,18 @@ def _moved(index: _Graph, node: onnx.NodeProto, labels: list) -> list:
     before, after = index.shapes.get(node.input[0]), index.shapes.get(node.output[0])
     if before is None or after is None or len(before) != 4 or len(after) != 4:
         return []
-    rest = [d for i, d in enumerate(before) if labels[i] is not None]
-    if any(d <= 0 for d in rest[1:]):  # only the batch may be unknown
+    if labels[0] != 0 or any(d <= 0 for d in (*before[1:], *after[1:])):  # batch first
         return []
-    places = [b for b in range(4) if after[b] == 1 and after[:b] + after[b + 1 :] == rest]
-    if len(places) != 1:  # ambiguous with other size-1 axes: not an exact match
+    # A reshape keeps the elements' order: it is a transpose exactly when the axes longer
+    # than 1 keep theirs; the size-1 axes (the unsqueezed one last) fill the other places.
+    longer = [label for label, d in zip(labels[1:], before[1:], strict=True) if d != 1]
+    single = [label for label, d in zip(labels[1:], before[1:], strict=True) if d == 1]
+    single.sort(key=lambda label: label is None)  # the unsqueezed axis takes the last place
+    if [d for d in before[1:] if d != 1] != [d for d in after[1:] if d != 1]:
         return []
-    moved = [label for label in labels if label is not None]
-    moved.insert(places[0], None)
+    moved = [0]
+    for d in after[1:]:
+        moved.append((longer if d != 1 else single).pop(0))
     return moved
 
 
