@@ -17,6 +17,7 @@ from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
+from qonnx_ingest.conv1d import conv1d_as_rank3
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, finish_model
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
@@ -152,8 +153,8 @@ def convert_keras(
     name: str | None = None,
     **tf2onnx_options: Any,
 ) -> onnx.ModelProto:
-    """strip -> tf2onnx [-> groups] -> reinsert -> finish [-> channels-last -> finish], then
-    count the quantizers once more."""
+    """strip -> tf2onnx [-> groups] -> reinsert -> finish [-> 1-D convolutions -> finish]
+    [-> channels-last -> finish], then count the quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
     set_groups(proto, layer_map.grouped)
@@ -165,6 +166,8 @@ def convert_keras(
     if graph_name:
         proto.graph.name = graph_name
     finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
+    if conv1d_as_rank3(finished):  # tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze, as a 1-D Conv
+        finished = finish_model(finished, opset=opset)
     if channels_last:
         finished = finish_model(to_channels_last(finished), opset=opset)
     check_quantizer_count(finished, layer_map)

@@ -44,6 +44,22 @@ def test_in_memory_keras3_model_matches_qkeras3_predict(made, name):
     assert_matches_reference(converted, ref)
 
 
+def test_keras3_conv1d_layers_are_rank3_ops(made):
+    """qkeras-v3's QConv1D / QSeparableConv1D come out as 1-D Conv on rank-3 tensors, with
+    rank-3 weights, not tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze (qonnx_ingest.conv1d)."""
+    graph = onnx.load(made / "mixed_1d.inmemory.onnx").graph
+    ops = [n.op_type for n in graph.node]
+    assert "Unsqueeze" not in ops and "Squeeze" not in ops, ops
+    dims = {t.name: list(t.dims) for t in graph.initializer}
+    producers = {o: n for n in graph.node for o in n.output}
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    assert len(convs) == 3  # QConv1D, and QSeparableConv1D's depthwise and pointwise
+    for conv in convs:
+        kernel = next(list(a.ints) for a in conv.attribute if a.name == "kernel_shape")
+        weight = producers[conv.input[1]].input[0]  # each kernel is quantized
+        assert len(kernel) == 1 and len(dims[weight]) == 3, (conv.name, kernel, dims[weight])
+
+
 @pytest.mark.parametrize("name", CONVERTED)
 def test_keras_file_converts_in_a_subprocess_from_a_qkeras09_process(made, name):
     import qkeras
