@@ -153,8 +153,8 @@ def convert_keras(
     name: str | None = None,
     **tf2onnx_options: Any,
 ) -> onnx.ModelProto:
-    """strip -> tf2onnx [-> groups] -> reinsert -> finish [-> 1-D convolutions -> finish]
-    [-> channels-last -> finish], then count the quantizers once more."""
+    """strip -> tf2onnx [-> groups] -> reinsert -> finish, then [1-D convolutions -> finish]
+    or [channels-last -> finish], then count the quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
     set_groups(proto, layer_map.grouped)
@@ -166,7 +166,10 @@ def convert_keras(
     if graph_name:
         proto.graph.name = graph_name
     finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
-    if conv1d_as_rank3(finished):  # tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze, as a 1-D Conv
+    # tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze as a 1-D Conv; not ahead of qonnx's
+    # channels-last pass, which did not finish in minutes on the rank-3 form of the corpus
+    # TrainTagger model (move_transpose_past_eltwise)
+    if not channels_last and conv1d_as_rank3(finished):
         finished = finish_model(finished, opset=opset)
     if channels_last:
         finished = finish_model(to_channels_last(finished), opset=opset)

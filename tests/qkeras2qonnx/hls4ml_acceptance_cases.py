@@ -55,8 +55,9 @@ def _unsupported(op: str, why: str) -> Refusal:
 
 
 _CONV1D = (
-    "our graph keeps tf2onnx's Conv1D/MaxPooling1D lowering (Unsqueeze -> 2-D Conv/MaxPool "
-    "with a size-1 axis -> Squeeze), a form we could rewrite to a 1-D Conv (not done yet)"
+    "with channels_last=True our graph keeps tf2onnx's Conv1D/MaxPooling1D lowering "
+    "(Unsqueeze -> 2-D Conv/MaxPool with a size-1 axis -> Squeeze); the default output has the "
+    "rank-3 1-D form, but qonnx's channels-last pass did not finish in minutes on it"
 )
 
 # corpus models hls4ml 1.3.0 / qonnx refuse (the others are compiled and compared)
