@@ -44,14 +44,14 @@ def _cases():
 
     return {
         # (converted exactly since: quantized_tanh/sigmoid/hswish, ternary and leaky relu
-        # activations, binary_tanh; see test_qkeras_activations)
+        # activations, binary_tanh, see test_qkeras_activations; QKeras's float functions such
+        # as smooth_tanh, see test_qkeras_sweep_regressions)
         "ternary_auto_activation": (_qact(ternary(alpha="auto")), "alpha='auto'"),
         "hswish_auto_activation": (_qact(quantized_hswish(6, 2, alpha="auto")), "alpha='auto'"),
         "leaky_sigmoid_relu": (
             _qact(quantized_relu(4, 0, use_sigmoid=1, negative_slope=0.5)),
             "use_sigmoid",
         ),
-        "qkeras_function": (_qact("smooth_tanh"), "smooth_tanh"),
         "po2_activation": (_qact(quantized_po2(4)), "quantized_po2"),
         "relu_po2_activation": (_qact(quantized_relu_po2(4)), "quantized_relu_po2"),
         "ulaw_activation": (_qact(quantized_ulaw(6)), "quantized_ulaw"),
@@ -73,7 +73,6 @@ CASES = [
     "ternary_auto_activation",
     "hswish_auto_activation",
     "leaky_sigmoid_relu",
-    "qkeras_function",
     "po2_activation",
     "relu_po2_activation",
     "ulaw_activation",
@@ -103,13 +102,37 @@ def test_refused_naming_layer_and_quantizer(case):
 
 
 def test_unsupported_quantizer_message_lists_what_is_supported():
+    from qkeras.quantizers import BaseQuantizer
+
+    import qkeras2qonnx
+
+    class own_quantizer(BaseQuantizer):  # a user's own quantizer: no grid to read
+        bits = 8
+
+        def __call__(self, x):
+            return x
+
+        def max(self):  # QKeras's layers ask for it
+            return 1.0
+
+        def min(self):
+            return -1.0
+
+        def get_config(self):
+            return {"bits": 8}
+
+    with pytest.raises(
+        ConversionError, match=r"culprit kernel_quantizer: .*own_quantizer.*supported: "
+    ):
+        qkeras2qonnx.convert(_model(_qdense(kernel_quantizer=own_quantizer())))
+
+
+def test_bernoulli_is_refused_saying_it_is_random_at_inference():
     from qkeras import bernoulli
 
     import qkeras2qonnx
 
-    with pytest.raises(
-        ConversionError, match=r"culprit kernel_quantizer: .*bernoulli.*supported: "
-    ):
+    with pytest.raises(ConversionError, match=r"culprit kernel_quantizer: bernoulli.*random"):
         qkeras2qonnx.convert(_model(_qdense(kernel_quantizer=bernoulli())))
 
 
@@ -206,7 +229,7 @@ def test_separable_kernel_refusal_names_layer_and_quantizer(role):
         role: "bernoulli()",
     }
     out = QSeparableConv2D(3, 3, name="culprit", **quantizers)(inp)
-    with pytest.raises(ConversionError, match=f"^culprit {role}: unsupported quantizer bernoulli"):
+    with pytest.raises(ConversionError, match=f"^culprit {role}: bernoulli.*random"):
         qkeras2qonnx.convert(k.Model(inp, out))
 
 
