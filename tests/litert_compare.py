@@ -187,3 +187,18 @@ def steps_per_op(path, subgraph, xnnpack: bool, n_inputs: int = 2, bit_exact: bo
                 diff[_exact_average_ties(it.get_tensor(op.inputs[0]), op) & (diff == 1)] = 0
             steps[(op.index, op.name)].append(diff)
     return {key: np.concatenate(v) for key, v in steps.items()}
+
+
+def integer_differences(it, session, q: np.ndarray) -> tuple[int, int]:
+    """Run the interpreter ``it`` (one input, one output) and the onnxruntime ``session`` of our
+    model on the stored input integers ``q``: (output integers that differ, output integers)."""
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    it.set_tensor(inp["index"], q.astype(inp["dtype"]))
+    it.invoke()
+    theirs = it.get_tensor(out["index"]).astype(np.int64)
+    scale, zero_point = inp["quantization"]
+    real = (scale * (q.astype(np.float32) - zero_point)).astype(np.float32)
+    (ours,) = session.run(None, {inp["name"]: real})
+    s_out, zp_out = out["quantization"]
+    ours_q = np.round(ours.astype(np.float64) / s_out) + zp_out
+    return int(np.sum(ours_q != theirs)), ours_q.size

@@ -14,7 +14,7 @@ import zlib
 
 import numpy as np
 import pytest
-from litert_compare import reference_interpreter
+from litert_compare import integer_differences, reference_interpreter
 
 from qonnx_ingest.errors import ConversionWarning
 from qonnx_ingest.verification import _onnxruntime_session
@@ -56,24 +56,15 @@ def test_log_softmax_equals_builtin(name: str) -> None:
     session, runner = _onnxruntime_session(model)
     assert session is not None, runner
     it = reference_interpreter(data)
-    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    (inp,) = it.get_input_details()
     rng = np.random.default_rng(5)
     differ = total = 0
     for k in range(100):
         q = rng.integers(-128, 128, inp["shape"])
         if k % 2:
             q = q // rng.integers(2, 40)
-        q = q.astype(np.int8)
-        it.set_tensor(inp["index"], q)
-        it.invoke()
-        theirs = it.get_tensor(out["index"]).astype(np.int64)
-        scale, zero_point = inp["quantization"]
-        real = (scale * (q.astype(np.float32) - zero_point)).astype(np.float32)
-        (ours,) = session.run(None, {inp["name"]: real})
-        s_out, zp_out = out["quantization"]
-        ours_q = np.round(ours.astype(np.float64) / s_out) + zp_out
-        differ += int(np.sum(ours_q != theirs))
-        total += ours_q.size
+        d, n = integer_differences(it, session, q.astype(np.int8))
+        differ, total = differ + d, total + n
     assert total and differ == 0, f"{name}: {differ} of {total} differ"
 
 
@@ -93,20 +84,12 @@ def test_uint8_log_softmax_equals_both_builtin_resolvers(name: str) -> None:
     differ = total = 0
     for optimized in (False, True):
         it = _interpreter(data, optimized)
-        (inp,), (out,) = it.get_input_details(), it.get_output_details()
+        (inp,) = it.get_input_details()
         assert inp["dtype"] == np.uint8
-        scale, zero_point = inp["quantization"]
         for k in range(40):
             q = rng.integers(0, 256, inp["shape"])
             if k % 2:
                 q = np.clip(q // rng.integers(2, 40) + rng.integers(0, 220), 0, 255)
-            it.set_tensor(inp["index"], q.astype(np.uint8))
-            it.invoke()
-            theirs = it.get_tensor(out["index"]).astype(np.int64)
-            real = (scale * (q.astype(np.float32) - zero_point)).astype(np.float32)
-            (ours,) = session.run(None, {inp["name"]: real})
-            s_out, zp_out = out["quantization"]
-            ours_q = np.round(ours.astype(np.float64) / s_out) + zp_out
-            differ += int(np.sum(ours_q != theirs))
-            total += ours_q.size
+            d, n = integer_differences(it, session, q)
+            differ, total = differ + d, total + n
     assert total and differ == 0, f"{name}: {differ} of {total} differ"
