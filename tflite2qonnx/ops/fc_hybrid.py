@@ -29,6 +29,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
+from tflite2qonnx.ops.hybrid_quant import round_half_away, symmetric_rows
 
 
 def is_hybrid_fc(b: GraphBuilder, op: Operator) -> bool:
@@ -38,24 +39,6 @@ def is_hybrid_fc(b: GraphBuilder, op: Operator) -> bool:
 
 def _c(b: GraphBuilder, value, dtype, hint: str) -> str:
     return b.const(np.array(value, dtype), hint)
-
-
-def _round_half_away(b: GraphBuilder, v: str, dtype) -> str:
-    mag = b.emit("Floor", [b.emit("Add", [b.emit("Abs", [v])[0], _c(b, 0.5, dtype, "half")])[0]])
-    return b.emit("Mul", [b.emit("Sign", [v])[0], mag[0]])[0]
-
-
-def _symmetric(b: GraphBuilder, x: str) -> tuple[str, str, None]:
-    r = reduce_axes(b, "ReduceMax", b.emit("Abs", [x])[0], [-1], keepdims=1)
-    zero = b.emit("Equal", [r, _c(b, 0.0, np.float32, "zero")])[0]
-    one = _c(b, 1.0, np.float32, "one")
-    safe = b.emit("Where", [zero, one, r])[0]
-    inv = b.emit("Div", [_c(b, 127.0, np.float32, "k127"), safe])[0]
-    q = _round_half_away(b, b.emit("Mul", [x, inv])[0], np.float32)
-    q = b.emit("Clip", [q, _c(b, -127.0, np.float32, "qmin"), _c(b, 127.0, np.float32, "qmax")])
-    factor = b.emit("Div", [safe, _c(b, 127.0, np.float32, "k127")])[0]
-    factor = b.emit("Where", [zero, one, factor])[0]
-    return q[0], factor, None
 
 
 def _asymmetric(b: GraphBuilder, x: str) -> tuple[str, str, str]:
@@ -75,13 +58,13 @@ def _asymmetric(b: GraphBuilder, x: str) -> tuple[str, str, str]:
     err_min = b.emit("Add", [_c(b, 128.0, f64, "k128"), b.emit("Abs", [lo])[0]])[0]
     err_max = b.emit("Add", [_c(b, 127.0, f64, "k127"), b.emit("Abs", [hi])[0]])[0]
     zp = b.emit("Where", [b.emit("Less", [err_min, err_max])[0], zp_min, zp_max])[0]
-    zp = _round_half_away(b, zp, f64)
+    zp = round_half_away(b, zp, f64)
     zp = b.emit("Clip", [zp, _c(b, -128.0, f64, "qmin"), _c(b, 127.0, f64, "qmax")])[0]
     zp = b.emit("Where", [same, _c(b, 0.0, f64, "zero"), zp])[0]
     zp32 = b.emit("Cast", [zp], to=TensorProto.FLOAT)[0]
     factor = b.emit("Cast", [scale], to=TensorProto.FLOAT)[0]
     inv = b.emit("Div", [_c(b, 1.0, np.float32, "one"), factor])[0]
-    q = _round_half_away(b, b.emit("Mul", [x, inv])[0], np.float32)
+    q = round_half_away(b, b.emit("Mul", [x, inv])[0], np.float32)
     q = b.emit("Add", [q, zp32])[0]
     lo8, hi8 = _c(b, -128.0, np.float32, "qmin"), _c(b, 127.0, np.float32, "qmax")
     q = b.emit("Clip", [q, lo8, hi8])[0]
@@ -120,7 +103,7 @@ def hybrid_fully_connected(b: GraphBuilder, op: Operator, x: str) -> None:
     if asymmetric:
         q_x, factor, zp = _asymmetric(b, x)
     else:
-        q_x, factor, zp = _symmetric(b, x)
+        (q_x, factor), zp = symmetric_rows(b, x), None
     dot = b.emit("MatMul", [b.emit("Cast", [q_x], to=TensorProto.INT32)[0], w_int])[0]
     if zp is not None:
         row_sums = _c(b, raw.sum(axis=1).astype(np.int32), np.int32, "row_sums")
