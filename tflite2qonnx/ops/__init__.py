@@ -27,6 +27,7 @@ from tflite2qonnx.ops.conv import (
 from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
 from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
+from tflite2qonnx.ops.exact_lut16 import int16_table
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
 from tflite2qonnx.ops.int16_refused import unless_int16
 from tflite2qonnx.ops.mediapipe import (
@@ -107,7 +108,7 @@ OPERATORS: dict[str, Op] = {
     "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
     "EQUAL": Op(raw16.equal, bit_exact=EMULATED),
-    "EXP": Op(unless_int16("EXP", ew.exp), bit_exact=EMULATED),
+    "EXP": Op(int16_table(ew.exp), bit_exact=EMULATED),
     "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
     "FILL": Op(shape.fill),
     "FLOOR": Op(ew.floor),
@@ -116,7 +117,7 @@ OPERATORS: dict[str, Op] = {
     "FULLY_CONNECTED": Op(fully_connected, bit_exact=EMULATED),
     "GATHER": Op(slicing.gather, bit_exact=EXACT),
     "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
-    "GELU": Op(unless_int16("GELU", ew.gelu), bit_exact=EMULATED),
+    "GELU": Op(int16_table(ew.gelu), bit_exact=EMULATED),
     "GREATER": Op(raw16.greater, bit_exact=EMULATED),
     "GREATER_EQUAL": Op(raw16.greater_equal, bit_exact=EMULATED),
     "IF": Op(cf.if_),
@@ -127,7 +128,7 @@ OPERATORS: dict[str, Op] = {
     "LESS": Op(raw16.less, bit_exact=EMULATED),
     "LESS_EQUAL": Op(raw16.less_equal, bit_exact=EMULATED),
     "LOCAL_RESPONSE_NORMALIZATION": Op(local_response_normalization, ranks=((4,), (4,))),
-    "LOG": Op(unless_int16("LOG", ew.log), bit_exact=EMULATED),
+    "LOG": Op(int16_table(ew.log), bit_exact=EMULATED),
     "LOG_SOFTMAX": Op(log_softmax, bit_exact=EMULATED),
     "LOGICAL_AND": Op(ew.logical_and),
     "LOGICAL_NOT": Op(ew.logical_not),

@@ -10,11 +10,11 @@ Per row of the last axis, in integers:
 
 LUT_f are the kernel's 513-entry tables (LUTPopulate over 512 steps with a midpoint bias, in
 float32 with the C library's expf) read with linear interpolation between entries
-(generic_int16_table_lookup). Both lookups are functions of one int16 value, so each becomes a
-Gather on its full 65536-entry table computed here; ``n`` is found from float32 Log and
-corrected against exact powers of two. Sums stay below 2^24 (rows up to 512 wide), the final
-product below 2^30 (float64). The output grid is implicitly 1/32768 (the kernel writes Q0.15
-whatever the output scale); the graph multiplies by the file's scale.
+(generic_int16_table_lookup; both in ``exact_lut16``). Both lookups are functions of one int16
+value, so each becomes a Gather on its full 65536-entry table computed here; ``n`` is found
+from float32 Log and corrected against exact powers of two. Sums stay below 2^24 (rows up to
+512 wide), the final product below 2^30 (float64). The output grid is implicitly 1/32768 (the
+kernel writes Q0.15 whatever the output scale); the graph multiplies by the file's scale.
 """
 
 from __future__ import annotations
@@ -28,48 +28,12 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import clip_bounds, rank_of, reduce_axes
 from tflite2qonnx.ops.exact_lut import c_float_fn, lookup
+from tflite2qonnx.ops.exact_lut16 import lut_populate, table_lookup16
 from tflite2qonnx.ops.exact_tables import multiply_by_quantized_multiplier
 
 _F32 = np.float32
 _I16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int64)  # every int16, ascending
 _MAX_LOG2 = 31
-
-
-def _round_away(x: np.ndarray) -> np.ndarray:
-    """std::round of float32 values (exact in float64)."""
-    x = np.asarray(x, np.float64)
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
-
-
-def lut_populate(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> np.ndarray:
-    """TFLite's int16 LUTPopulate: 512 samples of ``fn`` over the int16 input range, each
-    biased by half the error of linear interpolation at the step's midpoint, plus the value at
-    the range's end (for the last slope). Every step in float32, as the kernel's."""
-    in_scale, out_scale = _F32(in_scale), _F32(out_scale)
-    in_min, in_max = (_F32(in_scale * _F32(q - in_zp)) for q in (-32768, 32767))
-    out_min, out_max = (_F32(out_scale * _F32(q - out_zp)) for q in (-32768, 32767))
-    step = _F32((in_max - in_min) / _F32(512))
-    half = _F32(step / _F32(2))
-    inv = _F32(_F32(65536) / _F32(out_max - out_min))
-    i = np.arange(513).astype(_F32)
-    x = (in_min + (i * step).astype(_F32)).astype(_F32)
-    val, nxt = fn(x[:-1]), fn(x[1:])
-    mid = fn((x[:-1] + half).astype(_F32))
-    sample = _round_away((val * inv).astype(_F32))
-    interp = ((nxt * inv).astype(_F32) + sample).astype(_F32)
-    interp = _round_away((interp / _F32(2)).astype(_F32))
-    bias = _round_away(((interp - _round_away((mid * inv).astype(_F32))) / 2).astype(_F32))
-    last = _round_away((fn(np.array([in_max], _F32)) * inv).astype(_F32))
-    return np.clip(np.concatenate([sample - bias, last]), -32768, 32767).astype(np.int64)
-
-
-def table_lookup16(v: np.ndarray, lut: np.ndarray) -> np.ndarray:
-    """generic_int16_table_lookup: entry ``256 + v >> 7`` plus the interpolated slope times
-    the low 7 bits, rounded half up at 2^-7."""
-    v = np.asarray(v, np.int64)
-    base = lut[256 + (v >> 7)]
-    slope = lut[257 + (v >> 7)] - base
-    return base + ((slope * (v & 0x7F) + 64) >> 7)
 
 
 def _exp(x: np.ndarray) -> np.ndarray:
