@@ -1,10 +1,10 @@
 """The 16x8 kernels on TF-generated single-op models (int16 activations and I/O, int8
 weights, int64 biases): 100% equal to the interpreter's builtin reference kernels on 16 seeded
 inputs (run by onnxruntime with the Quant nodes as standard ops, as --verify runs them):
-CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN, TANH and QUANTIZE
-(requantizing ahead of a CONCATENATION) by default and under --bit-exact, ADD, SUB and MUL
-under --bit-exact (an int16 kernel not emulated is refused by --bit-exact, naming the
-operator: test_int16_hand_built.py)."""
+CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN, TANH, EXP, LOG,
+GELU (both forms) and QUANTIZE (requantizing ahead of a CONCATENATION) by default and under
+--bit-exact, ADD, SUB and MUL under --bit-exact (an int16 kernel not emulated is refused by
+--bit-exact, naming the operator: test_int16_hand_built.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ NAMES = [
     "mean_channels",  # 74% equal rounding once
     "concat_channels",  # QUANTIZE int16 -> int16 aligns one input's scale, then CONCATENATION
     "tanh",  # the kernel's interpolated sigmoid table (ops.exact_sigmoid16)
+    "exp",  # EXP, LOG, GELU: the kernels' interpolated 513-entry tables (ops.exact_lut16)
+    "log",
+    "gelu",
+    "gelu_tanh",
 ]
 # int16 kernels emulated under --bit-exact only (rounding once is within a step of them)
 BIT_EXACT_ONLY = ["add", "sub", "mul"]
