@@ -17,6 +17,7 @@ import pytest
 from litert_compare import integer_differences, reference_interpreter
 from tflite_writer import build_model
 
+from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.verification import _onnxruntime_session
 from tflite2qonnx.api import convert
 from tflite2qonnx.ops.exact_lut16 import _interpolate, kernel_table
@@ -95,3 +96,31 @@ def test_steep_cases_reach_the_int16_wraps(op: str, s_in: float, s_out: float, w
     if op == "EXP":  # inputs past 88.7 (entries past 256 + 88.7 / (128 s_in)): inf - inf
         first_inf = 256 + int(np.ceil(88.8 / (128 * s_in)))
         assert np.all(table[first_inf:512] == 0) and table[512] == 32767
+
+
+def _exp_model(output: dict) -> bytes:
+    x = {"name": "x", "shape": (8,), "dtype": "int16", "quant": ([1 / 3000], [0])}
+    tensors = [x, {"name": "y", "shape": (8,), **output}]
+    return build_model(tensors, [{"op": "EXP", "inputs": [0], "outputs": [1]}], [0], [1])
+
+
+def test_int16_table_kernel_with_zero_point_refused() -> None:
+    """The kernels' Prepare refuses int16 zero points; so does the converter, by name."""
+    data = _exp_model({"dtype": "int16", "quant": ([1 / 1234.5], [3])})
+    with pytest.raises(RuntimeError):
+        reference_interpreter(data)
+    with pytest.raises(ConversionError, match="int16 tensor 'y' has a zero point"):
+        convert(data)
+
+
+def test_int16_exp_into_an_int8_output_refused() -> None:
+    """EXP's Prepare retypes the output to the input's type: the interpreter writes int16
+    integers (here exp(1) / 0.05 = 55) into the tensor the file calls int8. Which bit width
+    the model means is unclear, so the converter refuses it by name rather than guess."""
+    data = _exp_model({"dtype": "int8", "quant": ([0.05], [0])})
+    it = reference_interpreter(data)
+    it.set_tensor(it.get_input_details()[0]["index"], np.full(8, 3000, np.int16))
+    it.invoke()
+    assert it.get_tensor(it.get_output_details()[0]["index"]).dtype == np.int16
+    with pytest.raises(ConversionError, match="int16 EXP: the output is int8, not int16"):
+        convert(data)

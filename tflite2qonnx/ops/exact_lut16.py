@@ -121,7 +121,7 @@ def kernel_table(op: Operator, g_in: Grid, g_out: Grid) -> np.ndarray:
 def convert(b: GraphBuilder, op: Operator) -> None:
     where = op.where
     out = b.tensor(op.outputs[0])
-    if out.dtype != "int16":  # the kernels want the input's type (the interpreter refuses)
+    if out.dtype != "int16":  # LOG's Prepare refuses it, EXP's writes int16 into it anyway
         raise ConversionError(f"int16 {op.name}: the output is {out.dtype}, not int16", where)
     q, g_in = raw_integers(b, op.inputs[0], where)
     g_out = grid(b, op.outputs[0], where)
