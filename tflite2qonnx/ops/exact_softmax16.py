@@ -27,17 +27,13 @@ from tflite2qonnx.fixed_point import cast, f64, grid, quantize_multiplier, raw_i
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import clip_bounds, rank_of, reduce_axes
-from tflite2qonnx.ops.exact_lut import c_float_fn, lookup
-from tflite2qonnx.ops.exact_lut16 import lut_populate, table_lookup16
+from tflite2qonnx.ops.exact_lut import lookup
+from tflite2qonnx.ops.exact_lut16 import _exp, lut_populate, table_lookup16
 from tflite2qonnx.ops.exact_tables import multiply_by_quantized_multiplier
 
 _F32 = np.float32
 _I16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int64)  # every int16, ascending
 _MAX_LOG2 = 31
-
-
-def _exp(x: np.ndarray) -> np.ndarray:
-    return c_float_fn("expf", x)
 
 
 def _one_over_one_plus(x: np.ndarray) -> np.ndarray:
