@@ -91,7 +91,8 @@ def table_lookup16(v: np.ndarray, lut: np.ndarray) -> np.ndarray:
     return _wrap16(_interpolate(v, lut))
 
 
-def _exp(x: np.ndarray) -> np.ndarray:
+def c_expf(x: np.ndarray) -> np.ndarray:
+    """The C library's expf, as the kernels call it (numpy's exp may differ by an ulp)."""
     return c_float_fn("expf", x)
 
 
@@ -110,7 +111,7 @@ def _log(out_scale: float) -> Callable[[np.ndarray], np.ndarray]:
 def kernel_table(op: Operator, g_in: Grid, g_out: Grid) -> np.ndarray:
     """The 513 entries op's Prepare computes for these grids (zero points 0)."""
     if op.name == "EXP":
-        fn = _exp
+        fn = c_expf
     elif op.name == "LOG":
         fn = _log(g_out.scale)
     else:

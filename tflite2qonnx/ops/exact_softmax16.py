@@ -28,7 +28,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import clip_bounds, rank_of, reduce_axes
 from tflite2qonnx.ops.exact_lut import lookup
-from tflite2qonnx.ops.exact_lut16 import _exp, lut_populate, table_lookup16
+from tflite2qonnx.ops.exact_lut16 import c_expf, lut_populate, table_lookup16
 from tflite2qonnx.ops.exact_tables import multiply_by_quantized_multiplier
 
 _F32 = np.float32
@@ -43,7 +43,7 @@ def _one_over_one_plus(x: np.ndarray) -> np.ndarray:
 def exp_table(s_in: float, beta: float) -> np.ndarray:
     """e for every d = q - max in [-65535, 0] (the exp LUT over [-10, 0])."""
     m0, shift = quantize_multiplier(float(_F32(_F32(s_in) * _F32(beta))) / (10.0 / 65535.0))
-    lut = lut_populate(_exp, _F32(10.0) / _F32(65535), 32767, _F32(2.0) / _F32(65535), 0)
+    lut = lut_populate(c_expf, _F32(10.0) / _F32(65535), 32767, _F32(2.0) / _F32(65535), 0)
     d = np.arange(-65535, 1, dtype=np.int64)
     scaled = multiply_by_quantized_multiplier(d, int(m0), int(shift))
     return table_lookup16(np.clip(scaled + 32767, -32768, 32767), lut)
