@@ -185,3 +185,10 @@ def test_po2_grid_beyond_float32_is_refused_saying_why():
         warnings.simplefilter("ignore")
         with pytest.raises(ConversionError, match=r"qact activation: quantized_po2\(8\).*128 bits"):
             qkeras2qonnx.convert(_model(quantized_po2(8)))
+
+
+def test_qkeras3_po2_and_ulaw_activations_match_its_predict_bit_for_bit():
+    """The same forms under qkeras-v3 (Keras 3), in a subprocess (qkeras3_po2_check.py)."""
+    from qkeras3_support import run_qkeras3
+
+    run_qkeras3("qkeras3_po2_check.py")
