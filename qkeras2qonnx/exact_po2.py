@@ -13,15 +13,16 @@ Formulas (QKeras 0.9 and qkeras-v3 ``quantizers.py``, at inference):
   m = 2**(bits-1)), then ``m_i * clip(sign(r) log(1 + u|r|) / log(1 + u), lo, hi)`` with
   ``r = 2 j / m - 1``: one float32 value per j.
 
-The magnitude is a step function of a: its steps (the smallest float32 a reaching each level)
-and levels are read from QKeras itself by bisection when converting, and the graph compares
-|x| with those thresholds and gathers the level (Abs, GreaterOrEqual, ReduceSum, Gather, Where):
-the same bits as QKeras's float32 log wherever TensorFlow computes one. It does not always:
-TF's float32 log has last bits that differ between its vectorised and scalar paths (the
-element's position in the tensor), so at about one float32 next to a threshold QKeras's own
-output is not a function of x; the conversion follows the vectorised path (every element of a
-tensor whose size is a multiple of 16) and warns (``InexactAtTies``). quantized_ulaw's
-rounding is the sigmoid's exact arithmetic; its u-law levels are QKeras's (vectorised) floats.
+The magnitude is a step function of a: the float32 a where its level changes, and the levels,
+are read from QKeras itself when converting (bisection, then every float32 within ``_WINDOW``
+ulps of each threshold, as TF's float32 log is not even monotone there), and the graph compares
+|x| with those thresholds and gathers the level (Abs, GreaterOrEqual, ReduceSum, Gather,
+Where): no log at run time. QKeras is read as its predict computes it, inside a tf.function
+(Grappler rewrites the log2 arithmetic: eager calls differ next to thresholds) and on TF's
+vectorised path: the scalar path of TF's log gives other last bits, so within a few float32 of
+a threshold QKeras's own output depends on the element's position in the tensor and is not a
+function of x; a warning (``InexactAtTies``) says so. quantized_ulaw's index is the exact
+sigmoid rounding (as in ``exact_activations``); its levels are QKeras's floats.
 
 The final Quant is the identity on every level: step = the smallest power of two dividing
 them all, enough bits for the largest (a po2 grid 2**lo..2**hi needs hi - lo + 1 bits, + 1

@@ -192,3 +192,33 @@ def test_qkeras3_po2_and_ulaw_activations_match_its_predict_bit_for_bit():
     from qkeras3_support import run_qkeras3
 
     run_qkeras3("qkeras3_po2_check.py")
+
+
+def test_as_dense_activations_match_qkeras_and_are_named_in_metadata():
+    """QDense(activation=...) with a relu_po2 (its composite reads the layer's raw output:
+    negatives give 2**min_exp) and a ulaw after it; the metadata names both forms."""
+    import json
+
+    from qkeras import QDense, quantized_bits
+    from qkeras_helpers import assert_matches_qkeras, set_seeded_weights
+
+    import qkeras2qonnx
+    from qonnx_ingest.report import COMPOSITE_QUANTIZERS
+
+    k = keras()
+    inp = k.Input((10,), name="x")
+    kernel = quantized_bits(6, 0, alpha=1)
+    h = QDense(8, kernel_quantizer=kernel, activation="quantized_relu_po2(4,4)", name="a")(inp)
+    h = QDense(8, kernel_quantizer=kernel, activation="quantized_ulaw(6,1)", name="b")(h)
+    model = k.Model(inp, k.layers.Dense(3)(h))
+    set_seeded_weights(model, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnx_model = qkeras2qonnx.convert(model)
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    forms = json.loads(props[COMPOSITE_QUANTIZERS])
+    assert sorted(forms) == ["a/activation_quantizer", "b/activation_quantizer"]
+    assert "relu po2" in forms["a/activation_quantizer"]
+    assert "u-law" in forms["b/activation_quantizer"]
+    for batch in (1, 8):
+        assert_matches_qkeras(model, onnx_model, batch=batch)
