@@ -216,7 +216,8 @@ def _predict_path(q: Any):
     from qkeras2qonnx.backend import keras
 
     keras()
-    graph = tf.function(q, input_signature=[tf.TensorSpec([None], tf.float32)])
+    spec = [tf.TensorSpec([None], tf.float32)]
+    graph = tf.function(q, input_signature=spec, autograph=False)  # plain Python control flow
 
     def call(x: np.ndarray) -> np.ndarray:
         tiled = np.repeat(np.asarray(x, dtype=_F32), _TILE)

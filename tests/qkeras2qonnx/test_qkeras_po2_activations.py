@@ -220,5 +220,6 @@ def test_as_dense_activations_match_qkeras_and_are_named_in_metadata():
     assert sorted(forms) == ["a/activation_quantizer", "b/activation_quantizer"]
     assert "relu po2" in forms["a/activation_quantizer"]
     assert "u-law" in forms["b/activation_quantizer"]
-    for batch in (1, 8):
-        assert_matches_qkeras(model, onnx_model, batch=batch)
+    # (qonnx's executor runs node by node: few calls keep this test short)
+    assert_matches_qkeras(model, onnx_model, batch=1, samples=4)
+    assert_matches_qkeras(model, onnx_model, batch=8)
