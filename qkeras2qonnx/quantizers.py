@@ -26,9 +26,10 @@ Formulas (m = 2**(bits - keep_negative), m_i = 2**integer, x the input):
 * quantized_tanh, quantized_sigmoid, quantized_hswish, ternary and quantized_relu with
   negative_slope on activations, and the binary_tanh / binary_sigmoid functions: a composite
   (exact standard ONNX ops, then an identity Quant), see ``exact_activations``.
-* quantized_po2, quantized_relu_po2, quantized_ulaw: non-uniform grids with no Quant form. On
-  weights the rule returns a LOST spec (the weight becomes QKeras's quantized constant and a
-  ``QuantizerAnnotationLost`` warning names layer and quantizer); on activations: an error.
+* quantized_po2, quantized_relu_po2, quantized_ulaw: non-uniform grids with no single Quant
+  form. On weights the rule returns a LOST spec (the weight becomes QKeras's quantized constant
+  and a ``QuantizerAnnotationLost`` warning names layer and quantizer); on activations a
+  composite that looks QKeras's float32 levels up, then an identity Quant (``exact_po2``).
 
 QKeras layers silently switch a kernel quantizer with ``alpha=None`` to ``alpha='auto_po2'``
 (``_set_trainable_parameter``), so the rules read the live quantizer object, never the config.
@@ -44,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import exact_activations, quantizers3
+from qkeras2qonnx import exact_activations, exact_po2, quantizers3
 from qkeras2qonnx.activations import LINEAR, RELU, PlainActivation
 from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, LOST, QUANT, QuantSpec
@@ -245,12 +246,10 @@ def _ternary(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
 
 
 def _non_uniform(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
-    if weight is None:
-        raise ConversionError(
-            f"{describe(q)}: a non-uniform grid has no QONNX Quant form (only weights, as "
-            "quantized constants, can be converted)",
-            where,
-        )
+    if weight is None:  # activations: QKeras's levels looked up, then an identity Quant
+        if type(q).__name__ == "quantized_ulaw":
+            return exact_po2.ulaw_activation(q, where)
+        return exact_po2.po2_activation(q, where)
     if getattr(q, "use_stochastic_rounding", False):
         raise ConversionError(f"{describe(q)}: stochastic rounding is random", where)
     return QuantSpec(LOST, 1.0)
@@ -298,7 +297,8 @@ QUANTIZERS: dict[str, QuantizerRule] = {
     "binary": QuantizerRule(_binary, activation=LINEAR),
     "ternary": QuantizerRule(_ternary, activation=LINEAR),
     "quantized_po2": QuantizerRule(_non_uniform, activation=LINEAR),
-    "quantized_relu_po2": QuantizerRule(_non_uniform, activation=RELU),
+    # On activations a composite that reads the raw input (negative_slope, 2**min_exp below 0).
+    "quantized_relu_po2": QuantizerRule(_non_uniform, activation=RELU, raw_input=lambda q: True),
     "quantized_ulaw": QuantizerRule(_non_uniform, activation=LINEAR),
     # At inference (learning phase 0) QKeras runs the plain binary/ternary computation.
     "stochastic_binary": QuantizerRule(_binary, activation=LINEAR),

@@ -77,10 +77,11 @@ def models(tmp_path_factory):
     nested.save(root / "nested_lambda.h5")
     nested.save(root / "nested_lambda.keras")
 
-    from qkeras import QActivation, quantized_po2
+    from qkeras import QActivation, quantized_bits
 
     inp = k.Input((5,), name="x")
-    k.Model(inp, QActivation(quantized_po2(4), name="po2_act")(inp)).save(root / "po2.h5")
+    refused = QActivation(quantized_bits(8, 0, alpha="auto"), name="auto_act")(inp)
+    k.Model(inp, refused).save(root / "auto.h5")
     with h5py.File(root / "unknown_layer.h5", "w") as f:
         f.attrs["model_config"] = json.dumps({"class_name": "NoSuchLayer", "config": {}})
     for marker in root.glob("*.ran"):
@@ -237,7 +238,7 @@ def assert_one_line(result, code: int, start: str) -> None:
     "name, code, start",
     [
         ("unknown_layer.h5", 2, "{source}: Keras cannot load this model: ValueError: Unknown"),
-        ("po2.h5", 1, "po2_act activation: quantized_po2(4)"),
+        ("auto.h5", 1, "auto_act activation: quantized_bits(8,0"),
     ],
 )
 def test_failures_after_tensorflow_starts_through_the_real_command(

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.keras
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    from qkeras import QLSTM, QActivation, QDense, quantized_bits, quantized_po2
+    from qkeras import QLSTM, QActivation, QDense, quantized_bits
 
     k = keras()
     root = tmp_path_factory.mktemp("cli")
@@ -29,7 +29,7 @@ def files(tmp_path_factory):
     good = k.Model(inp, h)
     set_seeded_weights(good, 41)
     good.save(root / "good.h5")
-    h = QActivation(quantized_po2(4), name="po2_act")(inp)
+    h = QActivation(quantized_bits(8, 0, alpha="auto"), name="auto_act")(inp)
     bad = k.Model(inp, h)
     bad.save(root / "bad.h5")
     h = k.layers.Lambda(lambda t: t + 1.0, name="plus_one")(good.output)
@@ -74,7 +74,7 @@ def test_unsupported_quantizer_exits_1_naming_it(files, tmp_path, capsys):
     assert run([root / "bad.h5", "-o", tmp_path / "bad.onnx"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "po2_act activation" in err and "quantized_po2" in err
+    assert "auto_act activation" in err and "alpha='auto'" in err
     assert not (tmp_path / "bad.onnx").exists()
 
 
@@ -114,7 +114,7 @@ def test_json_with_weights(tmp_path):
         ("corrupt.h5", 2, "corrupt.h5"),
         ("arch.json", 2, "--weights"),
         ("rnn.h5", 1, "rnn"),
-        ("bad.h5", 1, "po2_act activation"),
+        ("bad.h5", 1, "auto_act activation"),
         ("lambda.h5", 2, "plus_one"),
         ("missing.h5", 2, "missing.h5"),
     ],
