@@ -170,8 +170,8 @@ def check(data: bytes, quantized: bool, n_inputs: int = 4) -> str:
     in_grid = {d["name"]: d["quantization"] for d in ref.get_input_details()}
     raw = _feeds(ref, n_inputs)
     theirs, fast = _run(ref, raw), _run(xnn, raw)
-    real = [
-        {k: real_value(v, in_grid[k] if in_grid[k][0] else None) for k, v in f.items()} for f in raw
+    real = [  # ids (integer inputs without a grid) are fed as they are
+        {k: real_value(v, in_grid[k]) if in_grid[k][0] else v for k, v in f.items()} for f in raw
     ]
     out_grid = {d["name"]: d["quantization"] for d in ref.get_output_details()}
 
