@@ -145,16 +145,132 @@ def test_uint8_softmax_equals_builtin(models) -> None:
     assert steps.size and np.all(steps == 0), f"{np.mean(steps != 0):.4%} differ"
 
 
-def test_sum_on_one_grid_is_refused(models) -> None:
-    """The one-grid SUM kernel adds raw integers in the storage type: no silent guess."""
-    from hand_built import edit_operator
+def _reduce_model(op: str, dtype: str, shape, axes, grid_in, grid_out) -> bytes:
+    """A hand-built one-op SUM / REDUCE_PROD model (keep_dims off)."""
+    from tflite_writer import build_model
 
+    out_shape = [d for k, d in enumerate(shape) if k not in axes]
+    tensors = [
+        {"name": "x", "shape": tuple(shape), "dtype": dtype, "quant": ([grid_in[0]], [grid_in[1]])},
+        {"name": "axes", "shape": (len(axes),), "dtype": "int32", "data": np.int32(axes)},
+        {"name": "y", "shape": tuple(out_shape), "dtype": dtype,
+         "quant": ([grid_out[0]], [grid_out[1]])},
+    ]  # fmt: skip
+    spec = {"op": op, "inputs": [0, 1], "outputs": [2], "options": ("ReducerOptions", {})}
+    return build_model(tensors, [spec], [0], [2])
+
+
+def _integer_feeds(dtype: str, shape, zero_point: int, seed: int) -> list[np.ndarray]:
+    """Uniform over the range, the range's ends (saturating sums, wrapping products), and
+    values next to the zero point (sums where the zero point's offset matters most)."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(seed)
+    ends = [info.min, info.min + 1, info.max, zero_point, zero_point + 1, zero_point - 1]
+    near = np.clip(zero_point + rng.integers(-2, 3, shape), info.min, info.max)
+    return [
+        rng.integers(info.min, info.max + 1, shape).astype(dtype),
+        rng.choice(np.clip(ends, info.min, info.max), shape).astype(dtype),
+        near.astype(dtype),
+        np.full(shape, info.max, dtype),
+    ]
+
+
+def _integer_mismatches(data: bytes, feeds: list[np.ndarray], optimized: bool) -> tuple[int, int]:
+    """(outputs that differ, outputs) between --bit-exact and the builtin kernel, on integers
+    (the Quant nodes lowered: one onnxruntime session, as --verify runs it)."""
+    from litert_compare import real_value, run_ours
+
+    from qonnx_ingest.quant_lowering import lower_quants
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConversionWarning)
+        model = lower_quants(convert(data, bit_exact=True))
+    it = _interpreter(data, optimized)
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    bad = total = 0
+    for q in feeds:
+        it.set_tensor(inp["index"], q)
+        it.invoke()
+        theirs = it.get_tensor(out["index"]).astype(np.int64)
+        (ours,) = run_ours(model, {inp["name"]: real_value(q, inp["quantization"])}).values()
+        scale, zero_point = out["quantization"]
+        bad += int(np.sum(np.round(ours.astype(np.float64) / scale) + zero_point != theirs))
+        total += theirs.size
+    return bad, total
+
+
+SUM_SHAPES = [((4, 6, 5), [1]), ((2, 3, 4), [0, 1, 2]), ((2, 3, 4, 5), [1, 2]), ((5, 7), [0])]
+
+
+@pytest.mark.parametrize(
+    "dtype, zero_point",
+    [("int8", 0), ("int8", -5), ("int8", 7), ("uint8", 128), ("uint8", 3), ("int16", 0)],
+)
+def test_sum_on_one_grid_equals_the_optimized_builtin_kernel(dtype: str, zero_point: int) -> None:
+    """On one grid the default resolver's SUM is ``sum(q) - (N - 1) * zp``, saturated (not
+    the raw integers wrapping in the storage type): scale 1, offset ``-zp * N`` in the same
+    float32 arithmetic as between grids. Was refused under --bit-exact."""
+    bad = total = 0
+    for k, (shape, axes) in enumerate(SUM_SHAPES):
+        data = _reduce_model("SUM", dtype, shape, axes, (0.05, zero_point), (0.05, zero_point))
+        feeds = _integer_feeds(dtype, shape, zero_point, seed=k)
+        b, t = _integer_mismatches(data, feeds, optimized=True)
+        bad, total = bad + b, total + t
+    assert total > 0 and bad == 0, f"{bad} of {total} differ"
+
+
+def test_long_sum_equals_the_optimized_builtin_kernel() -> None:
+    """140,000 int8 elements: the int32 sum passes 2^24 and the kernel's float conversion
+    rounds it; summing in float32 (as before) would not be that rounding."""
+    shape = (1, 140_000)
+    for grid_out in [(0.05, -3), (0.07, 4)]:
+        data = _reduce_model("SUM", "int8", shape, [1], (0.05, -3), grid_out)
+        feeds = _integer_feeds("int8", shape, -3, seed=1)
+        assert _integer_mismatches(data, feeds, optimized=True) == (0, 4)
+
+
+def test_sum_whose_int32_sum_could_overflow_is_refused() -> None:
     from qonnx_ingest.errors import ConversionError
 
-    data = models["sum_height_width"]
-    sub = read_model(data).subgraphs[0]
-    (op,) = (o for o in sub.operators if o.name == "SUM")
-    q = sub.tensors[op.inputs[0]].quantization
-    same = edit_operator(data, "SUM", output_quantization=(float(q.scale[0]), int(q.zero_point[0])))
-    with pytest.raises(ConversionError, match="SUM on one grid"):
-        convert(same, bit_exact=True)
+    data = _reduce_model("SUM", "int16", (1, 40_000), [1], (0.05, 0), (0.5, 0))
+    with pytest.raises(ConversionError, match="SUM over too many elements for an int32 sum"):
+        convert(data, bit_exact=True)
+
+
+def _prod_configs(count: int, seed: int = 42):
+    """Seeded REDUCE_PROD grids: input scales 1e-3..3, output scales 1e-4..10 (multipliers
+    that wrap the kernel's int32 partial products, and ones that round everything to 0)."""
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        n = int(rng.integers(1, 7))
+        shape, axes = ((3, n, 4), [1]) if k % 2 else ((2, 3, n), [2])
+        grid_in = (float(10 ** rng.uniform(-3, 0.5)), int(rng.integers(-20, 21)))
+        grid_out = (float(10 ** rng.uniform(-4, 1)), int(rng.integers(-20, 21)))
+        yield shape, axes, grid_in, grid_out
+
+
+def test_int8_reduce_prod_equals_builtin_over_scales_and_wraparound() -> None:
+    """40 seeded grids x 6 inputs (uniform, the range's ends, around the zero point): 100%
+    equal. Where a partial product leaves int32 the kernel's int64 -> int32 cast wraps; this
+    was refused (a quarter of these grids) and is emulated in int64 now."""
+    bad = total = 0
+    for k, (shape, axes, grid_in, grid_out) in enumerate(_prod_configs(40)):
+        data = _reduce_model("REDUCE_PROD", "int8", shape, axes, grid_in, grid_out)
+        feeds = _integer_feeds("int8", shape, grid_in[1], seed=k)
+        b, t = _integer_mismatches(data, feeds, optimized=False)
+        bad, total = bad + b, total + t
+    assert total > 0 and bad == 0, f"{bad} of {total} differ"
+
+
+@pytest.mark.parametrize(
+    "grid_in, grid_out",
+    [((1.0, 0), (1e-4, 0)), ((0.5, 3), (1e-5, -7)), ((1e-9, 0), (1e4, 5))],
+    ids=["wraps", "wraps_zero_points", "multiplier_underflows"],
+)
+def test_int8_reduce_prod_edge_grids_equal_builtin(grid_in, grid_out) -> None:
+    """Products 128^4 rescaled by ~10 each step leave int32 in the kernel and wrap; a
+    multiplier under 2^-32 is 0 in QuantizeMultiplier, every output the zero point."""
+    shape = (3, 4, 5)
+    data = _reduce_model("REDUCE_PROD", "int8", shape, [1], grid_in, grid_out)
+    feeds = _integer_feeds("int8", shape, grid_in[1], seed=3)
+    assert _integer_mismatches(data, feeds, optimized=False)[0] == 0

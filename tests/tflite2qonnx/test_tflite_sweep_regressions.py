@@ -25,6 +25,13 @@ def models() -> dict[str, bytes]:
     )
 
 
+@pytest.fixture(scope="module")
+def recommender() -> bytes:
+    """A process of its own: after the other two, TF's converter builds a broken RESHAPE."""
+    spec = {"recommender": ("build", {"name": "recommender", "mode": "int8"})}
+    return in_fresh_process(spec, module="sweep_models")["recommender"]
+
+
 def _edit(data: bytes, edit) -> bytes:
     """``data`` with ``edit(model)`` applied to its object tree (ai-edge-litert's schema)."""
     import flatbuffers
@@ -118,3 +125,25 @@ def test_dynamic_range_mlp_after_conv_matches_the_interpreter(models):
     """Pad, conv, ELU, crop, pool, reshape, permute, flatten, hybrid Dense, LeakyReLU, PReLU,
     swish, tanh: the sweep's pooling_reshape in dynamic-range mode."""
     assert _max_error(models["pooling_reshape"], zero_row=False) <= 1e-5
+
+
+def test_int8_recommender_on_integer_ids_matches_the_interpreter_bit_for_bit(recommender):
+    """Two int32 id inputs (Embedding lookups on int8 tables, a Dot, Dense layers): the sweep
+    fed the ids as float and reported six crashes; fed as the integers they are, every mode
+    agrees, and --bit-exact's int8 output equals the reference kernels'."""
+    data = recommender
+    exact = tflite2qonnx.convert(data, keep_io_layout=True, bit_exact=True)
+    it = reference_interpreter(data)
+    ids = it.get_input_details()
+    assert [d["dtype"] for d in ids] == [np.int32, np.int32]
+    (out,) = it.get_output_details()
+    rng = np.random.default_rng(4)
+    for _ in range(6):
+        feeds = {d["name"]: rng.integers(0, 20, d["shape"]).astype(np.int32) for d in ids}
+        for d in ids:
+            it.set_tensor(d["index"], feeds[d["name"]])
+        it.invoke()
+        theirs = it.get_tensor(out["index"]).astype(np.int64)
+        (ours,) = run_ours(exact, feeds).values()
+        scale, zero_point = out["quantization"]
+        assert np.array_equal(np.round(ours.astype(np.float64) / scale) + zero_point, theirs)

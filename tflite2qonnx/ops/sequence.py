@@ -5,16 +5,21 @@ UNIDIRECTIONAL_SEQUENCE_RNN (float, or hybrid: ``ops.rnn_hybrid``, TFLite's only
 
 BIDIRECTIONAL_SEQUENCE_LSTM runs two ``ops.lstm`` directions over the sequence, the backward
 one from the last step to the first, each output at its own step; ``merge_outputs`` concatenates
-them on the last axis. The auxiliary input (stacked bidirectional layers) is not converted.
+them on the last axis. On a batch-major input of batch > 1 TFLite's float and hybrid kernels
+offset row b's output state by b times the merged width (lstm_eval.cc), past the state tensor
+for b >= batch / 2: the float op converts as defined and warns, the hybrid one is refused.
+The auxiliary input (stacked bidirectional layers) is not converted.
 UNIDIRECTIONAL_SEQUENCE_RNN is h_t = act(x_t W^T + h_{t-1} R^T + b), with the state starting
 from its variable's initial value (zero) as in ``ops.lstm``.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, ConversionWarning
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
@@ -109,6 +114,15 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
             "TFLite's kernel reads the output state of rows after the first past the state "
             "tensor (offset by the merged output width), so its result is undefined",
             op.where,
+        )
+    if merged and not time_major and shape[0] > 1:
+        warnings.warn(
+            f"{op.where}: {op.name} with merge_outputs on a batch-major input of batch "
+            f"{shape[0]}: converted as defined (each direction's outputs concatenated); "
+            "TFLite's kernel reads the state of rows b >= batch / 2 past its state tensor "
+            "(offset by the merged width), so the interpreter differs there",
+            ConversionWarning,
+            stacklevel=2,
         )
     results = []
     for d, arith, reverse in ((forward, kernels[0], False), (backward, kernels[1], True)):
