@@ -57,6 +57,11 @@ flat. The QKeras rows also give what our pipeline adds to the floor per layer, w
 our own passes from tf2onnx's (whose time per layer grows with depth by itself): the target is
 on that.
 
+One module per part, next to this one: bench_corpus, bench_large, bench_options and
+bench_scaling (the sections), bench_chains (the generated models: ``Chain``, ``qdense_chain``),
+bench_workers (the in-process measurements, run as ``bench.py --worker KIND ...``), bench_peers,
+bench_tables and bench_common (what they share).
+
 Prints figures; it is not a test. On the 2-core VM, shared: the large-models, options and
 TFLite scaling sections take about 5 min, the QKeras scaling chains up to 2000 layers about
 15 (``--depths 10 100 1000`` about 5); the corpus tables about 5. The first run also creates
