@@ -3,8 +3,9 @@
 ``bench.py``'s QKeras scaling converts each chain twice (ours, then the floor: tf2onnx's
 ``from_keras`` on the stripped model); at 5,000 layers tf2onnx alone takes many minutes, so this
 script converts once and times tf2onnx's ``from_keras`` inside our run instead: what remains
-(stripping, our passes, finishing) is what our pipeline adds. The chains are ``bench``'s
-(``qdense_chain``). Target: added ms per layer at the deepest within 1.5x of that at 100.
+(stripping, our passes, finishing) is what our pipeline adds. The chains are ``bench.py``'s
+(``bench_chains.qdense_chain``). Target: added ms per layer at the deepest within 1.5x of that
+at 100.
 
 Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench_qkeras_depth.py 100
 1000 5000``.
@@ -15,15 +16,17 @@ from __future__ import annotations
 import sys
 import time
 
-import bench  # sets TF_USE_LEGACY_KERAS / TF_CPP_MIN_LOG_LEVEL before TensorFlow loads
+from bench_chains import qdense_chain
+from bench_common import qkeras_imports, quiet_tensorflow  # sets the TensorFlow env defaults
+from bench_scaling import FLAT_RATIO
 
 
 def main(argv: list[str]) -> int:
     depths = [int(a) for a in argv] or [100, 1000, 5000]
-    bench.quiet_tensorflow()
+    quiet_tensorflow()
     import tf2onnx.convert
 
-    convert = bench.qkeras_imports()[1]
+    convert = qkeras_imports()[1]
     inner, spent = tf2onnx.convert.from_keras, []
 
     def timed(*args, **kwargs):
@@ -40,7 +43,7 @@ def main(argv: list[str]) -> int:
           f"{'added ms/layer':>14} {'nodes':>6}")  # fmt: skip
     for depth in depths:
         start = time.perf_counter()
-        model = bench.qdense_chain(depth)
+        model = qdense_chain(depth)
         build = time.perf_counter() - start
         spent.clear()
         start = time.perf_counter()
@@ -52,7 +55,7 @@ def main(argv: list[str]) -> int:
     deepest = max(depths)
     if 100 in added and deepest != 100:
         ratio = added[deepest] / added[100]
-        verdict = "PASS" if ratio <= bench.FLAT_RATIO else "FAIL"
+        verdict = "PASS" if ratio <= FLAT_RATIO else "FAIL"
         print(f"added ms/layer {deepest}/100: {ratio:.2f}x ({verdict}, target <= 1.5x)")
     return 0
 

@@ -22,11 +22,11 @@ def _run(onnx_model, x):
 
 @pytest.mark.parametrize("family", ["qconv2d", "qdepthwise", "qconv2d_batchnorm"])
 def test_channels_last_matches_default_and_qkeras(family):
-    import test_qkeras_layers
+    import qkeras_weight_layer_models
 
     import qkeras2qonnx
 
-    model = getattr(test_qkeras_layers, family)()
+    model = getattr(qkeras_weight_layer_models, family)()
     default = qkeras2qonnx.convert(model, batch_size=1)
     last = qkeras2qonnx.convert(model, channels_last=True)
     assert len(quant_nodes(last)) == len(quant_nodes(default))
@@ -45,11 +45,11 @@ def test_channels_last_matches_default_and_qkeras(family):
 
 
 def test_cli_channels_last(tmp_path):
-    import test_qkeras_layers
+    import qkeras_weight_layer_models
 
     from qkeras2qonnx.cli import main
 
-    model = test_qkeras_layers.qconv2d()
+    model = qkeras_weight_layer_models.qconv2d()
     model.save(tmp_path / "m.h5")
     assert main([str(tmp_path / "m.h5"), "--channels-last"]) == 0
     converted = onnx.load(tmp_path / "m.onnx")
