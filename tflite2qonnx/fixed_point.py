@@ -145,6 +145,9 @@ INT16_KERNELS = frozenset(
         "TANH",
         "RESIZE_BILINEAR",
         "REDUCE_PROD",  # rounding once is silently off where the kernel's int32 product wraps
+        "RSQRT",  # an interpolated table (ops.exact_lut16)
+        "PRELU",  # int8 alpha, float32 multipliers (ops.exact_prelu16)
+        "DIV",  # fixed-point reciprocal and shifts (ops.exact_div16)
     }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them

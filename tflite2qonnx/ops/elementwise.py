@@ -16,7 +16,16 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_compare, exact_int16, exact_sigmoid16, exact_unary
+from tflite2qonnx.ops import (
+    exact,
+    exact_compare,
+    exact_div16,
+    exact_int16,
+    exact_lut16,
+    exact_prelu16,
+    exact_sigmoid16,
+    exact_unary,
+)
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -102,7 +111,10 @@ def tanh(b: GraphBuilder, op: Operator) -> None:
 
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
-    """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does."""
+    """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does;
+    int16: the 16x8 kernel, by default too (``exact_prelu16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_prelu16.convert(b, op)
     if b.bit_exact and is_integer_op(b, op):
         return exact.prelu(b, op)
     y = b.emit("PRelu", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
@@ -127,6 +139,9 @@ _div = _binary("Div")
 
 
 def div(b: GraphBuilder, op: Operator) -> None:
+    """int16: the kernel's fixed-point division, by default too (``exact_div16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_div16.convert(b, op)
     if b.bit_exact and is_integer_op(b, op):
         return exact_compare.div(b, op)
     return _div(b, op)
@@ -226,6 +241,9 @@ elu = _unary("Elu")  # alpha 1
 
 
 def rsqrt(b: GraphBuilder, op: Operator) -> None:
+    """int16: the kernel's interpolated table, by default too (``exact_lut16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_lut16.convert(b, op)
     if b.bit_exact and exact_unary.convert(b, op):
         return
     y = b.emit("Reciprocal", [b.emit("Sqrt", [b.input(op.inputs[0])])[0]])[0]

@@ -2,12 +2,11 @@
 
 On hand-built 16x8 models (``tests/tflite2qonnx/int16_op_models.py``) rounding the real
 function once was this far from TFLite's builtin int16 kernels, which interpolate their own
-lookup tables (EXP, LOG, GELU) or fixed-point arithmetic (RSQRT), or compute something other
-than the quantized function (PRELU with an int16 alpha, DIV near 0); the default resolver's
-kernels agree with the reference ones on the table kernels and PRELU. A converted model would
-be silently wrong, so it is a ConversionError naming the operator instead. (int16 SUM is not
-here: the reference kernel's output is wrong, as for int8, and the default resolver's equals
-the single rounding.)
+lookup tables (EXP, LOG, GELU); the default resolver's kernels agree with the reference ones.
+A converted model would be silently wrong, so it is a ConversionError naming the operator
+instead (int16 RSQRT, PRELU and DIV are emulated: ``exact_lut16``, ``exact_prelu16``,
+``exact_div16``). (int16 SUM is not here: the reference kernel's output is wrong, as for
+int8, and the default resolver's equals the single rounding.)
 """
 
 from __future__ import annotations
@@ -21,10 +20,7 @@ from tflite2qonnx.ops.record import Converter
 _WHY = {
     "EXP": (163, "its int16 lookup table"),
     "LOG": (17290, "its int16 lookup table"),
-    "RSQRT": (9755, "its int16 fixed-point kernel"),
     "GELU": (2, "its int16 lookup table"),
-    "PRELU": (3422, "its int16 kernel"),
-    "DIV": (32768, "its int16 kernel (which writes -32768 or 32767 for some quotients near 0)"),
 }
 
 
