@@ -14,9 +14,10 @@ and more wherever the dividend is small (h = 31 at 0), a shift C leaves undefine
 build takes the shift count modulo 32 and the rounding mask ``(1ll << e) - 1`` as int32 -1,
 so there the kernel returns ``(x >> (e - 32)) + (x >= 0)``: 1 for 0 / y, and up to the
 saturated ±32767 for small quotients. That is what the interpreter computes on x86-64 (and
-AArch64's scalar shifts take the count modulo 32 too), so it is what is emulated; a build
-whose shifts fill with the sign (32-bit ARM, SIMD shifts) gives 0 or ±1 there instead. A
-right shift of 64 or more (a multiplier below 2^-18) is refused, as is a left shift.
+AArch64's scalar shifts take the counts modulo 32 and 64 too), so it is what is emulated,
+the 64-bit mask's count modulo 64 included (shifts of 64 and more: multipliers below
+2^-18); a build whose shifts fill with the sign (32-bit ARM, SIMD shifts) gives ±1 there
+instead. A left shift (a multiplier of 2^15 and more) is refused.
 
 GetReciprocal depends on |v2| only and the headroom on v1 only: three Gathers on tables
 computed here (``exact_compare``'s numpy kernels). The two high multiplies and the rounding
@@ -66,9 +67,10 @@ class Int64Graph:
         return self.op("Div", self.op("Add", ab, nudge), self.c(1 << 31))
 
     def rounding_divide_by_pot_x86(self, x: str, e: str) -> str:
-        """RoundingDivideByPOT(x, e) for 0 <= e < 64 as x86-64 computes it (see the module
-        docstring): below 32 round half away from zero; from 32 on ``floor(x / 2^(e - 32))``
-        plus one where x >= 0."""
+        """RoundingDivideByPOT(x, e) for 0 <= e < 96 as x86-64 computes it (see the module
+        docstring): with e taken modulo 64, below 32 round half away from zero; from 32 on
+        ``floor(x / 2^(e - 32))`` plus one where x >= 0."""
+        e = self.op("Mod", e, self.c(64), fmod=0)
         wide = self.op("GreaterOrEqual", e, self.c(32))
         e = self.where(wide, self.op("Sub", e, self.c(32)), e)
         pot = self.op("Gather", self.c(1 << np.arange(32, dtype=np.int64)), e, axis=0)
@@ -90,8 +92,6 @@ def _tables(g1, g2, g_out) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray
     headroom = _leading_sign_bits(_DIVIDENDS)
     if recip_shift[1:].min() + headroom.min() - shift < 0:  # every pair occurs
         raise ConversionError("int16 DIV: the output multiplier is too large to emulate")
-    if recip_shift.max() + headroom.max() - shift >= 64:
-        raise ConversionError("int16 DIV: the output multiplier is too small to emulate")
     return m, shift, inv, recip_shift, _DIVIDENDS << headroom, headroom
 
 
