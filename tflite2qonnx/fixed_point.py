@@ -129,7 +129,8 @@ class Grid:
 
 
 # operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``,
-# ``exact_softmax16``, ``exact_sigmoid16``, ``exact`` for MEAN); they run it by default too,
+# ``exact_softmax16``, ``exact_sigmoid16``, ``exact_lut16``, ``exact_prelu16``, ``exact_div16``,
+# ``exact`` for MEAN); they run it by default too,
 # since no single rounding agrees with the 16-bit requantization, lookup tables and
 # double-rounding requantizations of those kernels
 INT16_KERNELS = frozenset(

@@ -4,7 +4,8 @@ By default quantized variants need no special handling: TFLite rescales the oper
 common scale in integer arithmetic and requantizes the result, which the float op followed by
 the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
 integer kernels are emulated (``ops.exact``, ``exact_compare``, ``exact_int16``,
-``exact_unary``); int16 LOGISTIC / TANH always (``exact_sigmoid16``).
+``exact_unary``); int16 LOGISTIC / TANH (``exact_sigmoid16``), RSQRT (``exact_lut16``), PRELU
+(``exact_prelu16``) and DIV (``exact_div16``) always.
 """
 
 from __future__ import annotations
