@@ -129,8 +129,9 @@ class Grid:
 
 
 # operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``,
-# ``exact_softmax16``, ``exact_sigmoid16``, ``exact_lut16``, ``exact`` for MEAN); they run it by
-# default too, since no single rounding agrees with the 16-bit requantization, lookup tables and
+# ``exact_softmax16``, ``exact_sigmoid16``, ``exact_lut16``, ``exact_prelu16``, ``exact_div16``,
+# ``exact`` for MEAN); they run it by default too, since no single rounding agrees with the
+# 16-bit requantization, lookup tables and
 # double-rounding requantizations of those kernels
 INT16_KERNELS = frozenset(
     {
@@ -145,9 +146,12 @@ INT16_KERNELS = frozenset(
         "TANH",
         "RESIZE_BILINEAR",
         "REDUCE_PROD",  # rounding once is silently off where the kernel's int32 product wraps
-        "EXP",  # EXP, LOG, GELU: the kernels' interpolated tables (``ops.exact_lut16``)
+        "EXP",  # EXP, LOG, GELU, RSQRT: the kernels' interpolated tables (``ops.exact_lut16``)
         "LOG",
         "GELU",
+        "RSQRT",
+        "PRELU",  # int8 alpha, float32 multipliers (ops.exact_prelu16)
+        "DIV",  # fixed-point reciprocal and shifts (ops.exact_div16)
     }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them

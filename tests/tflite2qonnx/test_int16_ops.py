@@ -15,8 +15,8 @@ the interpreter's builtin reference kernels, run by onnxruntime as --verify runs
 * EXP, LOG, GELU (the kernels' interpolated tables): 100% equal by default and under
   --bit-exact (rounding once was up to 163, 17290 and 2 steps off; every input and more
   scales: test_int16_lut.py);
-* RSQRT, PRELU, DIV: refused, naming the operator (rounding once was up to 9755 and 3422
-  steps off, DIV 32768 on quotients near 0).
+* RSQRT, PRELU, DIV: converted, 100% equal (rounding once was up to 9755, 3422 and 32768
+  steps off; more inputs and scales: ``test_int16_rsqrt_prelu_div.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from int16_op_models import CASES, S_IN, S_IN2, Case, const, differences
-from litert_compare import reference_interpreter
 from tflite_writer import build_model
 
 from qonnx_ingest.errors import ConversionError
@@ -48,7 +47,8 @@ COPIES_ONE_GRID = [
 STORED_INTEGERS = ["NEG", "FLOOR_DIV", "EQUAL", "NOT_EQUAL", "LESS", "GREATER_EQUAL"]
 INTEGER_KERNELS = ["RESIZE_BILINEAR", "TRANSPOSE_CONV", "REDUCE_PROD", "EXP", "LOG", "GELU"]
 TABLES = ["RELU", "RELU6", "LEAKY_RELU", "ABS"]
-REFUSED = ["RSQRT", "PRELU", "DIV"]
+# refused until emulated: rounding once was 9755, 3422 and 32768 steps off
+EMULATED = ["RSQRT", "PRELU", "DIV"]
 
 
 def _max_steps(name: str, same: bool, bit_exact: bool, xnnpack: bool = False) -> float:
@@ -115,17 +115,13 @@ def test_int16_sum_against_default_resolver() -> None:
     assert np.concatenate(steps).max() == 0
 
 
-@pytest.mark.parametrize("bit_exact", [False, True], ids=["default", "bit_exact"])
-@pytest.mark.parametrize("name", REFUSED)
-def test_int16_table_kernels_refused(name: str, bit_exact: bool) -> None:
-    case = CASES[name]
-    data = case.model(False)
-    it = reference_interpreter(data)  # a valid model: the interpreter runs it
-    for detail, q in zip(it.get_input_details(), case.feeds(), strict=True):
-        it.set_tensor(detail["index"], q)
-    it.invoke()
-    with pytest.raises(ConversionError, match=f"int16 {name} is not supported: .*steps off"):
-        convert(data, bit_exact=bit_exact)
+@MODES
+@GRIDS
+@pytest.mark.parametrize("name", EMULATED)
+def test_int16_formerly_refused_kernel_equals_builtin(name: str, same: bool, bit_exact) -> None:
+    """The survey's RSQRT, PRELU (int16 alpha: the kernel reads its bytes as int8) and DIV
+    models, which were refused."""
+    assert _max_steps(name, same, bit_exact) == 0
 
 
 @MODES

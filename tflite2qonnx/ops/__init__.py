@@ -29,7 +29,6 @@ from tflite2qonnx.ops.densify import densify
 from tflite2qonnx.ops.detection import detection_postprocess
 from tflite2qonnx.ops.exact_lut16 import int16_table
 from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
-from tflite2qonnx.ops.int16_refused import unless_int16
 from tflite2qonnx.ops.mediapipe import (
     convolution_2d_transpose_bias,
     max_pooling_with_argmax_2d,
@@ -103,7 +102,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "DEPTH_TO_SPACE": Op(depth_to_space, ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op(dequantize, bit_exact=EXACT),
-    "DIV": Op(unless_int16("DIV", ew.div), bit_exact=EMULATED),
+    "DIV": Op(ew.div, bit_exact=EMULATED),
     "DYNAMIC_UPDATE_SLICE": Op(update.dynamic_update_slice, bit_exact=EXACT),
     "ELU": Op(ew.elu, bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
@@ -151,7 +150,7 @@ OPERATORS: dict[str, Op] = {
     "PAD": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "PADV2": Op(pad, operands=rules.pad, bit_exact=EXACT),
     "POW": Op(ew.pow_),
-    "PRELU": Op(unless_int16("PRELU", ew.prelu), bit_exact=EMULATED),
+    "PRELU": Op(ew.prelu, bit_exact=EMULATED),
     "QUANTIZE": Op(quantize, bit_exact=EMULATED),
     "RANGE": Op(math_extra.range_),
     "RANK": Op(math_extra.rank),
@@ -176,7 +175,7 @@ OPERATORS: dict[str, Op] = {
     "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
     "RIGHT_SHIFT": Op(math_extra.right_shift),
     "ROUND": Op(ew.round_),
-    "RSQRT": Op(unless_int16("RSQRT", ew.rsqrt), bit_exact=EMULATED),
+    "RSQRT": Op(int16_table(ew.rsqrt), bit_exact=EMULATED),
     "SCATTER_ND": Op(scatter.scatter_nd, bit_exact=EXACT),
     "SEGMENT_SUM": Op(scatter.segment_sum),
     "SELECT": Op(ew.select, bit_exact=EXACT),

@@ -4,7 +4,8 @@ By default quantized variants need no special handling: TFLite rescales the oper
 common scale in integer arithmetic and requantizes the result, which the float op followed by
 the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
 integer kernels are emulated (``ops.exact``, ``exact_compare``, ``exact_int16``,
-``exact_unary``); int16 LOGISTIC / TANH always (``exact_sigmoid16``).
+``exact_unary``); int16 LOGISTIC / TANH (``exact_sigmoid16``), PRELU (``exact_prelu16``) and DIV
+(``exact_div16``) always; int16 EXP, LOG, GELU and RSQRT through ``exact_lut16.int16_table``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact, exact_compare, exact_int16, exact_sigmoid16, exact_unary
+from tflite2qonnx.ops import (
+    exact,
+    exact_compare,
+    exact_div16,
+    exact_int16,
+    exact_prelu16,
+    exact_sigmoid16,
+    exact_unary,
+)
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
@@ -102,7 +111,10 @@ def tanh(b: GraphBuilder, op: Operator) -> None:
 
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
-    """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does."""
+    """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does;
+    int16: the 16x8 kernel, by default too (``exact_prelu16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_prelu16.convert(b, op)
     if b.bit_exact and is_integer_op(b, op):
         return exact.prelu(b, op)
     y = b.emit("PRelu", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
@@ -127,6 +139,9 @@ _div = _binary("Div")
 
 
 def div(b: GraphBuilder, op: Operator) -> None:
+    """int16: the kernel's fixed-point division, by default too (``exact_div16``)."""
+    if is_int16(b, op.inputs[0]) and emulates(b, op):
+        return exact_div16.convert(b, op)
     if b.bit_exact and is_integer_op(b, op):
         return exact_compare.div(b, op)
     return _div(b, op)

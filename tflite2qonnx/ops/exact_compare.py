@@ -96,12 +96,14 @@ def _leading_sign_bits(x: np.ndarray) -> np.ndarray:
 
 def _rounding_divide_by_pot_x86(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     """RoundingDivideByPOT on int32 as the x86-64 build computes it, exponents of 32 and more
-    included: C leaves those shifts undefined; there the mask ``(1ll << e) - 1`` truncates to
-    int32 and the shift count is taken modulo 32 (``sar``), which is what makes the builtin
-    kernel saturate (or add one) where a right shift of 32 or more is asked for."""
+    included: C leaves those shifts undefined; there the mask ``(1ll << e) - 1`` is shifted by
+    ``e`` modulo 64 (``shl``) and truncated to int32, and the int32 shift count is taken
+    modulo 32 (``sar``), which is what makes the builtin kernel saturate (or add one) where a
+    right shift of 32 or more is asked for (a mask of all ones for every e >= 62 was off
+    wherever e reached 64: 225 of 65,536 pairs with a multiplier of 2^-30)."""
     x = np.asarray(x, np.int64)
     e = np.asarray(exponent, np.int64) + np.zeros_like(x)
-    mask = (1 << np.minimum(e, 62)) - 1
+    mask = np.left_shift(np.int64(1), e % 64) - 1  # 1 << 63 wraps, as in C
     mask = ((mask + (1 << 31)) % (1 << 32)) - (1 << 31)  # as int32
     threshold = (mask >> 1) + (x < 0)
     return (x >> (e & 31)) + ((x & mask) > threshold)

@@ -1,4 +1,4 @@
-"""int16 EXP, LOG and GELU as TFLite's builtin kernels compute them: an interpolated table.
+"""int16 EXP, LOG, GELU and RSQRT as TFLite's builtin kernels compute them: an interpolated table.
 
 Their Prepare fills a 513-entry int16 table with LUTPopulate<int16_t> (``lut_populate``: the
 float function at 512 steps over the input range, each entry biased by half the interpolation
@@ -7,10 +7,11 @@ error at the step's midpoint, all in float32) and Eval reads it with LUTLookup:
     i = 256 + (q >> 7);  t = q & 127                     q: the stored int16 input
     out = int16(lut[i] + ((int16(lut[i + 1] - lut[i]) * t + 64) >> 7))
 
-The functions: EXP ``std::exp``; LOG ``x <= 0 ? -32768 * s_out : std::log(x)``; GELU
+The functions: EXP ``std::exp``; LOG ``x <= 0 ? -32768 * s_out : std::log(x)``; RSQRT
+``x <= 0 ? 32767 * s_out : 1.0f / std::sqrt(x)``; GELU
 ``0.5f * x * (1.f + std::erf(x * M_SQRT1_2))`` (``approximate``: the tanh form), the int8
 tables' (``exact_tables_extra``); the C library's expf / logf / erf / tanhf. Rounding the
-function once instead was up to 163 (EXP), 17290 (LOG) and 2 (GELU) steps off.
+function once instead was up to 163 (EXP), 17290 (LOG), 9755 (RSQRT) and 2 (GELU) steps off.
 
 In the graph: the table built here from the op's scales; ``i`` and ``t`` from Floor(q / 128),
 two Gathers (``128 lut[i] + 64`` and the int16-wrapped slope), ``Floor((B + S t) / 128)``,
@@ -108,12 +109,27 @@ def _log(out_scale: float) -> Callable[[np.ndarray], np.ndarray]:
     return log
 
 
+def _rsqrt(out_scale: float) -> Callable[[np.ndarray], np.ndarray]:
+    """RsqrtPrepare's function: 1.0f / sqrtf(x) (both correctly rounded, as numpy's float32
+    ops are), and the output's highest real value at x <= 0."""
+    highest = _F32(_F32(32767) * _F32(out_scale))
+
+    def rsqrt(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, _F32)
+        positive = _F32(1) / np.sqrt(np.where(x > 0, x, _F32(1)))
+        return np.where(x > 0, positive, highest).astype(_F32)
+
+    return rsqrt
+
+
 def kernel_table(op: Operator, g_in: Grid, g_out: Grid) -> np.ndarray:
     """The 513 entries op's Prepare computes for these grids (zero points 0)."""
     if op.name == "EXP":
         fn = c_expf
     elif op.name == "LOG":
         fn = _log(g_out.scale)
+    elif op.name == "RSQRT":
+        fn = _rsqrt(g_out.scale)
     else:
         fn = _gelu_tanh if op.options.get("approximate") else _gelu
     return lut_populate(fn, g_in.scale, 0, g_out.scale, 0)
