@@ -332,13 +332,13 @@ def _real(op: str, q: Any, m: float, lo: float, hi: float, where: str) -> Compos
 _KEY_SIGN = np.uint64(0x80000000)
 
 
-def _to_key(x: np.ndarray) -> np.ndarray:
+def float32_key(x: np.ndarray) -> np.ndarray:
     """float32 -> integer keys in the same order."""
     bits = np.asarray(x, dtype=_F32).view(np.uint32).astype(np.uint64)
     return np.where(bits & _KEY_SIGN, 0xFFFFFFFF - bits, bits | _KEY_SIGN)
 
 
-def _from_key(key: np.ndarray) -> np.ndarray:
+def float32_from_key(key: np.ndarray) -> np.ndarray:
     key = np.asarray(key, dtype=np.uint64)
     bits = np.where(key & _KEY_SIGN, key & np.uint64(0x7FFFFFFF), 0xFFFFFFFF - key)
     return bits.astype(np.uint32).view(_F32)
@@ -348,15 +348,15 @@ def thresholds(q: Any, levels: np.ndarray) -> np.ndarray:
     """For each level above the lowest, the smallest float32 x whose QKeras output reaches it
     (NaN if none does), by bisection over the float32 values in order."""
     targets = levels[1:]
-    lo = np.full(targets.shape, _to_key(_F32(-np.inf)), dtype=np.uint64)  # output below target
-    hi = np.full(targets.shape, _to_key(_F32(np.inf)), dtype=np.uint64)
+    lo = np.full(targets.shape, float32_key(_F32(-np.inf)), dtype=np.uint64)  # output below target
+    hi = np.full(targets.shape, float32_key(_F32(np.inf)), dtype=np.uint64)
     reached = qkeras_call(q, np.full(targets.shape, np.inf, dtype=_F32))[0] >= targets
     while np.any(hi - lo > 1):
         mid = lo + (hi - lo) // np.uint64(2)
-        above = qkeras_call(q, _from_key(mid))[0] >= targets
+        above = qkeras_call(q, float32_from_key(mid))[0] >= targets
         hi = np.where(above, mid, hi)
         lo = np.where(above, lo, mid)
-    return np.where(reached, _from_key(hi), _F32(np.nan)).astype(_F32)
+    return np.where(reached, float32_from_key(hi), _F32(np.nan)).astype(_F32)
 
 
 def _name(q: Any) -> str:

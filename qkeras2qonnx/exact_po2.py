@@ -42,7 +42,7 @@ import numpy as np
 
 from qkeras2qonnx import exact_activations
 from qkeras2qonnx.composite import Builder, Composite
-from qkeras2qonnx.exact_activations import InexactAtTies, _from_key, _to_key
+from qkeras2qonnx.exact_activations import InexactAtTies, float32_from_key, float32_key
 from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
@@ -154,16 +154,18 @@ def _staircase(q: Any, call, slope: float, where: str) -> tuple[np.ndarray, np.n
     targets = np.unique(candidates[(candidates > first) & (candidates <= last)])
     # TF's float32 log is not even monotone within a few ulps of a threshold: every float32
     # of a window around each bisected threshold is read, and each change becomes a step.
-    keys = _to_key(np.unique(_bisect(call, targets, eps, top)))
+    keys = float32_key(np.unique(_bisect(call, targets, eps, top)))
     window = np.arange(-_WINDOW, _WINDOW + 1, dtype=np.int64)
     scan = np.unique((keys.astype(np.int64)[:, None] + window[None, :]).ravel())
-    points = _from_key(scan[(scan >= _to_key(eps)) & (scan <= _to_key(top))].astype(np.uint64))
+    points = float32_from_key(
+        scan[(scan >= float32_key(eps)) & (scan <= float32_key(top))].astype(np.uint64)
+    )
     points = np.unique(np.concatenate([[eps, top], points]))
     values = call(points)
     change = np.flatnonzero(values[1:] != values[:-1]) + 1
     thresholds, levels = points[change], np.concatenate([[base], values[[0, *change]]])
     # Between windows the output must be constant: each window starts on the level reached.
-    edges = _from_key(np.unique(np.concatenate([scan - _WINDOW - 1, scan + _WINDOW + 1])))
+    edges = float32_from_key(np.unique(np.concatenate([scan - _WINDOW - 1, scan + _WINDOW + 1])))
     edges = edges[(edges > eps) & (edges < top)]
     expected = levels[1 + np.searchsorted(thresholds, edges, side="right")]
     if not (np.array_equal(call(edges), expected) and np.all(np.isin(levels, candidates))):
@@ -197,14 +199,14 @@ def _lookup(
 def _bisect(call, targets: np.ndarray, low: np.float32, high: np.float32) -> np.ndarray:
     """For each target level, the smallest float32 a in [low, high] whose QKeras output
     reaches it."""
-    lo = np.full(targets.shape, _to_key(low), dtype=np.uint64)
-    hi = np.full(targets.shape, _to_key(high), dtype=np.uint64)
+    lo = np.full(targets.shape, float32_key(low), dtype=np.uint64)
+    hi = np.full(targets.shape, float32_key(high), dtype=np.uint64)
     while np.any(hi - lo > 1):
         mid = lo + (hi - lo) // np.uint64(2)
-        above = call(_from_key(mid)) >= targets
+        above = call(float32_from_key(mid)) >= targets
         hi = np.where(above, mid, hi)
         lo = np.where(above, lo, mid)
-    return _from_key(hi).astype(_F32)
+    return float32_from_key(hi).astype(_F32)
 
 
 def _predict_path(q: Any):

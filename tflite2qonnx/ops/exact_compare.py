@@ -31,7 +31,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.exact_lut import lookup, storage_range, unary_table
-from tflite2qonnx.ops.exact_tables import _clamp, rounding_divide_by_pot, srdhm
+from tflite2qonnx.ops.exact_tables import clamp_to_grid, rounding_divide_by_pot, srdhm
 from tflite2qonnx.ops.exact_tables_extra import srdhm_arrays
 
 _I32_MAX = (1 << 31) - 1
@@ -80,14 +80,14 @@ def _saturating_shift(x: np.ndarray, e: int) -> np.ndarray:
     return np.clip(np.asarray(x, np.int64) << e, -(1 << 31), _I32_MAX)
 
 
-def _reciprocal(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def get_reciprocal(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """GetReciprocal(x, 31): a Q0.31 multiplier and the bits over unit, for 0 < x < 2^31."""
     hp1 = _clz32(x)
     shifted_minus_one = (np.asarray(x, np.int64) << hp1) - (1 << 31)
     return _one_over_one_plus_x(shifted_minus_one), 31 - hp1
 
 
-def _leading_sign_bits(x: np.ndarray) -> np.ndarray:
+def leading_sign_bits(x: np.ndarray) -> np.ndarray:
     """CountLeadingSignBits of int32 values (__builtin_clrsb; 31 for zero)."""
     x = np.asarray(x, np.int64)
     y = np.where(x >= 0, x, ~x)
@@ -120,14 +120,14 @@ def div_table(g1: Grid, g2: Grid, g_out: Grid) -> np.ndarray:
     zero = v2 == 0
     v1 = np.where(v2 < 0, -v1, v1)
     v2 = np.where(zero, 1, np.abs(v2))
-    inv, recip_shift = _reciprocal(v2)
-    headroom = _leading_sign_bits(v1)
+    inv, recip_shift = get_reciprocal(v2)
+    headroom = leading_sign_bits(v1)
     unscaled = srdhm_arrays(v1 << headroom, inv)
     total_shift = s_out - recip_shift - headroom
     if np.any(total_shift > 0):
         raise ConversionError("bit_exact: DIV's output multiplier is too large to emulate")
     y = _rounding_divide_by_pot_x86(srdhm(unscaled, m_out), -total_shift)
-    return np.where(zero, g_out.zero_point, _clamp(y + g_out.zero_point, g_out))
+    return np.where(zero, g_out.zero_point, clamp_to_grid(y + g_out.zero_point, g_out))
 
 
 def neg_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:

@@ -35,7 +35,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
-from tflite2qonnx.ops.exact_compare import _leading_sign_bits, _reciprocal
+from tflite2qonnx.ops.exact_compare import get_reciprocal, leading_sign_bits
 
 _DIVISORS = np.arange(0, 32769, dtype=np.int64)  # |v2| (0: the kernel fails; any entry)
 _DIVIDENDS = np.arange(-32768, 32769, dtype=np.int64)  # v1 after the sign flip
@@ -88,8 +88,8 @@ def _tables(g1, g2, g_out) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray
     """(M, shift, inv[|v2|], r[|v2|], (v1 << h)[v1 + 32768], h[v1 + 32768])."""
     real = float(np.float32(g1.scale) / (np.float32(g2.scale) * np.float32(g_out.scale)))
     m, shift = quantize_multiplier(real)
-    inv, recip_shift = _reciprocal(np.maximum(_DIVISORS, 1))
-    headroom = _leading_sign_bits(_DIVIDENDS)
+    inv, recip_shift = get_reciprocal(np.maximum(_DIVISORS, 1))
+    headroom = leading_sign_bits(_DIVIDENDS)
     if recip_shift[1:].min() + headroom.min() - shift < 0:  # every pair occurs
         raise ConversionError("int16 DIV: the output multiplier is too large to emulate")
     return m, shift, inv, recip_shift, _DIVIDENDS << headroom, headroom

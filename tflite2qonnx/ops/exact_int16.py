@@ -53,7 +53,7 @@ from tflite2qonnx.ops.padding import spatial_attrs
 _BYTE = 256.0
 
 
-def _split_product(b, op_type, x, w, w_idx, w_zp, out_axis, where, **attrs):
+def split_product(b, op_type, x, w, w_idx, w_zp, out_axis, where, **attrs):
     """Exact ``op_type(x, w)`` for an int16-valued float32 ``x``: its bytes, stacked on the
     batch axis through one node (one reader of the weights, which --channels-last folds)."""
     inv_byte, byte = (b.const(np.array(v, np.float32), "byte") for v in (1 / _BYTE, _BYTE))
@@ -82,7 +82,7 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     w, w_zp = integer_weights(b, op.inputs[1], perm, where)
     attrs = spatial_attrs(b, op, kernel)
     x = offsets(b, op.inputs[0], where)
-    acc, bound = _split_product(
+    acc, bound = split_product(
         b, "Conv", x, w, op.inputs[1], w_zp, 0, where,
         group=groups, kernel_shape=list(kernel), **attrs,
     )  # fmt: skip
@@ -101,7 +101,7 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
     w, w_zp = integer_weights(b, op.inputs[1], (1, 0), where)
     x = x_reshaped(offsets(b, op.inputs[0], where))
-    acc, bound = _split_product(b, "MatMul", x, w, op.inputs[1], w_zp, 1, where)
+    acc, bound = split_product(b, "MatMul", x, w, op.inputs[1], w_zp, 1, where)
     bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
     if bias_idx >= 0:
         t = b.tensor(bias_idx)

@@ -60,7 +60,8 @@ def unary_table(
 
 
 @cache
-def _libm():
+def libm():
+    """The C math library, for the kernels' float functions (expf, logf, erf, tanhf)."""
     name = ctypes.util.find_library("m") or "libm.so.6"
     try:
         lib = ctypes.CDLL(name)
@@ -78,6 +79,6 @@ def c_float_fn(name: str, x: np.ndarray) -> np.ndarray:
     TFLite's float tables call these; they are not correctly rounded (glibc's expf differs
     from the correctly rounded value on about 1 float in 2,000), so numpy's cannot stand in.
     """
-    fn = getattr(_libm(), name)
+    fn = getattr(libm(), name)
     flat = np.asarray(x, np.float32).reshape(-1)
     return np.array([fn(float(v)) for v in flat], np.float32).reshape(np.shape(x))

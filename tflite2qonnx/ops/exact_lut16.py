@@ -32,7 +32,7 @@ from tflite2qonnx.fixed_point import Grid, cast, emulates, grid, raw_integers
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.exact_lut import c_float_fn
-from tflite2qonnx.ops.exact_tables_extra import _gelu, _gelu_tanh
+from tflite2qonnx.ops.exact_tables_extra import gelu_erf, gelu_tanh
 from tflite2qonnx.ops.record import Converter
 
 _F32 = np.float32
@@ -131,7 +131,7 @@ def kernel_table(op: Operator, g_in: Grid, g_out: Grid) -> np.ndarray:
     elif op.name == "RSQRT":
         fn = _rsqrt(g_out.scale)
     else:
-        fn = _gelu_tanh if op.options.get("approximate") else _gelu
+        fn = gelu_tanh if op.options.get("approximate") else gelu_erf
     return lut_populate(fn, g_in.scale, 0, g_out.scale, 0)
 
 

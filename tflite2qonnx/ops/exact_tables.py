@@ -56,7 +56,8 @@ def multiply_by_quantized_multiplier(x: np.ndarray, m0: int, shift: int) -> np.n
     return rounding_divide_by_pot(srdhm(shifted, m0), right)
 
 
-def _clamp(q: np.ndarray, g: Grid) -> np.ndarray:
+def clamp_to_grid(q: np.ndarray, g: Grid) -> np.ndarray:
+    """Saturate stored integers to ``g``'s integer type."""
     lo = -(1 << (g.bits - 1)) if g.signed else 0
     return np.clip(q, lo, lo + (1 << g.bits) - 1)
 
@@ -68,21 +69,23 @@ def _round_away(x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the kernels
-def _float_table(fn):
+def float_table(fn):
+    """A table kernel that evaluates ``fn`` in float32 on each dequantized input and rounds."""
+
     def table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
         x = (_F32(g_in.scale) * (q - g_in.zero_point).astype(_F32)).astype(_F32)
         y = fn(x).astype(_F32)
         inverse = _F32(1.0) / _F32(g_out.scale)
         rescaled = _round_away((y * inverse).astype(_F32))
-        return _clamp(rescaled.astype(np.int64) + g_out.zero_point, g_out)
+        return clamp_to_grid(rescaled.astype(np.int64) + g_out.zero_point, g_out)
 
     return table
 
 
-logistic_table = _float_table(
+logistic_table = float_table(
     lambda x: (_F32(1.0) / (_F32(1.0) + c_float_fn("expf", -x))).astype(_F32)
 )
-tanh_table = _float_table(lambda x: c_float_fn("tanhf", x))
+tanh_table = float_table(lambda x: c_float_fn("tanhf", x))
 
 
 def _multiplier(real: float) -> tuple[int, int]:
@@ -95,7 +98,7 @@ def requantize_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
     ratio in double (QuantizeMultiplier of a double quotient)."""
     m0, shift = _multiplier(float(_F32(g_in.scale)) / float(_F32(g_out.scale)))
     y = multiply_by_quantized_multiplier(q - g_in.zero_point, m0, shift) + g_out.zero_point
-    return _clamp(y, g_out)
+    return clamp_to_grid(y, g_out)
 
 
 def relu_table(act_min: float, act_max: float):
@@ -105,12 +108,12 @@ def relu_table(act_min: float, act_max: float):
     def table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
         m0, shift = _multiplier(float(_F32(g_in.scale) / _F32(g_out.scale)))
         y = multiply_by_quantized_multiplier(q - g_in.zero_point, m0, shift) + g_out.zero_point
-        y = _clamp(y, g_out)
+        y = clamp_to_grid(y, g_out)
         y = np.maximum(y, g_out.zero_point + int(_round_away(_F32(act_min) / _F32(g_out.scale))))
         if np.isfinite(act_max):
             hi = g_out.zero_point + int(_round_away(_F32(act_max) / _F32(g_out.scale)))
             y = np.minimum(y, hi)
-        return _clamp(y, g_out)
+        return clamp_to_grid(y, g_out)
 
     return table
 
@@ -125,7 +128,7 @@ def leaky_relu_table(alpha: float):
         x = q - g_in.zero_point
         pos = multiply_by_quantized_multiplier(x, m_id, sh_id)
         neg = multiply_by_quantized_multiplier(x, m_a, sh_a)
-        return _clamp(np.where(x >= 0, pos, neg) + g_out.zero_point, g_out)
+        return clamp_to_grid(np.where(x >= 0, pos, neg) + g_out.zero_point, g_out)
 
     return table
 
@@ -135,7 +138,7 @@ def concat_rescale_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
     scale = _F32(_F32(g_in.scale) * (_F32(1.0) / _F32(g_out.scale)))
     bias = _F32(_F32(-g_in.zero_point) * scale)
     value = ((q.astype(_F32) * scale).astype(_F32) + bias).astype(_F32)
-    return _clamp(_round_away(value).astype(np.int64) + g_out.zero_point, g_out)
+    return clamp_to_grid(_round_away(value).astype(np.int64) + g_out.zero_point, g_out)
 
 
 def _int16_multiplier(real: float) -> tuple[int, int]:
@@ -173,4 +176,4 @@ def hard_swish_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
     high = np.where(product < 0, -(np.abs(product) >> 15), product >> 15)
     high = np.where((reluish == -(1 << 15)) & (preshift == -(1 << 15)), (1 << 15) - 1, high)
     y = rounding_divide_by_pot(high, -out_e) + g_out.zero_point
-    return _clamp(y, g_out)
+    return clamp_to_grid(y, g_out)

@@ -10,10 +10,10 @@ import ctypes
 import numpy as np
 
 from tflite2qonnx.fixed_point import Grid, quantize_multiplier
-from tflite2qonnx.ops.exact_lut import _libm, c_float_fn
+from tflite2qonnx.ops.exact_lut import c_float_fn, libm
 from tflite2qonnx.ops.exact_tables import (
-    _clamp,
-    _float_table,
+    clamp_to_grid,
+    float_table,
     multiply_by_quantized_multiplier,
     rounding_divide_by_pot,
 )
@@ -21,10 +21,10 @@ from tflite2qonnx.ops.exact_tables import (
 _F32 = np.float32
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
-exp_table = _float_table(lambda x: c_float_fn("expf", x))
+exp_table = float_table(lambda x: c_float_fn("expf", x))
 
 
-_log_positive = _float_table(lambda x: c_float_fn("logf", np.where(x > 0, x, _F32(1.0))))
+_log_positive = float_table(lambda x: c_float_fn("logf", np.where(x > 0, x, _F32(1.0))))
 
 
 def log_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
@@ -41,7 +41,7 @@ def _elu(x: np.ndarray) -> np.ndarray:
     return np.where(x < 0, (c_float_fn("expf", x) - _F32(1.0)).astype(_F32), x).astype(_F32)
 
 
-elu_table = _float_table(_elu)
+elu_table = float_table(_elu)
 
 
 def abs_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
@@ -49,21 +49,21 @@ def abs_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
     the float32 quotient ``s_in / s_out``, plus zp_out, clamped."""
     value = np.abs(q - g_in.zero_point)
     if _F32(g_in.scale) == _F32(g_out.scale):
-        return _clamp(value + g_out.zero_point, g_out)
+        return clamp_to_grid(value + g_out.zero_point, g_out)
     m0, shift = quantize_multiplier(float(_F32(g_in.scale) / _F32(g_out.scale)))
-    return _clamp(
+    return clamp_to_grid(
         multiply_by_quantized_multiplier(value, int(m0), int(shift)) + g_out.zero_point, g_out
     )
 
 
 def _c_erf(x: np.ndarray) -> np.ndarray:
     """The C library's double erf on each value (GELU's table calls std::erf on a double)."""
-    fn = _libm().erf
+    fn = libm().erf
     fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
     return np.array([fn(float(v)) for v in np.ravel(x)], np.float64).reshape(np.shape(x))
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
+def gelu_erf(x: np.ndarray) -> np.ndarray:
     """``0.5f * x * (1.f + std::erf(x * M_SQRT1_2))``: M_SQRT1_2 is a double, so everything
     after ``0.5f * x`` (float32) is double, rounded to float32 on return."""
     half_x = (_F32(0.5) * x).astype(np.float64)
@@ -71,7 +71,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return (half_x * (1.0 + erf)).astype(_F32)
 
 
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """``0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)))`` in float32, with k the
     float32 of sqrt(2 / pi) (computed in double)."""
     k = _F32(2.0 / np.sqrt(np.pi) * np.sqrt(0.5))
@@ -81,8 +81,8 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return ((_F32(0.5) * x).astype(_F32) * (_F32(1.0) + t).astype(_F32)).astype(_F32)
 
 
-gelu_table = _float_table(_gelu)
-gelu_tanh_table = _float_table(_gelu_tanh)
+gelu_table = float_table(gelu_erf)
+gelu_tanh_table = float_table(gelu_tanh)
 
 
 def srdhm_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -135,4 +135,4 @@ def rsqrt_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
         data = multiply_by_quantized_multiplier(np.array([1]), inv, inv_shift + 20)
         y = multiply_by_quantized_multiplier(data, int(m0), int(shift) - 20)
         out[i] = int(y[0]) + g_out.zero_point
-    return _clamp(out, g_out)
+    return clamp_to_grid(out, g_out)

@@ -15,7 +15,7 @@ from tflite2qonnx.fixed_point import conv_multipliers, grid, integer_weights, of
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.exact import finish_accumulator
-from tflite2qonnx.ops.exact_int16 import _split_product
+from tflite2qonnx.ops.exact_int16 import split_product
 
 
 def emulated(b: GraphBuilder, op: Operator) -> bool:
@@ -37,7 +37,7 @@ def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:
     g_in, g_out = grid(b, x_idx, where), grid(b, op.outputs[0], where)
     w, w_zp = integer_weights(b, w_idx, perm, where)
     x = offsets(b, x_idx, where)
-    acc, bound = _split_product(b, "ConvTranspose", x, w, w_idx, w_zp, 1, where, **attrs)
+    acc, bound = split_product(b, "ConvTranspose", x, w, w_idx, w_zp, 1, where, **attrs)
     s_w = b.tensor(w_idx).quantization.scale
     m0, shift = conv_multipliers(g_in.scale, s_w, g_out.scale, False)
     finish_accumulator(
