@@ -107,7 +107,8 @@ HLS4ML_COMPILED = {
     "quantizer-relu8_4": ((7, 2, True), "io_parallel"),
     "quantizer-relu10": ((14, 2, True), "io_parallel"),
     "quantizer-relu10_5": ((14, 7, True), "io_parallel"),
-    "qactivation_kwarg-relu2": ((6, 0, False), "io_parallel"),
+    # 4-bit inputs: with 6 the 2-bit ReLU met no tie on these 32 inputs
+    "qactivation_kwarg-relu2": ((4, 0, False), "io_parallel"),
     "qactivation_kwarg-relu4": ((6, 0, False), "io_parallel"),
     "qactivation_kwarg-relu8": ((6, 0, False), "io_parallel"),
     # a float kernel of ones: sums of 10 inputs in [-1/8, 1/8) straddle the ReLU and its grid
@@ -126,10 +127,12 @@ HLS4ML_AS_CORPUS = {"accuracy-jet_tagger": "qkeras_3layer"}
 # Weights no Quant node describes take hls4ml's default precision, chosen to hold them exactly:
 # quantizer_parsing's float kernel of ones (and the zero bias hls4ml gives a bias-less Dense),
 # quantised_po2_bit_width's quantized_po2(18) kernel (powers of two 2**9..2**18; a po2 grid
-# is not a uniform one, so it is a folded constant with no Quant)
+# is not a uniform one, so it is a folded constant with no Quant), and the zero bias hls4ml
+# gives qseparableconv2d's bias-less depthwise step
 HLS4ML_DEFAULT_PRECISION = {
     "quantizer_parsing": "fixed<32,16>",
     "quantised_po2_bit_width": "fixed<32,24>",
+    "qseparableconv2d": "fixed<32,16>",
 }
 _TERNARY = "the 'ternary' activation's exact form is a threshold (Abs, GreaterOrEqual, Sign)"
 _BIPOLAR_CONSTANT = Refusal(
