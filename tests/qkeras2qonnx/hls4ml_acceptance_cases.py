@@ -89,7 +89,7 @@ CORPUS_REFUSED = {
 # channels-last preparation of its 600-node graph alone takes over 10 minutes on 2 cores. Its
 # form is the built 'qlstm' case's (hls4ml_acceptance_models), refused at Gather.
 
-# hls4ml's own test models (test_hls4ml_qkeras_models.MODELS) compiled and compared: all 17
+# hls4ml's own test models (test_hls4ml_qkeras_models.MODELS) compiled and compared: all 20
 # that hls4ml 1.3.0 accepts, each built on its own (a g++ build costs 20-40 s on 2 busy cores);
 # name: (input grid (bits, integer, signed), io). An activation alone gets a grid a quarter
 # (or half) of its quantizer's step fine and one or two integer bits wider than its range, so
@@ -142,7 +142,7 @@ _BIPOLAR_CONSTANT = Refusal(
     "InferPrecisionTypes (hls4ml/model/optimizer/passes/infer_precision.py:26) asks for an "
     f"input: IndexError in Layer.get_input_variable ({NO_INPUT})",
 )
-# ... and the forms of that list hls4ml refuses (all 21 others)
+# ... and the forms of that list hls4ml refuses (the 20 others)
 HLS4ML_REFUSED = {
     "single_dense_activation_exact-auto_po2": _half_up("the alpha='auto_po2' kernel"),
     "btnn-1": _unsupported("Clip", "binary_tanh's exact form is a composite (Clip, Round)"),
