@@ -89,29 +89,86 @@ CORPUS_REFUSED = {
 # channels-last preparation of its 600-node graph alone takes over 10 minutes on 2 cores. Its
 # form is the built 'qlstm' case's (hls4ml_acceptance_models), refused at Gather.
 
-# hls4ml's own test models (test_hls4ml_qkeras_models.MODELS) compiled and compared: a dense
-# layer, an activation alone, a folded conv (each g++ build costs 20-40 s on 2 busy cores; the
-# corpus cases cover the rest of these forms); name: (input grid (bits, integer, signed), io)
+# hls4ml's own test models (test_hls4ml_qkeras_models.MODELS) compiled and compared: all 20
+# that hls4ml 1.3.0 accepts, each built on its own (a g++ build costs 20-40 s on 2 busy cores);
+# name: (input grid (bits, integer, signed), io). An activation alone gets a grid a quarter
+# (or half) of its quantizer's step fine and one or two integer bits wider than its range, so
+# that rounding ties, saturation and (for ReLUs) negative inputs all occur.
 HLS4ML_COMPILED = {
     "single_dense_activation_exact-alpha1": ((6, 0, False), "io_parallel"),
+    "quantizer-bits8_0": ((11, 2, True), "io_parallel"),
+    "quantizer-bits8_4": ((11, 6, True), "io_parallel"),
+    "quantizer-bits4_2": ((7, 4, True), "io_parallel"),
+    "quantizer-bits4_0": ((7, 2, True), "io_parallel"),
+    "quantizer-bits10_0": ((13, 2, True), "io_parallel"),
+    "quantizer-relu4": ((8, 2, True), "io_parallel"),
+    "quantizer-relu4_2": ((8, 4, True), "io_parallel"),
+    "quantizer-relu8": ((12, 2, True), "io_parallel"),
     "quantizer-relu8_4": ((7, 2, True), "io_parallel"),
+    "quantizer-relu10": ((14, 2, True), "io_parallel"),
+    "quantizer-relu10_5": ((14, 7, True), "io_parallel"),
+    # 4-bit inputs: with 6 the 2-bit ReLU met no tie on these 32 inputs
+    "qactivation_kwarg-relu2": ((4, 0, False), "io_parallel"),
+    "qactivation_kwarg-relu4": ((6, 0, False), "io_parallel"),
+    "qactivation_kwarg-relu8": ((6, 0, False), "io_parallel"),
+    # a float kernel of ones: sums of 10 inputs in [-1/8, 1/8) straddle the ReLU and its grid
+    "quantizer_parsing": ((8, -2, True), "io_parallel"),
     "qconv2dbn": ((5, -2, True), "io_parallel"),
+    # 32x32x3 and 13x21x20 images: io_stream's build is the shorter
+    "qdepthwiseconv2d": ((8, 0, False), "io_stream"),
+    # 8-bit inputs keep every sum of the 2**9..2**18 kernel under 24 significant bits, so
+    # qonnx's float32 MatMul is exact too
+    "quantised_po2_bit_width": ((8, 0, False), "io_parallel"),
+    "qseparableconv2d": ((7, 0, False), "io_stream"),
 }
-# ... and the forms of that list hls4ml refuses
+# hls4ml's test model that is a corpus model: test_accuracy loads qkeras_3layer.json and its
+# weights, the corpus case "qkeras_3layer" (compiled with both io types)
+HLS4ML_AS_CORPUS = {"accuracy-jet_tagger": "qkeras_3layer"}
+# Weights no Quant node describes take hls4ml's default precision, chosen to hold them exactly:
+# quantizer_parsing's float kernel of ones (and the zero bias hls4ml gives a bias-less Dense),
+# quantised_po2_bit_width's quantized_po2(18) kernel (powers of two 2**9..2**18; a po2 grid
+# is not a uniform one, so it is a folded constant with no Quant), and the zero bias hls4ml
+# gives qseparableconv2d's bias-less depthwise step
+HLS4ML_DEFAULT_PRECISION = {
+    "quantizer_parsing": "fixed<32,16>",
+    "quantised_po2_bit_width": "fixed<32,24>",
+    "qseparableconv2d": "fixed<32,16>",
+}
+_TERNARY = "the 'ternary' activation's exact form is a threshold (Abs, GreaterOrEqual, Sign)"
+_BIPOLAR_CONSTANT = Refusal(
+    "list index out of range",
+    NO_INPUT,
+    "a BipolarQuant on a constant (binary() kernel) is left as a Constant that "
+    "InferPrecisionTypes (hls4ml/model/optimizer/passes/infer_precision.py:26) asks for an "
+    f"input: IndexError in Layer.get_input_variable ({NO_INPUT})",
+)
+# ... and the forms of that list hls4ml refuses (the 20 others)
 HLS4ML_REFUSED = {
     "single_dense_activation_exact-auto_po2": _half_up("the alpha='auto_po2' kernel"),
     "btnn-1": _unsupported("Clip", "binary_tanh's exact form is a composite (Clip, Round)"),
-    "btnn-7": Refusal(
-        "list index out of range",
-        NO_INPUT,
-        "a BipolarQuant on a constant (binary() kernel) is left as a Constant that "
-        "InferPrecisionTypes (hls4ml/model/optimizer/passes/infer_precision.py:26) asks for an "
-        f"input: IndexError in Layer.get_input_variable ({NO_INPUT})",
-    ),
+    "btnn-2": _unsupported("Clip", "binary_tanh's exact form is a composite (Clip, Round)"),
+    "btnn-3": _half_up("the ternary(alpha='auto') kernel"),
+    "btnn-4": _unsupported("Abs", _TERNARY),
+    "btnn-5": _unsupported("Abs", f"{_TERNARY}; ternary(threshold=0.2) is one too"),
+    "btnn-6": _unsupported("Abs", f"{_TERNARY}; ternary(threshold=0.8) is one too"),
+    "btnn-7": _BIPOLAR_CONSTANT,
+    "qactivation_kwarg-binary": _BIPOLAR_CONSTANT,
+    "qactivation_kwarg-ternary": _unsupported("Abs", _TERNARY),
     "qseparableconv1d": _unsupported("Unsqueeze", _CONV1D),
     "qsimplernn": _unsupported("Gather", "the unrolled recurrence reads each step with Gather"),
+    "qlstm": _unsupported("Gather", "the unrolled recurrence reads each step with Gather"),
+    "qgru": _unsupported("Gather", "the unrolled recurrence reads each step with Gather"),
     "quantizer_special-tanh8": _unsupported("Clip", "quantized_tanh's exact form is composite"),
-    "relu_negative_slope-4_0_0.5": _unsupported(
-        "Round", "a negative-slope quantized_relu's exact form is composite"
+    "quantizer_special-sigmoid5": _unsupported(
+        "Clip", "quantized_sigmoid's exact form is composite"
     ),
+    "quantizer_special-real_sigmoid7": _unsupported(
+        "Round", "quantized_sigmoid(use_real_sigmoid=True) rounds a Sigmoid with Round and Clip"
+    ),
+    **{
+        f"relu_negative_slope-{params}": _unsupported(
+            "Round", "a negative-slope quantized_relu's exact form is composite"
+        )
+        for params in ("4_0_0.5", "8_4_1.0", "10_2_0.25")
+    },
 }
