@@ -18,6 +18,7 @@ from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
 from qonnx_ingest.conv1d import conv1d_as_rank3
+from qonnx_ingest.conv1d_bias import fold_conv1d_bias
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, finish_model
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
@@ -166,15 +167,21 @@ def convert_keras(
     if graph_name:
         proto.graph.name = graph_name
     finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
-    # tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze as a 1-D Conv; not ahead of qonnx's
-    # channels-last pass, which did not finish in minutes on the rank-3 form of the corpus
-    # TrainTagger model (move_transpose_past_eltwise)
-    if not channels_last and conv1d_as_rank3(finished):
-        finished = finish_model(finished, opset=opset)
+    finished = _rank3(finished, opset=opset)
     if channels_last:
         finished = finish_model(to_channels_last(finished), opset=opset)
     check_quantizer_count(finished, layer_map)
     return finished
+
+
+def _rank3(finished: onnx.ModelProto, *, opset: int) -> onnx.ModelProto:
+    """tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze as a 1-D Conv with its bias inside: the
+    form qonnx's channels-last pass returns on (a quantized bias Add after a rank-3 Conv
+    made it loop, see qonnx_ingest.conv1d_bias) and hls4ml's ONNX frontend parses."""
+    if not conv1d_as_rank3(finished):
+        return finished
+    fold_conv1d_bias(finished)
+    return finish_model(finished, opset=opset)
 
 
 def _metadata(layer_map: LayerMap) -> dict[str, str]:

@@ -54,10 +54,13 @@ def _unsupported(op: str, why: str) -> Refusal:
     )
 
 
-_CONV1D = (
-    "with channels_last=True our graph keeps tf2onnx's Conv1D/MaxPooling1D lowering "
-    "(Unsqueeze -> 2-D Conv/MaxPool with a size-1 axis -> Squeeze); the default output has the "
-    "rank-3 1-D form, but qonnx's channels-last pass did not finish in minutes on it"
+_SQUEEZE = (
+    "the rank-3 1-D form (Conv1D layers as 1-D Conv with the bias inside, which qonnx's "
+    "channels-last pass converts) ends its global pooling with a Squeeze ([1, C, 1] -> "
+    "[1, C]). Written as Flatten, hls4ml 1.3.0 would take it but compute wrong numbers: "
+    "qonnx leaves a to-channels-first Transpose ahead of GlobalAveragePool/GlobalMaxPool, and "
+    "hls4ml's GlobalPooling1D (hls4ml/converters/onnx/pooling.py:74-99) reads that "
+    "channels-first tensor as channels-last, pooling the wrong axis"
 )
 
 # corpus models hls4ml 1.3.0 / qonnx refuse (the others are compiled and compared)
@@ -67,20 +70,20 @@ CORPUS_REFUSED = {
         "qmodel_oct24_savedmodel",
         _half_up("qmodel_oct24's quantized_bits(16,4,alpha='auto') kernel"),
     ),
-    "traintagger": ("TrainTagger_baseline_saved_model.h5", _unsupported("Unsqueeze", _CONV1D)),
+    "traintagger": ("TrainTagger_baseline_saved_model.h5", _unsupported("Squeeze", _SQUEEZE)),
     "neutdet": (
         "neutdet_quant_w1_a2_Vplane_nu.h5",
         _unsupported(
-            "Unsqueeze", f"{_CONV1D}; its quantized_sigmoid(2) output would next need Clip/Round"
+            "Squeeze", f"{_SQUEEZE}; its quantized_sigmoid(2) output would next need Clip/Round"
         ),
     ),
     "mitbih_pruned": (
         "mitbih_Conv1D_int8_pqmodel.h5",
         Refusal(
             "Uneven padding not supported",
-            "qonnx/custom_op/channels_last/max_pool.py:78",
-            "its MaxPooling1D(padding='same') pads one side only; qonnx 0.4's channels-last "
-            "MaxPool (qonnx/custom_op/channels_last/max_pool.py:78) asserts even padding, so "
+            "qonnx/custom_op/channels_last/max_pool.py:75",
+            "its MaxPooling1D(padding='same') pads one side only; qonnx's channels-last 1-D "
+            "MaxPool (qonnx/custom_op/channels_last/max_pool.py:75) asserts even padding, so "
             "qkeras2qonnx.convert(channels_last=True) stops with a ConversionError naming it",
         ),
     ),
@@ -120,6 +123,7 @@ HLS4ML_COMPILED = {
     # qonnx's float32 MatMul is exact too
     "quantised_po2_bit_width": ((8, 0, False), "io_parallel"),
     "qseparableconv2d": ((7, 0, False), "io_stream"),
+    "qseparableconv1d": ((8, 2, True), "io_parallel"),  # the rank-3 1-D form
 }
 # hls4ml's test model that is a corpus model: test_accuracy loads qkeras_3layer.json and its
 # weights, the corpus case "qkeras_3layer" (compiled with both io types)
@@ -128,11 +132,12 @@ HLS4ML_AS_CORPUS = {"accuracy-jet_tagger": "qkeras_3layer"}
 # quantizer_parsing's float kernel of ones (and the zero bias hls4ml gives a bias-less Dense),
 # quantised_po2_bit_width's quantized_po2(18) kernel (powers of two 2**9..2**18; a po2 grid
 # is not a uniform one, so it is a folded constant with no Quant), and the zero bias hls4ml
-# gives qseparableconv2d's bias-less depthwise step
+# gives the bias-less depthwise step of qseparableconv2d and qseparableconv1d
 HLS4ML_DEFAULT_PRECISION = {
     "quantizer_parsing": "fixed<32,16>",
     "quantised_po2_bit_width": "fixed<32,24>",
     "qseparableconv2d": "fixed<32,16>",
+    "qseparableconv1d": "fixed<32,16>",
 }
 _TERNARY = "the 'ternary' activation's exact form is a threshold (Abs, GreaterOrEqual, Sign)"
 _BIPOLAR_CONSTANT = Refusal(
@@ -142,7 +147,7 @@ _BIPOLAR_CONSTANT = Refusal(
     "InferPrecisionTypes (hls4ml/model/optimizer/passes/infer_precision.py:26) asks for an "
     f"input: IndexError in Layer.get_input_variable ({NO_INPUT})",
 )
-# ... and the forms of that list hls4ml refuses (the 20 others)
+# ... and the forms of that list hls4ml refuses (the 19 others)
 HLS4ML_REFUSED = {
     "single_dense_activation_exact-auto_po2": _half_up("the alpha='auto_po2' kernel"),
     "btnn-1": _unsupported("Clip", "binary_tanh's exact form is a composite (Clip, Round)"),
@@ -154,7 +159,6 @@ HLS4ML_REFUSED = {
     "btnn-7": _BIPOLAR_CONSTANT,
     "qactivation_kwarg-binary": _BIPOLAR_CONSTANT,
     "qactivation_kwarg-ternary": _unsupported("Abs", _TERNARY),
-    "qseparableconv1d": _unsupported("Unsqueeze", _CONV1D),
     "qsimplernn": _unsupported("Gather", "the unrolled recurrence reads each step with Gather"),
     "qlstm": _unsupported("Gather", "the unrolled recurrence reads each step with Gather"),
     "qgru": _unsupported("Gather", "the unrolled recurrence reads each step with Gather"),

@@ -5,8 +5,8 @@ three qkeras-v3 models converted through the Keras 3 path (dense, folded QConv2D
 QDenseBatchnorm; first checked against qkeras-v3's predict).
 
 Issue 16 adds every other corpus QKeras model and all 41 models hls4ml's own QKeras tests
-build (``hls4ml_acceptance_cases``): RN06 and the 20 of hls4ml's test models hls4ml accepts
-are equal bit for bit too (its jet tagger is the corpus qkeras_3layer; the other 20 are
+build (``hls4ml_acceptance_cases``): RN06 and the 21 of hls4ml's test models hls4ml accepts
+are equal bit for bit too (its jet tagger is the corpus qkeras_3layer; the other 19 are
 refused by hls4ml); quantized_cnn is, up to its last quantizer, at a wide default precision
 (``FLOAT_BETWEEN``); the others are refused by hls4ml or qonnx, and the case asserts the exact
 message and the file:line that raises it before skipping.
@@ -210,7 +210,7 @@ def test_logits_equal_qonnx(emulated):
     )
     print(summary)
     # the equality covers round-half-to-even (QONNX ROUND vs AP_RND_CONV) only if ties occurred
-    # (quantised_po2_bit_width and qseparableconv2d have no activation quantizer to round)
+    # (quantised_po2_bit_width and both qseparableconv have no activation quantizer to round)
     assert ties > 0 or not rounding, summary
     np.testing.assert_array_equal(actual, expected, err_msg=summary)
 
