@@ -13,7 +13,7 @@ import pytest
 from int16_op_models import Case, differences
 from litert_compare import reference_interpreter
 
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, ConversionWarning
 from tflite2qonnx.api import convert
 
 MODES = pytest.mark.parametrize("bit_exact", [False, True], ids=["default", "bit_exact"])
@@ -75,6 +75,14 @@ def test_int16_prelu_with_int16_alpha_reads_its_bytes() -> None:
     negative = ALL_INT16.reshape(X) < -1000
     assert np.all(out[..., 1][negative[..., 1]] == 0)
     assert np.all(out[..., 2][negative[..., 2]] > 0)  # -5 * (negative x)
+
+
+def test_int16_prelu_with_int16_alpha_warns_that_it_is_not_prelu() -> None:
+    """The conversion matches the interpreter, which is not PReLU with the file's alphas: the
+    user is told, naming the alpha."""
+    case = _prelu(*PRELU_CASES["int16_per_channel"])
+    with pytest.warns(ConversionWarning, match="alpha 'alpha' is int16; TFLite's kernel reads"):
+        convert(case.model(False))
 
 
 def test_int16_prelu_with_int16_alpha_at_run_time_refused() -> None:

@@ -12,16 +12,18 @@ The kernel reads alpha's buffer as int8 whatever its type: an int16 alpha's elem
 then byte i of its little-endian storage (so alpha 3 reads as 3 in element 0, but element 1
 reads the high byte of the first value, 0). That is what the interpreter computes, measured
 over every int16 input, so a constant int16 alpha converts as those bytes (rounding the real
-function once with the int16 values was up to 3422 steps off); an int16 alpha computed at run
-time is refused.
+function once with the int16 values was up to 3422 steps off) and warns that this is not PReLU
+with the file's alphas; an int16 alpha computed at run time is refused.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from onnx import TensorProto
 
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, ConversionWarning
 from tflite2qonnx.fixed_point import cast, grid, offsets, quantize_multiplier, requantize
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
@@ -45,6 +47,13 @@ def read_alpha(b: GraphBuilder, idx: int, where: str) -> tuple[str, float, float
             "bytes as int8 and that is not emulated at run time",
             where,
         )
+    warnings.warn(
+        f"{where}: int16 PRELU alpha '{t.name}' is int16; TFLite's kernel reads its bytes as "
+        "int8, and the converted model computes what the interpreter does, not PReLU with "
+        "those alphas",
+        ConversionWarning,
+        stacklevel=2,
+    )
     data = np.ascontiguousarray(np.asarray(t.data).astype("<i2"))
     values = data.reshape(-1).view(np.int8)[: data.size].reshape(data.shape).astype(np.int64)
     values = values - zp
