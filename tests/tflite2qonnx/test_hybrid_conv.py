@@ -17,7 +17,10 @@ from onnx import numpy_helper
 from tflite_writer import build_model
 
 import tflite2qonnx
+from qonnx_ingest.quant_lowering import lower_quants
 from support import CORPUS, requires_corpus
+from tflite2qonnx.api import convert_subgraph, slice_subgraph
+from tflite2qonnx.reader import read_model
 
 EMBEDDER = CORPUS / "tflite" / "tfexamples__mobilenet_v2_035_96_embedder_dynrange.tflite"
 
@@ -88,13 +91,41 @@ def test_hybrid_conv_is_not_the_float_conv_on_dequantized_filters(models):
 
 
 @requires_corpus
-def test_hybrid_mobilenet_embedder_equals_the_reference_kernels():
+def test_hybrid_mobilenet_embedder_convs_equal_the_reference_kernels():
     """27 hybrid CONV_2D and 10 hybrid DEPTHWISE_CONV_2D (per-channel int8 filters) among
-    float ones: every int8 filter an 8-bit Quant, the embedding equal bit for bit."""
+    float ones: every int8 filter an 8-bit Quant; each hybrid op, fed the interpreter's own
+    input, gives its output bit for bit (2 inputs). End to end in one onnxruntime session
+    (Quants lowered) the embedding is within 1e-6 of the interpreter's (measured: 19 of 1,280
+    values a few ulps off; equal under qonnx's node-by-node executor, which takes minutes)."""
     data = EMBEDDER.read_bytes()
     model = tflite2qonnx.convert(data)
     assert _weight_quant_bits(model) == [8.0] * 37
-    assert _compare(data, model, inputs=1) == 0
+    (subgraph,) = read_model(data).subgraphs
+    hybrid = [op for op in subgraph.operators if op.name.endswith("CONV_2D")]
+    hybrid = [op for op in hybrid if subgraph.tensors[op.inputs[1]].dtype == "int8"]
+    assert len(hybrid) == 37
+    it = reference_interpreter(data, preserve_all=True)
+    (ind,) = it.get_input_details()
+    names = {d["index"]: d["name"] for d in it.get_tensor_details()}
+    pieces = {}
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        it.set_tensor(ind["index"], rng.uniform(-1, 1, ind["shape"]).astype(np.float32))
+        it.invoke()
+        for op in hybrid:
+            if op.index not in pieces:
+                piece = slice_subgraph(subgraph, [op.index])
+                pieces[op.index] = lower_quants(convert_subgraph(piece, keep_io_layout=True))
+            x = op.inputs[0]
+            ours = run_ours(pieces[op.index], {names[x]: it.get_tensor(x)})
+            theirs = it.get_tensor(op.outputs[0])
+            np.testing.assert_array_equal(ours[names[op.outputs[0]]], theirs, op.where)
+    x = rng.uniform(-1, 1, ind["shape"]).astype(np.float32)
+    it.set_tensor(ind["index"], x)
+    it.invoke()
+    theirs = it.get_tensor(it.get_output_details()[0]["index"])
+    ours = run_ours(lower_quants(model), {model.graph.input[0].name: x})
+    assert np.abs(ours[model.graph.output[0].name] - theirs).max() <= 1e-6
 
 
 # ---- the input quantizer, seen through FULLY_CONNECTED with identity weights
