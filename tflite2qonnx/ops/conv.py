@@ -16,6 +16,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact, exact_int16, exact_tconv16
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.conv_hybrid import hybrid_conv, is_hybrid_conv
 from tflite2qonnx.ops.padding import spatial_attrs
 
 OHWI_TO_OIHW = (0, 3, 1, 2)
@@ -38,6 +39,8 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     if emulates(b, op):
         kernel_fn = exact_int16.conv if is_int16(b, op.inputs[0]) else exact.conv
         return kernel_fn(b, op, perm, kernel, groups)
+    if is_hybrid_conv(b, op):
+        return hybrid_conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         inputs.append(b.input(op.inputs[2]))

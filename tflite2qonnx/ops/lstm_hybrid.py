@@ -13,12 +13,10 @@ produce from Keras), are refused by name.
 
 from __future__ import annotations
 
-import numpy as np
-
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.hybrid_quant import HybridMatrix, hybrid_matrix, hybrid_product, int8_weights
+from tflite2qonnx.ops.hybrid_quant import HybridMatrix, hybrid_matrix, hybrid_product
 from tflite2qonnx.ops.lstm import FloatLstm
 from tflite2qonnx.ops.lstm_operands import Direction
 
@@ -45,11 +43,10 @@ class HybridLstm(FloatLstm):
         self._matrices: dict[str, HybridMatrix] = {}
 
     def stacked(self, indices: tuple[int, ...], gates: tuple[int, ...]) -> str:
-        """The gates' raw int8 weights side by side, each column with its gate's scale."""
-        parts = [int8_weights(self.b, self.op.where, indices[g]) for g in gates]
-        w = np.concatenate([p[0] for p in parts], axis=0)
-        scale = np.concatenate([np.full(p[0].shape[0], p[1], np.float32) for p in parts])
-        m = hybrid_matrix(self.b, w, scale, self.asymmetric, "lstm_hybrid", self.op.where)
+        """The gates' int8 weights side by side (each through its Quant), each column with
+        its gate's scale."""
+        chosen = [indices[g] for g in gates]
+        m = hybrid_matrix(self.b, chosen, self.asymmetric, "lstm_hybrid", self.op.where)
         self._matrices[m.weights] = m
         return m.weights
 

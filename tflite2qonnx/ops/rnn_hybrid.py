@@ -15,7 +15,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product, int8_weights
+from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product
 from tflite2qonnx.ops.lstm import initial_state, sequence_shape, stack
 
 
@@ -29,14 +29,12 @@ def hybrid_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
     asymmetric = bool(op.options.get("asymmetric_quantize_inputs", False))
     if b.tensor(bias_idx).dtype != "float32":
         raise ConversionError(f"hybrid {op.name} needs a float bias", op.where)
-    w, w_scale = int8_weights(b, op.where, w_idx)
-    r, r_scale = int8_weights(b, op.where, r_idx)
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
     steps = shape[0] if time_major else shape[1]
     units = b.tensor(w_idx).shape[0]
-    w = hybrid_matrix(b, w, w_scale, asymmetric, "rnn_input", op.where)
-    r = hybrid_matrix(b, r, r_scale, asymmetric, "rnn_recurrent", op.where)
+    w = hybrid_matrix(b, [w_idx], asymmetric, "rnn_input", op.where)
+    r = hybrid_matrix(b, [r_idx], asymmetric, "rnn_recurrent", op.where)
     x_part = hybrid_product(b, b.input(x_idx), w)
     x_part = b.emit("Add", [b.input(bias_idx), x_part])[0]
     h = initial_state(b, h_idx, units)

@@ -35,7 +35,7 @@ from tflite2qonnx import fixed_point as fp
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product, int8_weights
+from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product
 
 _INT32 = 2.0**31
 
@@ -111,17 +111,19 @@ def _float(b, op, x, wf, wt, bias, rank, memory) -> None:
 
 def _hybrid(b, op, x, wf, wt, bias, rank, memory) -> None:
     """EvalHybridSVDF: the input rows quantized on the fly (``ops.hybrid_quant``), the int8
-    feature product scaled back to float, the int8 weights_time dequantized."""
+    feature product scaled back to float, the int8 weights_time dequantized (its Quant's
+    output: the kernel's float32 scale * q)."""
     asymmetric = bool(op.options.get("asymmetric_quantize_inputs", False))
-    w, w_scale = int8_weights(b, op.where, wf)
-    matrix = hybrid_matrix(b, w, w_scale, asymmetric, "svdf_feature", op.where)
+    matrix = hybrid_matrix(b, [wf], asymmetric, "svdf_feature", op.where)
     feature = hybrid_product(b, b.input(x), matrix)
     t = b.tensor(wt)
     if t.dtype != "int8" or t.quantization is None or len(t.quantization.scale) != 1:
         raise ConversionError("hybrid SVDF needs per-tensor int8 weights_time", op.where)
-    scale = np.float32(t.quantization.scale[0])
-    w_last = np.asarray(t.data, np.float32)[:, memory - 1] * scale  # float32, as the kernel
-    group = b.const(_group_matrix(w_last, rank, np.float32), "svdf_time")
+    last = b.const(np.array([memory - 1], np.int64), "svdf_last")
+    w_last = b.emit("Gather", [b.input(wt), last], axis=1)[0]  # [filters, 1]
+    filters = t.shape[0]
+    ones = _group_matrix(np.ones(filters, np.float32), rank, np.float32)
+    group = b.emit("Mul", [w_last, b.const(ones, "svdf_units")])[0]  # G of _group_matrix
     y = b.emit("MatMul", [feature, group])[0]
     if bias >= 0:
         y = b.emit("Add", [y, b.input(bias)])[0]
