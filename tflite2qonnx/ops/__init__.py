@@ -112,7 +112,7 @@ OPERATORS: dict[str, Op] = {
     "FILL": Op(shape.fill),
     "FLOOR": Op(ew.floor),
     "FLOOR_DIV": Op(raw16.floor_div),
-    "FLOOR_MOD": Op(ew.floor_mod),
+    "FLOOR_MOD": Op(raw16.floor_mod),
     "FULLY_CONNECTED": Op(fully_connected, bit_exact=EMULATED),
     "GATHER": Op(slicing.gather, bit_exact=EXACT),
     "GATHER_ND": Op(slicing.gather_nd, bit_exact=EXACT),
@@ -254,7 +254,9 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
         t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
         if t is None or not t.integer_quantized:
             continue
-        if op.name in raw16.STORED_INTEGER_KERNELS and (t.dtype == "int16" or op.name == "NEG"):
+        if op.name in raw16.STORED_INTEGER_KERNELS and (
+            t.dtype == "int16" or op.name in raw16.INT8_STORED_INTEGER_KERNELS
+        ):
             continue
         record = OPERATORS.get(op.name)
         treatment = ROUNDED_ONCE if record is None else record.bit_exact

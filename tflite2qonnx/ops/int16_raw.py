@@ -1,15 +1,16 @@
-"""int16 kernels that ignore the quantization: TFLite runs NEG (int8 too), FLOOR_DIV and the
-comparisons on int16 tensors as plain integer kernels (``reference_ops::Negate``,
-``FloorDiv<int16_t>``, ``Comparison<int16_t>``) on the stored integers, whatever the scales
-say (int8 / uint8 comparisons rescale both operands first; those keep ``ops.elementwise``'s
-real-valued form). int16 SQRT is a float kernel on the dequantized value whose result is
-truncated, not rounded, onto the output grid (``sqrt``).
+"""Kernels that ignore the quantization: TFLite runs NEG, FLOOR_DIV and FLOOR_MOD on int8 and
+int16 tensors, and the comparisons on int16 ones, as plain integer kernels
+(``reference_ops::Negate``, ``FloorDiv<T>``, ``FloorMod<T>``, ``Comparison<int16_t>``) on the
+stored integers, whatever the scales say (int8 / uint8 comparisons rescale both operands first;
+those keep ``ops.elementwise``'s real-valued form). int8 / int16 SQRT is a float kernel on the
+dequantized value whose result is truncated, not rounded, onto the output grid (``sqrt``).
 
 Converting the real values instead was silently wrong on hand-built 16x8 models whose grids
-differ: NEG up to 19282 steps (int8: 179, and off on one grid with a zero point, which the kernel
-ignores too), FLOOR_DIV up to 32764, LESS / GREATER_EQUAL 16% of the
-booleans. The integers are recovered from the real values (``x / s + zp``, rounded: exact for
-int16) and the result is written on the output's grid, so the output Quant is the identity.
+differ: NEG up to 19282 steps (int8: 179, and off on one grid with a zero point, which the
+kernel ignores too), FLOOR_DIV up to 32764 (int8: 148), FLOOR_MOD (int8) 61, LESS /
+GREATER_EQUAL 16% of the booleans. The integers are recovered from the real values (``x / s +
+zp``, rounded: exact for int16) and the result is written on the output's grid, so the output
+Quant is the identity.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import elementwise as ew
 
-# what --bit-exact need not warn about on int16: these convert exactly
+# what --bit-exact need not warn about on int16 (NEG, FLOOR_DIV, FLOOR_MOD: int8 too): these
+# convert exactly
 STORED_INTEGER_KERNELS = frozenset(
-    {"NEG", "FLOOR_DIV", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
-    | {"SQRT"}
+    {"NEG", "FLOOR_DIV", "FLOOR_MOD", "SQRT"}
+    | {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
 )
+INT8_STORED_INTEGER_KERNELS = frozenset({"NEG", "FLOOR_DIV", "FLOOR_MOD", "SQRT"})
 _BITS = {"int8": 8, "int16": 16}  # results wrap modulo 2^bits (-(-32768) is -32768)
 
 
@@ -85,14 +88,40 @@ def neg(b: GraphBuilder, op: Operator) -> None:
     _on_output_grid(b, op, _wrapped(b, q, _BITS[t.dtype]))
 
 
+def _raw_binary(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``op`` takes and gives per-tensor int8 or int16 tensors of one type."""
+    ins = op.inputs[:2]
+    if len(ins) != 2 or not op.outputs or not _per_tensor(b, ins[0], tuple(_BITS)):
+        return False
+    dtype = (b.tensor(ins[0]).dtype,)
+    return _per_tensor(b, ins[1], dtype) and _per_tensor(b, op.outputs[0], dtype)
+
+
+def _floor_quotient(b: GraphBuilder, x: str, y: str) -> str:
+    """floor(x / y) of integer-valued float32 |x|, |y| < 2^15: float32 division rounds the
+    quotient correctly, so its floor is exact."""
+    return b.emit("Floor", [b.emit("Div", [x, y])[0]])[0]
+
+
 def floor_div(b: GraphBuilder, op: Operator) -> None:
     """FLOOR_DIV: ``floor(q1 / q2)`` of the stored integers (wrapping), on the output's grid.
-    |q| < 2^15: float32 division rounds the quotient correctly, so its floor is exact."""
-    if not (is_raw_int16(b, op, 2) and op.outputs and _per_tensor(b, op.outputs[0])):
+    The kernel's cast of min / -1 is undefined: the interpreter wraps it on short tensors (as
+    here) and saturates it where the cast is vectorized."""
+    if not _raw_binary(b, op):
         return ew.floor_div(b, op)
     x, y = (_stored(b, i) for i in op.inputs[:2])
-    q = b.emit("Floor", [b.emit("Div", [x, y])[0]])[0]
-    _on_output_grid(b, op, _wrapped(b, q))
+    bits = _BITS[b.tensor(op.inputs[0]).dtype]
+    _on_output_grid(b, op, _wrapped(b, _floor_quotient(b, x, y), bits))
+
+
+def floor_mod(b: GraphBuilder, op: Operator) -> None:
+    """FLOOR_MOD: ``q1 - floor(q1 / q2) q2`` of the stored integers (the divisor's sign), on
+    the output's grid; every step an exact float32 integer below 2^16."""
+    if not _raw_binary(b, op):
+        return ew.floor_mod(b, op)
+    x, y = (_stored(b, i) for i in op.inputs[:2])
+    q = b.emit("Mul", [_floor_quotient(b, x, y), y])[0]
+    _on_output_grid(b, op, b.emit("Sub", [x, q])[0])
 
 
 def _compare(onnx_op: str, negate: bool = False, fallback=None):
@@ -115,16 +144,21 @@ not_equal = _compare("Equal", negate=True, fallback=ew.not_equal)
 
 
 def sqrt(b: GraphBuilder, op: Operator) -> None:
-    """SQRT: int16 ``trunc(sqrtf(s_in * q) / s_out)`` in float32 (rounding instead was a step
-    off on half the outputs); the kernel fails on negative inputs, so trunc is floor."""
-    y = op.outputs[0] if op.outputs else -1
-    if not (is_raw_int16(b, op) and _per_tensor(b, y)):
+    """SQRT: int8 / int16 ``trunc(sqrtf(x) / s_out) + zp_out`` in float32 (rounding instead
+    was a step off on half the outputs; measured equal over every int8 input); the kernel
+    fails on negative inputs, so trunc is floor."""
+    x, y = (op.inputs[0] if op.inputs else -1), (op.outputs[0] if op.outputs else -1)
+    if not (_per_tensor(b, x, tuple(_BITS)) and _per_tensor(b, y, (b.tensor(x).dtype,))):
         return ew.sqrt(b, op)
-    t, out = b.tensor(op.inputs[0]), b.tensor(y)
-    if int(t.quantization.zero_point[0]) or int(out.quantization.zero_point[0]):
-        return ew.sqrt(b, op)
+    out = b.tensor(y)
+    if out.dtype == "int16" and int(out.quantization.zero_point[0]):
+        return ew.sqrt(b, op)  # the 16x8 kernels take zero points 0 only
+    top = (1 << (_BITS[out.dtype] - 1)) - 1
+    zp = int(out.quantization.zero_point[0])
     scale = b.const(np.array(float(np.float32(out.quantization.scale[0])), np.float32), "scale")
-    root = b.emit("Sqrt", [b.input(op.inputs[0])])[0]
+    root = b.emit("Sqrt", [b.input(x)])[0]
     q = b.emit("Floor", [b.emit("Div", [root, scale])[0]])[0]
-    q = b.emit("Min", [q, b.const(np.array(32767, np.float32), "int16_max")])[0]
+    if zp:
+        q = b.emit("Add", [q, b.const(np.array(zp, np.float32), "zero_point")])[0]
+    q = b.emit("Min", [q, b.const(np.array(top, np.float32), "int_max")])[0]
     _on_output_grid(b, op, q)
