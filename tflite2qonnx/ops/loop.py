@@ -23,7 +23,6 @@ from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
 from tflite2qonnx.ops.control_flow import (
     _bind,
-    _check,
     _child,
     _graph,
     _grid,
@@ -47,7 +46,6 @@ def while_(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(
             f"WHILE's subgraphs do not take and give its {n} loop variables", op.where
         )
-    _check(op, [_rank_problem(op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])])
     _check_carried_grids(op, b.subgraph, cond_sg, body_sg)
     # the first test, inline
     first = _child(b, cond_sg, inline=True)
@@ -88,17 +86,6 @@ def while_(b: GraphBuilder, op: Operator) -> None:
     )  # fmt: skip
     for idx, name in zip(op.outputs, loop, strict=True):
         b.set_output(idx, name)
-
-
-def _rank_problem(op: Operator, tensors: list[tuple[Subgraph, int]]) -> str | None:
-    for sg, idx in tensors:
-        t = sg.tensors[idx]
-        if len(t.shape) >= 3:
-            return (
-                f"{op.name} on tensor '{t.name}' of rank {len(t.shape)} is not supported: "
-                "the layout pass does not follow values into ONNX subgraphs"
-            )
-    return None
 
 
 def _check_carried_grids(op: Operator, outer: Subgraph, cond: Subgraph, body: Subgraph) -> None:
