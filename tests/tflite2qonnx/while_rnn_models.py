@@ -23,3 +23,22 @@ def recurrent_model(mode: str = "float") -> bytes:
     if mode == "dynamic":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     return converter.convert()
+
+
+def conv_gru_model(front: str = "conv1d") -> bytes:
+    """A convolution front-end (stored channels-first by the layout pass) feeding a GRU's
+    WHILE, float, seed 9: "conv1d": Conv1D(8, 3) on x [1, 7, 4] then GRU(6, return_sequences);
+    "conv2d": Conv2D(4, 3) on x [1, 6, 5, 2], Reshape to [1, 4, 12], GRU(6)."""
+    tf = _tf()
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(9)
+    if front == "conv1d":
+        x = tf.keras.Input((7, 4), batch_size=1)
+        h = layers.Conv1D(8, 3, activation="relu")(x)
+        y = layers.GRU(6, return_sequences=True)(h)
+    else:
+        x = tf.keras.Input((6, 5, 2), batch_size=1)
+        h = layers.Conv2D(4, 3, activation="relu")(x)
+        y = layers.GRU(6)(layers.Reshape((4, 12))(h))
+    converter = tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(x, y))
+    return converter.convert()
