@@ -1,6 +1,7 @@
 """Keras GRU and SimpleRNN through TF's converter: each layer is a WHILE over rank-3 values
 (TF fuses only LSTM into a builtin), converted to an ONNX Loop; a graph with no convolution
-permutes nothing, so the layout pass leaves the Loops alone. Float and dynamic-range (int8
+permutes nothing; after a convolution the layout pass hands the Loop its input in source
+order (the Loop is a terminate op). Float and dynamic-range (int8
 weights: the bodies' FULLY_CONNECTEDs are hybrid, their on-the-fly input quantization
 written with standard ops) against the interpreter's reference kernels.
 
@@ -15,6 +16,7 @@ from control_flow_models import in_fresh_process
 from litert_compare import compare, reference_interpreter
 
 import tflite2qonnx
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.reader import read_model
 
 pytestmark = pytest.mark.keras
@@ -22,10 +24,9 @@ pytestmark = pytest.mark.keras
 
 @pytest.fixture(scope="module")
 def models() -> dict[str, bytes]:
-    return in_fresh_process(
-        {mode: ("recurrent_model", {"mode": mode}) for mode in ("float", "dynamic")},
-        module="while_rnn_models",
-    )
+    specs = {mode: ("recurrent_model", {"mode": mode}) for mode in ("float", "dynamic")}
+    specs |= {"conv": ("conv_gru_model", {}), "conv body": ("conv_in_while_model", {})}
+    return in_fresh_process(specs, module="while_rnn_models")
 
 
 def _loops(model):
@@ -79,3 +80,22 @@ def test_dynamic_range_while_bodies_quantize_inputs_on_the_fly(models) -> None:
         np.max(np.abs(f - d)) / max(1.0, np.max(np.abs(f))) for f, d in zip(*outputs, strict=True)
     ]
     assert max(gaps) > 1e-3
+
+
+@pytest.mark.parametrize("keep_io_layout", [True, False])
+def test_convolutions_feeding_gru_loops_match_the_interpreter(models, keep_io_layout) -> None:
+    """Conv1D -> GRU and Conv2D -> Reshape -> GRU: the convolutions run channels-first, a
+    Transpose back to source order precedes each Loop's input."""
+    model = tflite2qonnx.convert(models["conv"], keep_io_layout=keep_io_layout)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("Loop") == 2 and ops.count("Conv") == 2 and "Transpose" in ops
+    pairs = compare(model, reference_interpreter(models["conv"]), n_inputs=3)
+    assert len({p.name for p in pairs}) == 2
+    assert all(p.float_error_ok(1e-4) for p in pairs)
+
+
+def test_a_convolution_inside_a_while_body_is_refused_naming_it(models) -> None:
+    """The layout pass does not enter ONNX subgraphs, so a Conv in a Loop body would run on
+    channels-last values: refused, naming the WHILE and the Conv."""
+    with pytest.raises(ConversionError, match="WHILE subgraph .* holds Conv"):
+        tflite2qonnx.convert(models["conv body"])

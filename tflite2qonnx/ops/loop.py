@@ -23,6 +23,7 @@ from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
 from tflite2qonnx.ops.control_flow import (
     _bind,
+    _check,
     _child,
     _graph,
     _grid,
@@ -31,6 +32,7 @@ from tflite2qonnx.ops.control_flow import (
     _run,
     _subgraph,
     _typed_input,
+    layout_source_problem,
 )
 
 
@@ -80,6 +82,7 @@ def while_(b: GraphBuilder, op: Operator) -> None:
     graph = _graph(body, f"while_{body_sg.name}", inputs, outs)
     graph.output.insert(0, cond_info)
     _standard_ops_only(op, graph, b.opset)
+    _check(op, [layout_source_problem(op, graph)])
     loop = b.emit(
         "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph,
         doc_string=f"TFLite WHILE, body subgraph '{body_sg.name}'",
