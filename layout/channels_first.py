@@ -43,29 +43,29 @@ def to_channels_first(
     rules = [node_rule(node, g) for node in g.nodes]
     seeds = implicit_seeds(g.nodes, rules) + _explicit_seeds(g, explicit or {})
     permuted = assign(rules, seeds)
-    _refuse_subgraphs(g.nodes, permuted)
+    _refuse_subgraphs(g.nodes, rules, permuted)
     Rewriter(g, rules, permuted, keep_io_layout).run(out)
     swap_transposed_matmuls(out)
     collapse_moves(out)
     return out
 
 
-def _refuse_subgraphs(nodes, permuted: Mapping[str, bool]) -> None:
-    """A graph holding a control-flow node (If, Loop) cannot be permuted: the rewrite does not
-    follow values into the subgraphs, which may read any outer tensor by name. The error
-    names the node (with its source op, recorded in its doc_string) and a permuted tensor,
-    one the node reads where there is one."""
+def _refuse_subgraphs(nodes, rules, permuted: Mapping[str, bool]) -> None:
+    """A graph holding a node with subgraphs whose class does not say how they read outer
+    values (If, Loop and Scan do: ``OpClass.scoped``) cannot be permuted: the subgraphs may
+    read any outer tensor by name. The error names the node (with its source op, recorded
+    in its doc_string) and a permuted tensor, one the node reads where there is one."""
     stored = [t for t, value in permuted.items() if value]
-    control = [n for n in nodes if has_subgraph(n)]
-    if not stored or not control:
+    unknown = [n for n, r in zip(nodes, rules, strict=True) if has_subgraph(n) and not r.op.scoped]
+    if not stored or not unknown:
         return
-    node = control[0]
+    node = unknown[0]
     tensor = next((t for t in node.input if permuted.get(t)), stored[0])
     source = f" ({node.doc_string})" if node.doc_string else ""
     raise ConversionError(
-        f"{node.op_type} node '{node.name}'{source} holds a control-flow subgraph and tensor "
-        f"'{tensor}' is stored channels-first: the layout pass does not rewrite control-flow "
-        "subgraphs (--keep-io-layout does not help; --channels-last keeps every tensor NHWC)",
+        f"{node.op_type} node '{node.name}'{source} holds a subgraph and tensor "
+        f"'{tensor}' is stored channels-first: the layout pass does not know how this op's "
+        "subgraphs read outer values (--channels-last keeps every tensor NHWC)",
         node.name or node.output[0],
     )
 

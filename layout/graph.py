@@ -85,6 +85,60 @@ class GraphIndex:
     def is_activation(self, name: str) -> bool:
         return name in self.producer or name in self.inputs
 
+    def outer_reads(self, node: onnx.NodeProto) -> list[str]:
+        """The names ``node``'s subgraphs read from the enclosing graph (not defined inside
+        them), in first-read order."""
+        found: dict[str, None] = {}
+        for graph in subgraphs(node):
+            _free_names(graph, set(), found)
+        return list(found)
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    out = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend(a.graphs)
+    return out
+
+
+def _free_names(graph: onnx.GraphProto, bound: set[str], found: dict[str, None]) -> None:
+    """Names ``graph`` (and the graphs nested in it) reads that neither it nor ``bound``
+    (names of enclosing subgraphs) defines."""
+    local = bound | {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    local |= {t for node in graph.node for t in node.output if t}
+    for node in graph.node:
+        for t in node.input:
+            if t and t not in local:
+                found.setdefault(t)
+        for inner in subgraphs(node):
+            _free_names(inner, local, found)
+    for vi in graph.output:
+        if vi.name not in local:
+            found.setdefault(vi.name)
+
+
+def rename_outer_reads(node: onnx.NodeProto, names: dict[str, str]) -> None:
+    """``node``'s subgraphs read ``names[t]`` where they read outer value ``t``."""
+    for graph in subgraphs(node):
+        _rename_free(graph, set(), names)
+
+
+def _rename_free(graph: onnx.GraphProto, bound: set[str], names: dict[str, str]) -> None:
+    local = bound | {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    local |= {t for node in graph.node for t in node.output if t}
+    for node in graph.node:
+        for k, t in enumerate(node.input):
+            if t and t not in local and t in names:
+                node.input[k] = names[t]
+        for inner in subgraphs(node):
+            _rename_free(inner, local, names)
+    for vi in graph.output:
+        if vi.name not in local and vi.name in names:
+            vi.name = names[vi.name]
+
 
 def get_attr(node: onnx.NodeProto, name: str, default=None):
     for a in node.attribute:

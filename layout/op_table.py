@@ -89,6 +89,7 @@ class OpClass:
     rewrite: Rewrite | None = None
     absorb: Absorb | None = None
     rank: RankRule | None = None
+    scoped: bool = False  # subgraphs read outer values by name: in source order, as inputs
 
 
 @dataclass(slots=True)
@@ -411,6 +412,9 @@ OP_CLASSES: dict[str, OpClass] = {
     # terminate that absorbs the layout: no Transpose on either side
     "Transpose": OpClass(Kind.TERMINATE, absorb=_compose_transpose, rank=input_rank),
     "ConstantOfShape": OpClass(Kind.TERMINATE, absorb=_constant_of_shape, rank=shape_input_rank(0)),
+    # terminate with subgraphs (control flow): what the subgraphs read by name from the
+    # enclosing graph is read in source order too (``GraphIndex.outer_reads``)
+    **{op: OpClass(Kind.TERMINATE, scoped=True) for op in ("If", "Loop", "Scan")},
     # terminate: read source order, write source order
     **{op: OpClass(Kind.TERMINATE, rank=rank) for op, rank in _TERMINATE_RANKS.items()},
 }

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from layout.graph import GraphIndex
+from layout.graph import GraphIndex, rename_outer_reads
 from layout.op_table import Kind, NodeRule
 from layout.orders import Order, channels_first, full, letters, tag, transpose_perm
 from qonnx_ingest.errors import ConversionError
@@ -227,11 +227,20 @@ class Rewriter:
         else:
             node.input[slot] = self.get(t, None)
 
-    def _plain(self, node: onnx.NodeProto) -> None:
-        """Source semantics: read every input in source order, write source order."""
+    def _plain(self, node: onnx.NodeProto, rule: NodeRule) -> None:
+        """Source semantics: read every input in source order, write source order; so do the
+        subgraphs of a control-flow node, for the outer values they read by name."""
         for slot, t in enumerate(node.input):
             if t:
                 self._read_source(node, slot, t)
+        if rule.op.scoped:
+            renamed = {}
+            for t in self.g.outer_reads(node):
+                if t in self.g.constants:
+                    self._use(node, -1, t, None)  # read as is: never transposed in place
+                elif (name := self.get(t, None)) != t:
+                    renamed[t] = name
+            rename_outer_reads(node, renamed)
         for slot, t in enumerate(node.output):
             if t:
                 node.output[slot] = self.produce(t, None)
@@ -274,11 +283,11 @@ class Rewriter:
                 if rule.op.absorb is not None and rule.op.absorb(node, g, self):
                     self.nodes.append(node)
                 else:
-                    self._plain(node)
+                    self._plain(node, rule)
             elif rule.kind is Kind.IMPLICIT or (rule.links and self.permuted.get(rule.links[0])):
                 self._permuted(node, rule)
             else:
-                self._plain(node)
+                self._plain(node, rule)
         for t in g.outputs:
             if t not in g.constants:
                 self.get(t, self.wanted(t))

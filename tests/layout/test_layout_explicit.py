@@ -138,25 +138,3 @@ def test_the_input_model_is_not_modified():
     before = m.SerializeToString()
     check(m)
     assert m.SerializeToString() == before
-
-
-def test_control_flow_subgraphs_are_refused_when_anything_is_permuted():
-    branch = helper.make_graph(
-        [helper.make_node("Identity", ["c"], ["o"])],
-        "branch",
-        [],
-        [helper.make_tensor_value_info("o", 1, None)],
-    )
-    m = model(
-        [
-            helper.make_node("Conv", ["x", "w"], ["c"]),
-            helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=branch),
-        ],
-        {"x": [2, 5, 6, 3], "cond": []},
-        {"y": [2, 5, 6, 2]},
-        {"w": f32(np.ones((2, 3, 1, 1)))},
-        elem={"cond": 9},
-    )
-    # the branches read c by its outer name: rewriting them is not implemented, so refuse
-    with pytest.raises(ConversionError, match="subgraphs"):
-        check(m)

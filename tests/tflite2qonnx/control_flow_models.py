@@ -147,6 +147,19 @@ def cond_4d_model() -> bytes:
     return _convert(tf, fn, [tf.TensorSpec([1, 4, 4, 2], tf.float32)])
 
 
+def conv_then_cond_model() -> bytes:
+    """A CONV_2D (stored channels-first by the layout pass) whose [1, 4, 4, 3] result both
+    branches of a tf.cond read: c * 2 + 1 if sum(x) > 0 else c - 1, on x [1, 4, 4, 2]."""
+    tf = _tf()
+    k = tf.constant(np.random.default_rng(8).normal(size=(3, 3, 2, 3)).astype(np.float32))
+
+    def fn(x):
+        c = tf.nn.conv2d(x, k, 1, "SAME")
+        return tf.cond(tf.reduce_sum(x) > 0.0, lambda: c * 2.0 + 1.0, lambda: c - 1.0)
+
+    return _convert(tf, fn, [tf.TensorSpec([1, 4, 4, 2], tf.float32)])
+
+
 def conditional_assignment_model() -> bytes:
     """v <- x if sum(x) > 0 else -x, then y = v, with v a tf.Variable: each IF branch
     receives the variable's handle and assigns it."""

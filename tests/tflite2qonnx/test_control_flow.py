@@ -33,14 +33,15 @@ def models() -> dict[str, bytes]:
             "int8 cond": ("cond_model", {"quantized": True}),
             "while": ("while_model", {}),
             "variable": ("variable_model", {}),
+            "conv then cond": ("conv_then_cond_model", {}),
         }
     )
 
 
-def _first_invocations(data: bytes, inputs: list[np.ndarray], xnnpack: bool = False):
+def _first_invocations(data: bytes, inputs: list[np.ndarray], xnnpack: bool = False, **options):
     """(interpreter outputs, ours) per input, as real values; ours from onnxruntime as
     --verify runs it (Quant nodes lowered to standard ops)."""
-    model = tflite2qonnx.convert(data)
+    model = tflite2qonnx.convert(data, **options)
     (inp,) = reference_interpreter(data).get_input_details()
     feeds = [{inp["name"]: real_value(x, inp["quantization"])} for x in inputs]
     ours, runner = run_converted(model, feeds)
@@ -143,14 +144,25 @@ def test_variable_assigned_in_both_if_branches_holds_the_taken_branchs_value() -
         assert np.array_equal(ref, expected) and np.array_equal(mine, expected)
 
 
-def test_tf_cond_on_an_image_inlines_both_branches() -> None:
-    """A rank-4 argument cannot cross into an ONNX If (the layout pass does not follow
-    values into subgraphs); both branches inline, and the layout pass sees them."""
+def test_tf_cond_on_an_image_converts_to_onnx_if() -> None:
+    """A rank-4 argument crosses into an ONNX If (the layout pass reads what an If reads in
+    source order); each input takes its own branch, as the interpreter does."""
     data = cond_4d_model()
     rng = np.random.default_rng(4)
     xs = [rng.uniform(-1, 1, (1, 4, 4, 2)).astype(np.float32) + s for s in (0.5, -0.5)]
     model, pairs = _first_invocations(data, xs)
-    assert "If" not in [n.op_type for n in model.graph.node]
+    assert "If" in [n.op_type for n in model.graph.node]
+    _assert_close(pairs)
+
+
+def test_tf_cond_reading_a_permuted_convolution_output_reads_it_in_source_order(models):
+    """The CONV_2D's result is stored channels-first; the If's branches read it by name, and
+    the layout pass hands them its source-order version: both branches match."""
+    rng = np.random.default_rng(6)
+    xs = [rng.uniform(-1, 1, (1, 4, 4, 2)).astype(np.float32) + s for s in (0.5, -0.5)]
+    model, pairs = _first_invocations(models["conv then cond"], xs, keep_io_layout=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert "If" in ops and "Conv" in ops and "Transpose" in ops
     _assert_close(pairs)
 
 

@@ -2,7 +2,7 @@
 interpreter: the Loop body's quantizers are standard ops computing what each Quant computes,
 so onnxruntime and qonnx's executor (which hands the Loop node to onnxruntime) run it.
 
-Also the layout pass's refusal of a permuted graph holding a WHILE, naming it.
+Also a float WHILE after a convolution the layout pass permutes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from control_flow_models import in_fresh_process
-from litert_compare import real_value, reference_interpreter
+from litert_compare import compare, real_value, reference_interpreter
 from quantized_while_models import int8_carried_while_model
 
 import tflite2qonnx
@@ -153,16 +153,16 @@ def test_int8_while_passes_verify_in_qonnx_and_qcdq_form(models) -> None:
     assert quantized and all(a.max_steps <= 1 for a in quantized)
 
 
-def test_layout_refusal_names_the_while_and_a_permuted_tensor(models) -> None:
-    """A CONV_2D makes the layout pass permute; the WHILE after it cannot be rewritten, and
-    the error says which op and which tensor. --channels-last (nothing permuted) converts."""
+def test_while_after_a_permuted_convolution_reads_its_value_in_source_order(models) -> None:
+    """A CONV_2D makes the layout pass permute; the WHILE after it is a terminate op (its
+    input is read in source order): the results match the interpreter's, as they do with
+    --channels-last (nothing permuted)."""
     data = models["conv then while"]
-    with pytest.raises(ConversionError) as caught:
-        tflite2qonnx.convert(data)
-    message = str(caught.value)
-    assert "Loop node" in message and "TFLite WHILE" in message
-    assert "tensor 'x' is stored channels-first" in message
-    tflite2qonnx.convert(data, channels_last=True, verify=True)
+    for channels_last in (False, True):
+        model = tflite2qonnx.convert(data, channels_last=channels_last)
+        assert "Loop" in [n.op_type for n in model.graph.node]
+        pairs = compare(model, reference_interpreter(data), n_inputs=4)
+        assert pairs and all(p.float_error_ok(1e-4) for p in pairs)
 
 
 def test_int8_loop_variable_crosses_into_the_loop_on_its_grid() -> None:

@@ -12,10 +12,11 @@ with quantized tensors computes both branches inline and picks with ``Where`` (e
 ops have no side effects), as does an IF whose branches assign variables (each then holds
 the taken branch's value).
 
-Tensors the NHWC -> NCHW layout pass may permute cannot cross into an ONNX subgraph (the
-pass refuses graphs with subgraphs once it permutes anything): an IF then inlines its
-branches, a WHILE is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX
-If.
+The NHWC -> NCHW layout pass treats If and Loop as terminate ops: what they read, their
+subgraphs' reads of outer values included, is put back in source order, and their results
+are in source order. It does not enter the subgraphs, so a layout-source op (Conv, pools)
+there would run on the wrong axes: an IF whose branches hold one inlines them, a WHILE whose
+body does is refused naming the op, as is ASSIGN_VARIABLE inside a WHILE or an ONNX If.
 
 Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_VARIABLEs give
 each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
@@ -147,11 +148,6 @@ def _crossing_problem(op: Operator, tensors: list[tuple[Subgraph, int]]) -> str 
                 f"{op.name} with quantized tensor '{t.name}' is not supported: qonnx's "
                 "executor and Quant lowerings do not enter ONNX subgraphs"
             )
-        if len(t.shape) >= 3:
-            return (
-                f"{op.name} on tensor '{t.name}' of rank {len(t.shape)} is not supported: "
-                "the layout pass does not follow values into ONNX subgraphs"
-            )
     return None
 
 
@@ -167,6 +163,27 @@ def _subgraph_problem(op: Operator, sg: Subgraph) -> str | None:
     return None
 
 
+def layout_source_problem(op: Operator, graph: onnx.GraphProto) -> str | None:
+    """A layout-source op (Conv, pools, ... : written in ONNX form on channels-last values
+    for the layout pass to permute around) in an ONNX subgraph, where the pass does not
+    go, would compute on the wrong axes; None where there is none."""
+    from layout.classes import classify
+    from layout.graph import subgraphs
+    from layout.op_table import Kind
+
+    for node in graph.node:
+        if classify(node).kind is Kind.IMPLICIT:
+            return (
+                f"{op.name} subgraph '{graph.name}' holds {node.op_type} '{node.name}': the "
+                "layout pass, which puts it in channels-first form, does not enter ONNX "
+                "subgraphs"
+            )
+        for inner in subgraphs(node):
+            if problem := layout_source_problem(op, inner):
+                return problem
+    return None
+
+
 def _check(op: Operator, problems: list[str | None]) -> None:
     for problem in problems:
         if problem is not None:
@@ -174,9 +191,9 @@ def _check(op: Operator, problems: list[str | None]) -> None:
 
 
 def if_(b: GraphBuilder, op: Operator) -> None:
-    """ONNX If; where its branches or arguments hold quantized tensors, or the calling graph
-    holds tensors of rank 3 or more (the layout pass refuses to permute around ONNX
-    subgraphs), both branches inline and a Where picks the result."""
+    """ONNX If; where its branches or arguments hold quantized tensors, or a branch holds a
+    layout-source op (Conv, pools: only the main graph is put in channels-first form), both
+    branches inline and a Where picks the result."""
     branches = [(_subgraph(b, op, f"{label}_subgraph_index"), label) for label in ("then", "else")]
     args = list(op.inputs[1:])
     for sg, label in branches:
@@ -187,9 +204,8 @@ def if_(b: GraphBuilder, op: Operator) -> None:
                 op.where,
             )
     crossing = _crossing_problem(op, [(b.subgraph, i) for i in (*args, *op.outputs)])
-    images = any(len(t.shape) >= 3 for t in b.subgraph.tensors)  # the layout pass may act
     assigns = any(o.name == "ASSIGN_VARIABLE" for sg, _ in branches for o in sg.operators)
-    if crossing or images or assigns or any(_subgraph_problem(op, sg) for sg, _ in branches):
+    if crossing or assigns or any(_subgraph_problem(op, sg) for sg, _ in branches):
         _if_inline(b, op, [sg for sg, _ in branches], args)
         return
     graphs = []
@@ -198,6 +214,9 @@ def if_(b: GraphBuilder, op: Operator) -> None:
         _bind(child, sg, b, args)
         _run(child)
         graphs.append(_graph(child, f"{label}_{sg.name}", [], _outputs(child)))
+    if any(layout_source_problem(op, g) for g in graphs):  # inline: the layout pass sees it
+        _if_inline(b, op, [sg for sg, _ in branches], args)
+        return
     outs = b.emit(
         "If", [_typed_input(b, op.inputs[0])], n_outputs=len(op.outputs),
         then_branch=graphs[0], else_branch=graphs[1], doc_string="TFLite IF",

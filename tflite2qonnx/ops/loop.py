@@ -32,6 +32,7 @@ from tflite2qonnx.ops.control_flow import (
     _run,
     _subgraph,
     _typed_input,
+    layout_source_problem,
 )
 
 
@@ -47,7 +48,6 @@ def while_(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(
             f"WHILE's subgraphs do not take and give its {n} loop variables", op.where
         )
-    _check(op, [_rank_problem(op, [(b.subgraph, i) for i in (*op.inputs, *op.outputs)])])
     _check_carried_grids(op, b.subgraph, cond_sg, body_sg)
     # the first test, inline
     first = _child(b, cond_sg, inline=True)
@@ -82,23 +82,13 @@ def while_(b: GraphBuilder, op: Operator) -> None:
     graph = _graph(body, f"while_{body_sg.name}", inputs, outs)
     graph.output.insert(0, cond_info)
     _standard_ops_only(op, graph, b.opset)
+    _check(op, [layout_source_problem(op, graph)])
     loop = b.emit(
         "Loop", ["", go, *(_typed_input(b, i) for i in op.inputs)], n_outputs=n, body=graph,
         doc_string=f"TFLite WHILE, body subgraph '{body_sg.name}'",
     )  # fmt: skip
     for idx, name in zip(op.outputs, loop, strict=True):
         b.set_output(idx, name)
-
-
-def _rank_problem(op: Operator, tensors: list[tuple[Subgraph, int]]) -> str | None:
-    for sg, idx in tensors:
-        t = sg.tensors[idx]
-        if len(t.shape) >= 3:
-            return (
-                f"{op.name} on tensor '{t.name}' of rank {len(t.shape)} is not supported: "
-                "the layout pass does not follow values into ONNX subgraphs"
-            )
-    return None
 
 
 def _check_carried_grids(op: Operator, outer: Subgraph, cond: Subgraph, body: Subgraph) -> None:

@@ -38,12 +38,40 @@ def _reshape_to_output(b: GraphBuilder, op: Operator, y: str) -> str:
 
 
 def slice_(b: GraphBuilder, op: Operator) -> None:
-    begin = b.int_constant(op.inputs[1], op.where).reshape(-1)
-    size = b.int_constant(op.inputs[2], op.where).reshape(-1)
-    ends = [BIG if s < 0 else int(a + s) for a, s in zip(begin, size, strict=True)]
+    """Constant begin / size fold into the Slice; computed ones (TensorListSetItem in a
+    WHILE body slices at the loop counter) give ``ends = begin + size``, or the end where
+    size is -1 (TFLite's begin is never negative)."""
     x = b.raw_input(op.inputs[0], op.outputs[0])
-    y = _slice(b, x, begin, ends, list(range(len(begin))))
-    b.set_output(op.outputs[0], y)
+    rank = rank_of(b, op.inputs[0])
+    begin, size = (_known(b, i) for i in op.inputs[1:3])
+    if begin is not None and size is not None:
+        ends = [BIG if s < 0 else int(a + s) for a, s in zip(begin, size, strict=True)]
+        b.set_output(op.outputs[0], _slice(b, x, begin, ends, list(range(len(begin)))))
+        return
+    starts = _int64_value(b, op.inputs[1], begin)
+    sizes = _int64_value(b, op.inputs[2], size)
+    ends = b.emit("Where", [
+        b.emit("Less", [sizes, _int64(b, 0, "zero")])[0],
+        _int64(b, BIG, "big"),
+        b.emit("Add", [starts, sizes])[0],
+    ])[0]  # fmt: skip
+    axes = _int64(b, list(range(rank)), "axes")
+    b.set_output(op.outputs[0], b.emit("Slice", [x, starts, ends, axes])[0])
+
+
+def _known(b: GraphBuilder, idx: int) -> np.ndarray | None:
+    """A constant integer operand's values, else None."""
+    t = b.tensor(idx)
+    if t.data is None and b.constant(idx) is None:
+        return None
+    return b.int_constant(idx, "").reshape(-1)
+
+
+def _int64_value(b: GraphBuilder, idx: int, known: np.ndarray | None) -> str:
+    if known is not None:
+        return _int64(b, known, b.tensor_name(idx))
+    return b.emit("Cast", [b.emit("Reshape", [b.input(idx), _int64(b, [-1], "flat")])[0]],
+                  to=TensorProto.INT64)[0]  # fmt: skip
 
 
 def strided_slice(b: GraphBuilder, op: Operator) -> None:

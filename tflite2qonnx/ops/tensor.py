@@ -14,17 +14,19 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_concat
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
+from tflite2qonnx.ops.elementwise import operand
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
     """Concat. The int8 and int16 kernels copy each input's integers, whatever its grid (int16
     inputs may differ from the output's: ``GraphBuilder.reinterpret``); uint8's rescales them
-    (ConcatenationWithScaling: once in float by default, ``exact_concat`` under bit_exact)."""
+    (ConcatenationWithScaling: once in float by default, ``exact_concat`` under bit_exact).
+    Integer constants keep their type (a shape built in a WHILE body joins int32 values)."""
     if b.bit_exact and exact_concat.concatenation(b, op):
         return
     out = op.outputs[0]
     copies = b.tensor(out).dtype != "uint8"
-    values = [b.raw_input(i, out) if copies else b.input(i) for i in op.inputs]
+    values = [b.reinterpret(operand(b, i), i, out) if copies else b.input(i) for i in op.inputs]
     axis = int(op.options.get("axis", 0)) % rank_of(b, out)
     y = b.emit("Concat", values, axis=axis)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
