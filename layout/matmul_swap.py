@@ -13,6 +13,7 @@ from onnx import numpy_helper
 
 from layout.collapse import per_tensor_quantizer
 from layout.graph import get_attr, is_default_domain, set_attr
+from qonnx_ingest.graph_edit import set_nodes
 
 
 def swap_transposed_matmuls(model: onnx.ModelProto) -> int:
@@ -62,12 +63,7 @@ def swap_transposed_matmuls(model: onnx.ModelProto) -> int:
         gone.add(id(user))
     if not gone:
         return 0
-    kept = [n for n in graph.node if id(n) not in gone] + identities
-    del graph.node[:]
-    graph.node.extend(kept)
-    value_info = [vi for vi in graph.value_info if vi.name not in changed]
-    del graph.value_info[:]
-    graph.value_info.extend(value_info)
+    set_nodes(graph, [n for n in graph.node if id(n) not in gone] + identities, changed)
     return len(gone)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.graph_edit import set_nodes
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
@@ -104,12 +105,7 @@ def conv1d_as_rank3(model: onnx.ModelProto) -> int:
             replace[id(node)] = []
         replace[id(chain.unsqueeze)] = before
         replace[id(chain.squeeze)] = after
-    nodes = [new for node in graph.node for new in replace.get(id(node), [node])]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    kept = [v for v in graph.value_info if v.name not in stale]
-    del graph.value_info[:]
-    graph.value_info.extend(kept)
+    set_nodes(graph, [new for node in graph.node for new in replace.get(id(node), [node])], stale)
     return len(chains)
 
 

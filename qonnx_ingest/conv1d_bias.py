@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from qonnx_ingest.graph_edit import set_nodes
 from qonnx_ingest.names import TakenNames, unique_name
 
 _QUANTIZERS = ("Quant", "IntQuant", "BipolarQuant")
@@ -73,12 +74,7 @@ def fold_conv1d_bias(model: onnx.ModelProto) -> int:
         conv.output[0] = add.output[0]
         removed.add(id(add))
     if removed:
-        kept = [n for n in graph.node if id(n) not in removed]
-        del graph.node[:]
-        graph.node.extend(kept)
-        infos = [v for v in graph.value_info if v.name not in stale]
-        del graph.value_info[:]
-        graph.value_info.extend(infos)
+        set_nodes(graph, (n for n in graph.node if id(n) not in removed), stale)
     return len(removed)
 
 

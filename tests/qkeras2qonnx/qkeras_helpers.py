@@ -173,3 +173,15 @@ def _is_quantizer_object(obj) -> bool:
         and not inspect.isfunction(obj)
         and type(obj).__module__.split(".")[0] == "qkeras"
     )
+
+
+def float32_neighbours(points, ulps: int = 3) -> np.ndarray:
+    """``points`` (as float32) and their ``ulps`` float32 neighbours on each side, without
+    subnormals: TensorFlow's CPU kernels flush them to zero, onnxruntime and numpy do not."""
+    points = np.asarray(points, dtype=np.float32)
+    out, up, down = [points], points, points
+    for _ in range(ulps):
+        up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(-np.inf))
+        out += [up, down]
+    x = np.concatenate(out)
+    return x[(x == 0) | (np.abs(x) >= np.finfo(np.float32).tiny)]

@@ -8,25 +8,19 @@ import warnings
 
 import numpy as np
 import pytest
-from qkeras_helpers import assert_matches_qkeras, keras, quant_nodes, set_seeded_weights
+from qkeras_helpers import (
+    assert_matches_qkeras,
+    float32_neighbours,
+    keras,
+    quant_nodes,
+    set_seeded_weights,
+)
 
 from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
 
 F32 = np.float32
-
-
-def _neighbours(points, ulps: int = 3) -> np.ndarray:
-    """``points`` (as float32) and their ``ulps`` float32 neighbours on each side, without
-    subnormals: TensorFlow's CPU kernels flush them to zero, onnxruntime and numpy do not."""
-    points = np.asarray(points, dtype=F32)
-    out, up, down = [points], points, points
-    for _ in range(ulps):
-        up, down = np.nextafter(up, F32(np.inf)), np.nextafter(down, F32(-np.inf))
-        out += [up, down]
-    x = np.concatenate(out)
-    return x[(x == 0) | (np.abs(x) >= np.finfo(F32).tiny)]
 
 
 def _hard_sigmoid_ties(m: float) -> list[float]:
@@ -107,7 +101,7 @@ def _activation_model(quantizer, width: int):
 def _inputs(critical, seed: int, batch: int) -> np.ndarray:
     """The critical inputs and neighbours, then seeded random ones, as ``batch`` rows."""
     rng = np.random.default_rng(seed)
-    x = np.concatenate([_neighbours(critical), rng.uniform(-8, 8, 512).astype(F32)])
+    x = np.concatenate([float32_neighbours(critical), rng.uniform(-8, 8, 512).astype(F32)])
     x = np.concatenate([x, np.zeros((-x.size) % batch, F32)])
     return x.reshape(batch, -1)
 

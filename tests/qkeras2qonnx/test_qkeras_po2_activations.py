@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
-from qkeras_helpers import keras, quant_nodes
+from qkeras_helpers import float32_neighbours, keras, quant_nodes
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.execute import execute_qonnx
@@ -60,16 +60,6 @@ def _cases():
 CASES = sorted(_cases())
 
 
-def _neighbours(points, ulps: int = 3) -> np.ndarray:
-    points = np.asarray(points, dtype=F32)
-    out, up, down = [points], points, points
-    for _ in range(ulps):
-        up, down = np.nextafter(up, F32(np.inf)), np.nextafter(down, F32(-np.inf))
-        out += [up, down]
-    x = np.concatenate(out)
-    return x[(x == 0) | (np.abs(x) >= np.finfo(F32).tiny)]
-
-
 def _inputs(seed: int) -> np.ndarray:
     """Powers of two, log2 midpoints 2**(k + 0.5) (rounded to float32), u-law rounding ties,
     their neighbours, zeros, eps, values beyond max_value, and seeded random values, as 8 rows.
@@ -82,7 +72,7 @@ def _inputs(seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = np.concatenate(
         [
-            _neighbours(points),
+            float32_neighbours(points),
             [0.0, -0.0, 6.0, 7.0, 100.0, -100.0, 1e4, -1e4],
             rng.uniform(-10, 10, 1024),
             rng.standard_normal(1024) * 1e-3,

@@ -1,0 +1,20 @@
+"""In-place edits of an ONNX graph's repeated fields that several rewrites share."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+import onnx
+
+
+def set_nodes(
+    graph: onnx.GraphProto, nodes: Iterable[onnx.NodeProto], stale: Collection[str]
+) -> None:
+    """Make ``nodes`` the graph's node list and drop the value_info of the ``stale`` tensor
+    names, whose shapes the rewrite changed (finishing infers them again)."""
+    nodes = list(nodes)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    infos = [v for v in graph.value_info if v.name not in stale]
+    del graph.value_info[:]
+    graph.value_info.extend(infos)
