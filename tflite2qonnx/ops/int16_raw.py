@@ -1,4 +1,5 @@
-"""Kernels that ignore the quantization: TFLite runs NEG, FLOOR_DIV and FLOOR_MOD on int8 and
+"""Kernels that ignore the quantization: TFLite runs CAST on the stored integers of any quantized
+tensor, NEG, FLOOR_DIV and FLOOR_MOD on int8 and
 int16 tensors, and the comparisons on int16 ones, as plain integer kernels
 (``reference_ops::Negate``, ``FloorDiv<T>``, ``FloorMod<T>``, ``Comparison<int16_t>``) on the
 stored integers, whatever the scales say (int8 / uint8 comparisons rescale both operands first;
@@ -28,7 +29,8 @@ STORED_INTEGER_KERNELS = frozenset(
     | {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
 )
 INT8_STORED_INTEGER_KERNELS = frozenset({"NEG", "FLOOR_DIV", "FLOOR_MOD", "SQRT"})
-_BITS = {"int8": 8, "int16": 16}  # results wrap modulo 2^bits (-(-32768) is -32768)
+_BITS = {"int8": 8, "int16": 16}
+_INTEGERS = ("int8", "int16", "uint8")  # results wrap modulo 2^bits (-(-32768) is -32768)
 
 
 def _per_tensor(b: GraphBuilder, idx: int, dtypes=("int16",)) -> bool:
@@ -95,6 +97,27 @@ def _raw_binary(b: GraphBuilder, op: Operator) -> bool:
         return False
     dtype = (b.tensor(ins[0]).dtype,)
     return _per_tensor(b, ins[1], dtype) and _per_tensor(b, op.outputs[0], dtype)
+
+
+def cast(b: GraphBuilder, op: Operator) -> None:
+    """CAST of a quantized int8 / int16 / uint8 tensor: ``static_cast`` of its stored integers
+    (casting the real values was 99% wrong), wrapped into a narrower integer type; onto the
+    output's grid if that is quantized too."""
+    x, y = (op.inputs[0] if op.inputs else -1), (op.outputs[0] if op.outputs else -1)
+    if y < 0 or not _per_tensor(b, x, _INTEGERS):
+        return ew.cast(b, op)
+    out = b.tensor(y)
+    q = _stored(b, x)
+    if out.dtype in _BITS:
+        q = _wrapped(b, q, _BITS[out.dtype])
+    elif out.dtype == "uint8":
+        q = _wrapped(b, b.emit("Sub", [q, b.const(np.array(128, np.float32), "half")])[0], 8)
+        q = b.emit("Add", [q, b.const(np.array(128, np.float32), "half")])[0]
+    if out.quantization is not None:
+        if not _per_tensor(b, y, (out.dtype,)):
+            return ew.cast(b, op)
+        return _on_output_grid(b, op, q)
+    b.set_output(y, b.emit("Cast", [q], to=ew.helper_dtype(b, y))[0])
 
 
 def _floor_quotient(b: GraphBuilder, x: str, y: str) -> str:
