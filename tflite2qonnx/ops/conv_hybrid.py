@@ -58,7 +58,13 @@ def hybrid_conv(
     x_idx, w_idx = op.inputs[0], op.inputs[1]
     bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
     depthwise = op.name == "DEPTHWISE_CONV_2D"
-    raw = np.asarray(b.tensor(w_idx).data, np.float64).transpose(perm)  # [O, I/g, kh, kw]
+    data = b.tensor(w_idx).data
+    if data is None or np.ndim(data) != len(perm):
+        raise ConversionError(
+            f"hybrid {op.name} needs a constant rank-{len(perm)} filter",
+            f"{op.where}, tensor {w_idx} '{b.tensor(w_idx).name}'",
+        )
+    raw = np.asarray(data, np.float64).transpose(perm)  # [O, I/g, kh, kw]
     scales = _filter_scales(b, op, raw.shape[0])
     per_channel = depthwise or groups != 1 or np.unique(scales).size > 1
     if per_channel and scales.size != raw.shape[0]:

@@ -130,6 +130,8 @@ def rank(b: GraphBuilder, op: Operator) -> None:
     dtype = b.tensor(op.outputs[0]).dtype
     value = np.array(len(b.tensor(op.inputs[0]).shape), dtype)
     out_shape = tuple(b.tensor(op.outputs[0]).shape)
+    if int(np.prod(out_shape)) != 1:
+        raise ConversionError(f"RANK gives one value, its output has shape {out_shape}", op.where)
     b.set_output(op.outputs[0], b.const(value.reshape(out_shape), "rank"))
 
 

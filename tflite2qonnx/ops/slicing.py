@@ -43,7 +43,7 @@ def slice_(b: GraphBuilder, op: Operator) -> None:
     size is -1 (TFLite's begin is never negative)."""
     x = b.raw_input(op.inputs[0], op.outputs[0])
     rank = rank_of(b, op.inputs[0])
-    begin, size = (_known(b, i) for i in op.inputs[1:3])
+    begin, size = _known(b, op, op.inputs[1]), _known(b, op, op.inputs[2])
     if begin is not None and size is not None:
         ends = [BIG if s < 0 else int(a + s) for a, s in zip(begin, size, strict=True)]
         b.set_output(op.outputs[0], _slice(b, x, begin, ends, list(range(len(begin)))))
@@ -59,12 +59,13 @@ def slice_(b: GraphBuilder, op: Operator) -> None:
     b.set_output(op.outputs[0], b.emit("Slice", [x, starts, ends, axes])[0])
 
 
-def _known(b: GraphBuilder, idx: int) -> np.ndarray | None:
-    """A constant integer operand's values, else None."""
-    t = b.tensor(idx)
-    if t.data is None and b.constant(idx) is None:
+def _known(b: GraphBuilder, op: Operator, idx: int) -> np.ndarray | None:
+    """A constant integer operand's values, else None (computed at run time)."""
+    if idx < 0:
+        raise ConversionError(f"{op.name}: a required operand is missing", op.where)
+    if b.tensor(idx).data is None and b.constant(idx) is None:
         return None
-    return b.int_constant(idx, "").reshape(-1)
+    return b.int_constant(idx, op.where).reshape(-1)
 
 
 def _int64_value(b: GraphBuilder, idx: int, known: np.ndarray | None) -> str:
