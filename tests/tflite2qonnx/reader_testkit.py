@@ -23,7 +23,6 @@ CORPUS = support.CORPUS / "tflite"
 CORPUS_FILES = sorted(CORPUS.glob("*.tflite"))
 REFUSED_BY_INTERPRETER = {"tflm__person_detect.tflite"}
 LOADABLE = [p for p in CORPUS_FILES if p.name not in REFUSED_BY_INTERPRETER]
-NO_CORPUS = pytest.mark.skipif(not CORPUS_FILES, reason=f"no corpus at {CORPUS}")
 
 
 def corpus_model(name: str) -> Path:

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reader_testkit import CORPUS_FILES, NO_CORPUS, assert_one_line_error, corpus_model
+from reader_testkit import CORPUS_FILES, assert_one_line_error, corpus_model
 
+import support
 from qonnx_ingest.errors import InputError
 from tflite2qonnx.reader import read_model
 
-pytestmark = NO_CORPUS
+pytestmark = support.requires_corpus
 
 
 def test_empty_bytes() -> None:

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import tflite
 from reader_testkit import (
-    NO_CORPUS,
     assert_one_line_error,
     base_spec,
     build,
@@ -22,8 +21,6 @@ from reader_testkit import (
 
 from qonnx_ingest.errors import InputError
 from tflite2qonnx.reader import read_model
-
-pytestmark = NO_CORPUS
 
 
 def test_built_model_is_valid_and_read_back() -> None:

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tflite
-from reader_testkit import LOADABLE, NO_CORPUS, corpus_model, interpreter
+from reader_testkit import LOADABLE, corpus_model, interpreter
 
+import support
 from tflite2qonnx.reader import read_model
 
-pytestmark = NO_CORPUS
+pytestmark = support.requires_corpus
 
 
 @pytest.mark.parametrize("path", LOADABLE, ids=lambda p: p.stem)
