@@ -32,17 +32,12 @@ from tflite2qonnx.fixed_point import Grid, cast, emulates, grid, raw_integers
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.exact_lut import c_float_fn
+from tflite2qonnx.ops.exact_tables import std_round
 from tflite2qonnx.ops.exact_tables_extra import gelu_erf, gelu_tanh
 from tflite2qonnx.ops.record import Converter
 
 _F32 = np.float32
 _ALL_INT16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int64)
-
-
-def _round_away(x: np.ndarray) -> np.ndarray:
-    """std::round of float32 values (exact in float64)."""
-    x = np.asarray(x, np.float64)
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
 def lut_populate(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> np.ndarray:
@@ -64,11 +59,11 @@ def lut_populate(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int)
     with np.errstate(over="ignore", invalid="ignore"):
         val, nxt = fn(x[:-1]), fn(x[1:])
         mid = fn((x[:-1] + half).astype(_F32))
-        sample = _round_away((val * inv).astype(_F32))
+        sample = std_round((val * inv).astype(_F32))
         interp = ((nxt * inv).astype(_F32) + sample).astype(_F32)
-        interp = _round_away((interp / _F32(2)).astype(_F32))
-        bias = _round_away(((interp - _round_away((mid * inv).astype(_F32))) / 2).astype(_F32))
-        last = _round_away((fn(np.array([in_max], _F32)) * inv).astype(_F32))
+        interp = std_round((interp / _F32(2)).astype(_F32))
+        bias = std_round(((interp - std_round((mid * inv).astype(_F32))) / 2).astype(_F32))
+        last = std_round((fn(np.array([in_max], _F32)) * inv).astype(_F32))
         lut = np.clip(np.concatenate([sample - bias, last]), -32768, 32767)
     return np.where(np.isnan(lut), 0, lut).astype(np.int64)
 

@@ -62,7 +62,7 @@ def clamp_to_grid(q: np.ndarray, g: Grid) -> np.ndarray:
     return np.clip(q, lo, lo + (1 << g.bits) - 1)
 
 
-def _round_away(x: np.ndarray) -> np.ndarray:
+def std_round(x: np.ndarray) -> np.ndarray:
     """std::round / TfLiteRound of float32 values (exact in float64)."""
     x = np.asarray(x, np.float64)
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
@@ -76,7 +76,7 @@ def float_table(fn):
         x = (_F32(g_in.scale) * (q - g_in.zero_point).astype(_F32)).astype(_F32)
         y = fn(x).astype(_F32)
         inverse = _F32(1.0) / _F32(g_out.scale)
-        rescaled = _round_away((y * inverse).astype(_F32))
+        rescaled = std_round((y * inverse).astype(_F32))
         return clamp_to_grid(rescaled.astype(np.int64) + g_out.zero_point, g_out)
 
     return table
@@ -109,9 +109,9 @@ def relu_table(act_min: float, act_max: float):
         m0, shift = _multiplier(float(_F32(g_in.scale) / _F32(g_out.scale)))
         y = multiply_by_quantized_multiplier(q - g_in.zero_point, m0, shift) + g_out.zero_point
         y = clamp_to_grid(y, g_out)
-        y = np.maximum(y, g_out.zero_point + int(_round_away(_F32(act_min) / _F32(g_out.scale))))
+        y = np.maximum(y, g_out.zero_point + int(std_round(_F32(act_min) / _F32(g_out.scale))))
         if np.isfinite(act_max):
-            hi = g_out.zero_point + int(_round_away(_F32(act_max) / _F32(g_out.scale)))
+            hi = g_out.zero_point + int(std_round(_F32(act_max) / _F32(g_out.scale)))
             y = np.minimum(y, hi)
         return clamp_to_grid(y, g_out)
 
@@ -138,7 +138,7 @@ def concat_rescale_table(q: np.ndarray, g_in: Grid, g_out: Grid) -> np.ndarray:
     scale = _F32(_F32(g_in.scale) * (_F32(1.0) / _F32(g_out.scale)))
     bias = _F32(_F32(-g_in.zero_point) * scale)
     value = ((q.astype(_F32) * scale).astype(_F32) + bias).astype(_F32)
-    return clamp_to_grid(_round_away(value).astype(np.int64) + g_out.zero_point, g_out)
+    return clamp_to_grid(std_round(value).astype(np.int64) + g_out.zero_point, g_out)
 
 
 def _int16_multiplier(real: float) -> tuple[int, int]:
