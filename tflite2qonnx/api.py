@@ -19,7 +19,7 @@ from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.model import MissingOperandError, Subgraph
+from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
 from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
@@ -135,6 +135,10 @@ def convert_subgraph(
             if exc.where is None or exc.where.startswith(op.where):
                 raise
             raise MissingOperandError(exc.message, f"{op.where}: {exc.where}") from None
+        except ScaleRangeError as exc:
+            if exc.where is not None:
+                raise
+            raise ScaleRangeError(f"{exc.message}; {_scales(subgraph, op)}", op.where) from None
     builder.current = None
     if bit_exact and (rounded := rounded_once(builder, subgraph.operators)):
         counts = Counter(rounded)
@@ -166,6 +170,18 @@ def convert_subgraph(
         raise _with_layout_hint(exc, model, layouts) from None
     # the metadata names graph inputs and outputs only, which the compact form keeps
     return finish_model(model, opset=opset, metadata=metadata, compact_large=True)
+
+
+def _scales(subgraph: Subgraph, op) -> str:
+    """The operator's quantized tensors with their scales: which one is out of range."""
+    parts = []
+    for idx in (*op.inputs, *op.outputs):
+        t = subgraph.tensors[idx] if 0 <= idx < len(subgraph.tensors) else None
+        if t is not None and t.quantization is not None and len(t.quantization.scale):
+            scale = t.quantization.scale
+            shown = f"{float(scale[0]):.3g}" + (f" (+{len(scale) - 1})" if len(scale) > 1 else "")
+            parts.append(f"tensor {idx} '{t.name}' scale {shown}")
+    return "scales: " + (", ".join(parts) or "none")
 
 
 def _count(n: int, noun: str) -> str:

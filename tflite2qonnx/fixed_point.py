@@ -58,8 +58,9 @@ from onnx import TensorProto
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.dtypes import INT8_TYPES
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.model import Operator
+from tflite2qonnx.model import Operator, ScaleRangeError
 
+_F32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 EXACT_F32 = 2.0**24  # integers below this are exact in float32 (and in its sums)
 _EXACT_F64 = 2.0**53
 _WEIGHT_SPLIT_BITS = 4  # weights = hi * 16 + lo when one float32 Conv could be inexact
@@ -72,10 +73,15 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     """TFLite's QuantizeMultiplier: ``real ~= M0 * 2^(shift - 31)``, M0 in [2^30, 2^31).
 
     frexp's fraction is rounded half away from zero (TfLiteRound) to 31 bits; a fraction that
-    rounds up to 2^31 is halved; shifts below -31 give zero, above 30 saturate.
+    rounds up to 2^31 is halved; shifts below -31 give zero, above 30 saturate. A multiplier that
+    is not a finite, normal, non-zero number comes from scales out of range (a corrupt file).
     """
-    if real == 0.0:
-        return 0, 0
+    real = float(real)
+    if not np.isfinite(real) or abs(real) < _F32_TINY:
+        raise ScaleRangeError(
+            f"requantization multiplier {real!r} (from its tensors' scales) is not a finite, "
+            "normal, non-zero number"
+        )
     fraction, shift = np.frexp(float(real))
     q = float(fraction) * float(1 << 31)
     q_fixed = int(np.sign(q) * np.floor(abs(q) + 0.5))

@@ -139,9 +139,11 @@ class TensorDecoder(Cursor):
         quantization = self.read_quantization(t.Quantization(), shape, shape_signature)
         if quantization is not None and dtype.startswith(("int", "uint")):
             scale = quantization.scale
-            if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
-                bad = next(float(s) for s in scale if not (np.isfinite(s) and s > 0))
-                raise self.fail(f"quantization scale {bad} is not a positive finite number")
+            # a denormal scale is as unusable as zero: its reciprocal overflows float32
+            usable = np.isfinite(scale) & (scale >= np.finfo(np.float32).tiny)
+            if not np.all(usable):
+                bad = float(np.asarray(scale)[~usable][0])
+                raise self.fail(f"quantization scale {bad} is not a positive finite normal number")
 
         raw = self.buffer_bytes(buffer_index)
         data = None

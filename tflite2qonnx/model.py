@@ -31,6 +31,13 @@ class MissingOperandError(InputError, IndexError):
     __str__ = Exception.__str__  # not KeyError/IndexError's repr-style message
 
 
+class ScaleRangeError(InputError):
+    """A requantization multiplier derived from an operator's scales is infinite, NaN, zero or
+    denormal: each scale may be finite while their product or quotient is not, and no kernel
+    computes anything meaningful with it. The operator loop names the operator and its tensors.
+    """
+
+
 class MissingOptionError(InputError, KeyError):
     """An operator's builtin options lack a field that its kind needs (also a ``KeyError``)."""
 

@@ -56,6 +56,8 @@ def int8_svdf(
     memory: int = 5,
     activation: str = "RELU",
     state_variable: bool = True,
+    weights_feature_scale: float = 0.02,
+    state_scale: float | None = None,
 ) -> bytes:
     """batch 2, 16 inputs, 4 units of ``rank`` filters; int8 input / weights_feature / output,
     int16 weights_time and state, int32 bias: TFLite Micro's keyword-model layout. The state
@@ -64,8 +66,10 @@ def int8_svdf(
     rng = np.random.default_rng(seed)
     batch, n_in, units = 2, 16, 4
     filters = units * rank
-    s_x, zp_x, s_wf, s_wt = 0.05, 3, 0.02, 2.0**-14
+    s_x, zp_x, s_wf, s_wt = 0.05, 3, weights_feature_scale, 2.0**-14
     s_state = s_x * s_wf / 1.2  # the feature accumulator * 1.2: its tail saturates int16
+    if state_scale is not None:
+        s_state = state_scale
     s_out = s_state * s_wt * 3e6 * np.sqrt(rank)  # and the output's tail int8
     tensors = [
         {"name": "x", "shape": (batch, n_in), "dtype": "int8", "quant": ([s_x], [zp_x])},

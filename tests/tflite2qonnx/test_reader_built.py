@@ -175,8 +175,8 @@ def test_quantization_scale_count_must_match_axis() -> None:
     expect_error(spec, "tensor 1 'const'", "3 scales")
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.5, float("nan"), float("inf")])
-def test_integer_tensor_scale_must_be_positive_and_finite(bad: float) -> None:
+@pytest.mark.parametrize("bad", [0.0, -0.5, float("nan"), float("inf"), 2.0**-130])
+def test_integer_tensor_scale_must_be_positive_finite_and_normal(bad: float) -> None:
     """An int8 tensor's real value is scale * (q - zero_point): no usable grid otherwise."""
     spec = base_spec()
     spec["tensors"][1]["type"] = tflite.TensorType.INT8

@@ -16,6 +16,7 @@ from svdf_models import float_svdf, hybrid_svdf, int8_svdf
 import tflite2qonnx
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.verification import run_converted
+from tflite2qonnx.model import ScaleRangeError
 
 
 @pytest.mark.parametrize(
@@ -114,3 +115,15 @@ def test_int8_svdf_passes_verify_each_sample_from_the_reset_state() -> None:
     """--verify resets the interpreter's variables before each sample: without that, the
     second sample would see the first one's state and the check would fail."""
     tflite2qonnx.convert(int8_svdf(2, seed=7), verify=True)
+
+
+def test_int8_svdf_whose_scales_overflow_the_multiplier_names_the_operator_and_tensors() -> None:
+    """Each scale is finite, but s_x * s_wf / s_state overflows float32 (the fuzzer's find on
+    the corpus keyword model): a clear input error, not an OverflowError from deep inside."""
+    data = int8_svdf(1, weights_feature_scale=1e38, state_scale=1e-3)
+    with pytest.raises(ScaleRangeError) as info:
+        tflite2qonnx.convert(data)
+    message = str(info.value)
+    assert message.startswith("operator 0 (SVDF): requantization multiplier inf")
+    assert "tensor 1 'weights_feature' scale 1e+38" in message
+    assert info.value.exit_code == 2
