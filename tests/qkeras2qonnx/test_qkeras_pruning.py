@@ -68,3 +68,53 @@ def test_unmasked_weights_would_not_match(pruned):
         if getattr(layer, "pruning_vars", None):
             layer.layer.set_weights(fresh_layers[layer.name].layer.get_weights())
     assert not np.allclose(np.asarray(model(x, training=False)), masked)
+
+
+@pytest.fixture(scope="module")
+def pruned_folded(tmp_path_factory):
+    """hls4ml tutorial part 6's shape: PruneLowMagnitude around QConv2DBatchnorm, whose kernel is
+    folded with the batch-norm statistics before it is quantized (today's refusal: "the pruning
+    mask cannot be applied"); the masks zero half of it, the statistics are far from identity."""
+    import tensorflow_model_optimization as tfmot
+    from qkeras import QActivation, QConv2DBatchnorm, QDense, quantized_bits, quantized_relu
+
+    k = keras()
+    prune = tfmot.sparsity.keras.prune_low_magnitude
+    inp = k.Input((6, 6, 2), name="x")
+    conv = QConv2DBatchnorm(
+        4, 3, kernel_quantizer=quantized_bits(6, 2, alpha=1),
+        bias_quantizer=quantized_bits(8, 3, alpha=1), name="conv_bn",
+    )  # fmt: skip
+    h = prune(conv)(inp)
+    h = QActivation(quantized_relu(6, 2), name="act")(h)
+    h = k.layers.Flatten()(h)
+    out = QDense(3, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc")(h)
+    model = k.Model(inp, out)
+    rng = np.random.default_rng(6)
+    wrapper = model.get_layer("prune_low_magnitude_conv_bn")
+    for weight, mask, _ in wrapper.pruning_vars:
+        weight.assign(rng.normal(0, 0.4, weight.shape).astype(np.float32))
+        mask.assign((rng.uniform(size=mask.shape) < 0.5).astype(np.float32))
+    bn = wrapper.layer.batchnorm
+    bn.moving_mean.assign(rng.normal(0, 0.5, 4).astype(np.float32))
+    bn.moving_variance.assign(rng.uniform(0.2, 3.0, 4).astype(np.float32))
+    bn.gamma.assign(rng.uniform(0.5, 2.0, 4).astype(np.float32))
+    path = tmp_path_factory.mktemp("pruned_folded") / "pruned_folded.h5"
+    model.save(path)
+    return path
+
+
+def test_pruned_qconv2dbatchnorm_folds_the_masked_kernel(pruned_folded):
+    import qkeras2qonnx
+    from qkeras2qonnx.load import load_model
+
+    model = load_model(pruned_folded)
+    wrapper = model.get_layer("prune_low_magnitude_conv_bn")
+    (weight, mask, _), = wrapper.pruning_vars  # fmt: skip
+    stored = weight.numpy()
+    assert np.any((mask.numpy() == 0) & (stored != 0))  # only the mask makes it sparse
+    onnx_model = qkeras2qonnx.convert(model)
+    assert np.array_equal(weight.numpy(), stored)  # the caller's model is left as it was
+    for batch in (1, 8):
+        assert_matches_qkeras(model, onnx_model, batch=batch, step=1 / 16)
+    assert len(quant_nodes(onnx_model)) == count_quantizers(model)
