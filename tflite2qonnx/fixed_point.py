@@ -73,15 +73,18 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     """TFLite's QuantizeMultiplier: ``real ~= M0 * 2^(shift - 31)``, M0 in [2^30, 2^31).
 
     frexp's fraction is rounded half away from zero (TfLiteRound) to 31 bits; a fraction that
-    rounds up to 2^31 is halved; shifts below -31 give zero, above 30 saturate. A multiplier that
-    is not a finite, normal, non-zero number comes from scales out of range (a corrupt file).
+    rounds up to 2^31 is halved; shifts below -31 give zero, above 30 saturate. Zero is a real
+    multiplier (LEAKY_RELU with alpha 0); an infinite, NaN or denormal one comes from scales out
+    of range (a corrupt file).
     """
     real = float(real)
-    if not np.isfinite(real) or abs(real) < _F32_TINY:
+    if not np.isfinite(real) or 0.0 < abs(real) < _F32_TINY:
         raise ScaleRangeError(
             f"requantization multiplier {real!r} (from its tensors' scales) is not a finite, "
-            "normal, non-zero number"
+            "normal number"
         )
+    if real == 0.0:
+        return 0, 0
     fraction, shift = np.frexp(float(real))
     q = float(fraction) * float(1 << 31)
     q_fixed = int(np.sign(q) * np.floor(abs(q) + 0.5))

@@ -16,6 +16,7 @@ from tflite2qonnx.model import ScaleRangeError
         (1.0, (1 << 30, 1)),
         (0.75, (3 << 29, 0)),
         (-0.5, (-(1 << 30), 0)),
+        (0.0, (0, 0)),  # LEAKY_RELU's alpha 0
         (2.0**-40, (0, 0)),  # shift below -31: the kernel's zero multiplier
         (2.0**40, ((1 << 31) - 1, 30)),  # shift above 30 saturates
     ],
@@ -24,9 +25,9 @@ def test_quantize_multiplier_matches_hand_derived_pairs(real: float, expected) -
     assert quantize_multiplier(real) == expected
 
 
-@pytest.mark.parametrize("real", [float("inf"), float("-inf"), float("nan"), 0.0, 1e-40])
-def test_quantize_multiplier_refuses_infinite_nan_zero_and_denormal(real: float) -> None:
-    with pytest.raises(ScaleRangeError, match="is not a finite, normal, non-zero number"):
+@pytest.mark.parametrize("real", [float("inf"), float("-inf"), float("nan"), 1e-40, -1e-45])
+def test_quantize_multiplier_refuses_infinite_nan_and_denormal(real: float) -> None:
+    with pytest.raises(ScaleRangeError, match="is not a finite, normal number"):
         quantize_multiplier(real)
 
 
