@@ -20,6 +20,7 @@ from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_ma
 from qkeras2qonnx.quantizers import QuantizerAnnotationLost, describe, rule_for
 from qkeras2qonnx.spec import LOST, QuantSpec
 from qkeras2qonnx.stripped import Slot
+from qkeras2qonnx.subclassed import as_functional
 from qonnx_ingest.errors import ConversionError
 
 
@@ -64,7 +65,7 @@ def strip_model(model: Any) -> tuple[Any, LayerMap]:
     """The plain-Keras clone of ``model`` (to convert with tf2onnx) and its layer map."""
     layer_map = LayerMap()
     assignments: list[tuple[Any, list[np.ndarray]]] = []
-    plain = _clone(model, "", layer_map, assignments)
+    plain = _clone(as_functional(model), "", layer_map, assignments)
     for layer, weights in assignments:
         layer.set_weights(weights)
     return plain, layer_map
@@ -76,7 +77,7 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
     def clone_layer(layer: Any) -> Any:
         path = prefix + layer.name
         if isinstance(layer, k.Model):
-            return _clone(layer, path + "/", layer_map, assignments)
+            return _clone(as_functional(layer, path), path + "/", layer_map, assignments)
         stripped = rule_for_layer(layer, path)(layer, path)
         layer_map.folded.update(stripped.folded)
         if stripped.recurrent is not None:

@@ -1,0 +1,215 @@
+"""Subclassed Keras models as Functional ones, on the same layer objects, so they can be cloned.
+
+``clone_model`` (and so the strip step) takes Sequential and Functional models only; research
+code writes ``keras.Model`` subclasses. Their topology is recovered from the call itself:
+
+* in memory, the Python ``call`` runs on symbolic Keras inputs, which records every sublayer
+  call as a node of a new Functional model;
+* loaded from a SavedModel, the Python ``call`` is gone and Keras revives a traced function.
+  Its ops carry the sublayers' name scopes (``net/conv/Conv2D``), so each op belongs to the
+  sublayer it was traced in; a tensor that one sublayer's ops produce and another's read is an
+  edge. The sublayers (revived from their configurations, QKeras quantizers included) are then
+  called on symbolic inputs in that order.
+
+Either way the rebuilt model must compute exactly what the original computes on seeded inputs,
+or the conversion stops: a topology read wrongly is never converted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from qkeras2qonnx.backend import keras
+from qonnx_ingest.errors import ConversionError
+
+_PASS_THROUGH = frozenset({"Identity", "IdentityN", "NoOp", "Const"})
+_CALLS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
+_SKIPPED = frozenset({"Placeholder", *_PASS_THROUGH})
+_CHECK_SAMPLES = 4
+
+
+def as_functional(model: Any, where: str = "") -> Any:
+    """``model`` itself when Keras can clone it, else the Functional model it computes; a
+    subclassed model nested inside (which Keras's cloning cannot rebuild) is refused by name."""
+    where = where or model.name
+    if _is_subclassed(model):
+        model = _traced(model, where)
+    nested = next(_nested_subclassed(model), None)
+    if nested is not None:
+        raise ConversionError(
+            f"subclassed model '{nested}' nested inside another model: Keras cannot clone the "
+            "outer one; call its layers from the outer model's call, or convert it on its own",
+            where,
+        )
+    return model
+
+
+def _is_subclassed(model: Any) -> bool:
+    return not isinstance(model, keras().Sequential) and not getattr(
+        model, "_is_graph_network", True
+    )
+
+
+def _nested_subclassed(model: Any):
+    """Names of subclassed models anywhere inside a Functional or Sequential ``model``."""
+    for layer in getattr(model, "layers", []):
+        if isinstance(layer, keras().Model):
+            if _is_subclassed(layer):
+                yield layer.name
+            else:
+                yield from _nested_subclassed(layer)
+
+
+def _traced(model: Any, where: str) -> Any:
+    """The Functional model of a subclassed one's call, checked against the model."""
+    k = keras()
+    inputs = _symbolic_inputs(model, where)
+    try:
+        if _is_revived(model):
+            outputs = _replay_trace(model, inputs, where)
+        else:
+            outputs = model.call(inputs[0] if len(inputs) == 1 else inputs)
+        rebuilt = k.Model(inputs, outputs, name=model.name)
+    except ConversionError:
+        raise
+    except Exception as exc:
+        raise ConversionError(
+            f"cannot trace the subclassed model's call into layers: {type(exc).__name__}: {exc}",
+            where,
+        ) from exc
+    _check_same(model, rebuilt, where)
+    return rebuilt
+
+
+def _is_revived(model: Any) -> bool:
+    """Loaded from a SavedModel without its Python class: the call is a traced function."""
+    return ".saved_model.load" in type(model).__module__
+
+
+def _symbolic_inputs(model: Any, where: str) -> list[Any]:
+    spec = getattr(model, "_saved_model_inputs_spec", None)
+    if spec is None:
+        raise ConversionError(
+            "a subclassed model that was never called has no input shape: call it once on a "
+            "batch (or build it) before converting",
+            where,
+        )
+    specs = list(spec) if isinstance(spec, list | tuple) else [spec]
+    if not all(hasattr(s, "shape") for s in specs):
+        raise ConversionError(
+            f"subclassed model inputs {spec!r}: only tensors are supported", where
+        )
+    return [keras().Input(shape=s.shape[1:], dtype=s.dtype, name=s.name) for s in specs]
+
+
+def _call_graph(model: Any, inputs: list[Any]) -> Any:
+    """The graph of the revived call, descending through the wrapping function calls."""
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec(i.shape, i.dtype) for i in inputs]
+    fn = tf.function(lambda *xs: model(xs[0] if len(xs) == 1 else list(xs), training=False))
+    graph = fn.get_concrete_function(*specs).graph
+    while True:
+        ops = [
+            op for op in graph.get_operations() if op.type not in {"Placeholder", *_PASS_THROUGH}
+        ]
+        if len(ops) != 1 or ops[0].type not in _CALLS:
+            return graph
+        graph = graph._get_function(ops[0].get_attr("f").name).graph
+
+
+def _replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
+    """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call."""
+    graph = _call_graph(model, inputs)
+    children = {layer.name: layer for layer in model.layers}
+    data = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
+    data = [t for t in data if t.dtype != _resource()][: len(inputs)]
+    source: dict[str, Any] = {t.name: ("input", i) for i, t in enumerate(data)}
+    order: list[str] = []
+    reads: dict[str, list[str]] = {}  # sublayer -> tensors of other owners it reads, in order
+    for op in graph.get_operations():
+        owner = _owner(op.name, model.name, children)
+        if owner is None:
+            if op.type in _PASS_THROUGH and op.inputs and op.inputs[0].name in source:
+                source[op.outputs[0].name] = source[op.inputs[0].name]
+            elif op.type not in _SKIPPED:
+                raise ConversionError(
+                    f"op '{op.name}' ({op.type}) in the subclassed model's own call, between its "
+                    "layers: only calls of its layers can be rebuilt",
+                    where,
+                )
+            continue
+        if owner not in reads:
+            order.append(owner)
+            reads[owner] = []
+        for t in op.inputs:
+            origin = source.get(t.name)
+            if origin is not None and origin != ("layer", owner) and t.name not in reads[owner]:
+                reads[owner].append(t.name)
+        for t in op.outputs:
+            source[t.name] = ("layer", owner)
+    called: dict[str, Any] = {}  # sublayer -> its symbolic output
+    handed_on: dict[str, str] = {}  # sublayer -> the one tensor of it that others read
+    for owner in order:
+        args = []
+        for name in reads[owner]:
+            kind, who = source[name]
+            if kind == "input":
+                args.append(inputs[who])
+                continue
+            if handed_on.setdefault(who, name) != name:
+                raise ConversionError(
+                    f"layer '{who}' hands on more than one tensor: cannot rebuild its call", where
+                )
+            args.append(called[who])
+        if not args:
+            raise ConversionError(f"layer '{owner}' reads no input in the traced call", where)
+        called[owner] = children[owner](args[0] if len(args) == 1 else args)
+    results = []
+    for t in graph.outputs:
+        origin = source.get(t.name)
+        if origin is None or origin[0] != "layer":
+            raise ConversionError(f"output '{t.name}' does not come from a layer", where)
+        results.append(called[origin[1]])
+    return results[0] if len(results) == 1 else results
+
+
+def _owner(op_name: str, model_name: str, children: dict[str, Any]) -> str | None:
+    """The sublayer whose name scope holds the op (scopes may start with the model's name)."""
+    parts = op_name.split("/")
+    if parts[0] == model_name and len(parts) > 2:
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] in children:
+        return parts[0]
+    return None
+
+
+def _resource() -> Any:
+    import tensorflow as tf
+
+    return tf.resource
+
+
+def _check_same(model: Any, rebuilt: Any, where: str) -> None:
+    """The rebuilt model computes, bit for bit, what the original does on seeded inputs."""
+    rng = np.random.default_rng(0)
+    shapes = [tuple(d or 2 for d in t.shape) for t in rebuilt.inputs]
+    xs = [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes]
+    for _ in range(_CHECK_SAMPLES):
+        feed = xs[0] if len(xs) == 1 else xs
+        ours = rebuilt(feed, training=False)
+        theirs = model(feed, training=False)
+        ours = ours if isinstance(ours, list | tuple) else [ours]
+        theirs = theirs if isinstance(theirs, list | tuple) else [theirs]
+        same = len(ours) == len(theirs) and all(
+            np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ours, theirs, strict=True)
+        )
+        if not same:
+            raise ConversionError(
+                "the layers traced from the subclassed model's call do not compute what the "
+                "model computes: its topology cannot be recovered",
+                where,
+            )
+        xs = [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes]
