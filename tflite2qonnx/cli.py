@@ -13,6 +13,14 @@ def build_parser() -> argparse.ArgumentParser:
         "tflite2qonnx",
         "Convert a TFLite model (.tflite) to QONNX. Never imports TensorFlow.",
         "the .tflite file",
+        examples=(
+            ("model.tflite", "write model.onnx beside model.tflite"),
+            (
+                "model.tflite -o out.onnx --batch-size 1 --verify",
+                "a static batch of 1, compared with the TFLite interpreter on 16 random inputs",
+            ),
+            ("models/ -o out/ --jobs 2", "every .tflite in models/ into out/, two at a time"),
+        ),
     )
     parser.add_argument(
         "--keep-io-layout",

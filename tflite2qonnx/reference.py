@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from layout import stored_perms
-from qonnx_ingest.errors import InputError
+from qonnx_ingest.errors import InputError, ReferenceUnavailable
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
     Agreement,
@@ -134,8 +134,10 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError:
-        raise InputError(
-            "--verify needs the TFLite interpreter: pip install 'qonnx-ingest[verify]'"
+        from qonnx_ingest.install_hints import extra_hint
+
+        raise ReferenceUnavailable(
+            f"--verify needs the TFLite interpreter: {extra_hint('verify')}"
         ) from None
     kwargs = (
         {"model_content": bytes(source)}
@@ -152,7 +154,9 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         first = text.split(". ")[0][:200]
-        raise InputError(f"the TFLite interpreter cannot run this model: {first}") from None
+        raise ReferenceUnavailable(
+            f"the TFLite interpreter cannot run this model: {first}"
+        ) from None
     return it
 
 
@@ -276,7 +280,7 @@ def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
         it.invoke()
     except RuntimeError as exc:  # a kernel refused the sample (an index out of range, ...)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(
+        raise ReferenceUnavailable(
             f"the TFLite interpreter failed on the verification inputs ({message}); "
             "give valid samples with --verify-inputs"
         ) from exc
