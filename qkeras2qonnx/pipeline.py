@@ -19,8 +19,13 @@ from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
 from qonnx_ingest.conv1d import conv1d_as_rank3
 from qonnx_ingest.conv1d_bias import fold_conv1d_bias
-from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
-from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, finish_model
+from qonnx_ingest.errors import (
+    ConversionError,
+    ConversionWarning,
+    InputError,
+    NoQuantizerWarning,
+)
+from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, QUANT_OP_TYPES, finish_model
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
 
@@ -171,6 +176,13 @@ def convert_keras(
     if channels_last:
         finished = finish_model(to_channels_last(finished), opset=opset)
     check_quantizer_count(finished, layer_map)
+    if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
+        warnings.warn(
+            f"{graph_name or 'the model'}: no quantizer: the ONNX model is float (is this a "
+            "QKeras model?)",
+            NoQuantizerWarning,
+            stacklevel=2,
+        )
     return finished
 
 

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from qonnx_ingest import cli
+from qonnx_ingest.versions import BASE, TFLITE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tflite2qonnx",
         "Convert a TFLite model (.tflite) to QONNX. Never imports TensorFlow.",
         "the .tflite file",
+        versions=(*BASE, *TFLITE),
         examples=(
             ("model.tflite", "write model.onnx beside model.tflite"),
             (
