@@ -8,12 +8,11 @@ does the conversion. This module imports only the standard library at import tim
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -280,28 +279,13 @@ def _write(path: str, text: str, protected: Sequence[str | Path]) -> None:
     write_text_atomically(Path(path), text, protected)
 
 
-@contextlib.contextmanager
-def _native_stderr_silenced(verbose: bool) -> Iterator[None]:
-    """File descriptor 2 on /dev/null while converting, unless --verbose.
+def _native_stderr_silenced(verbose: bool):
+    """fd 2 on /dev/null while converting, unless --verbose: C++ lines (TensorFlow's,
+    onnxruntime's) would come before the one-line result. Python warnings are recorded
+    meanwhile and reported after."""
+    from qonnx_ingest.native_stderr import silenced
 
-    TensorFlow's and onnxruntime's C++ code write to fd 2 whatever their Python-side settings
-    ("Unable to register cuDNN factory", "failed call to cuInit", onnxruntime's colored
-    MergeShapeInfo / ExecuteKernel lines while qonnx folds constants): lines that would come
-    before the one-line result. Python warnings are recorded meanwhile and reported after.
-    """
-    if verbose or sys.stderr is None:
-        yield
-        return
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        sys.stderr.flush()  # what Python wrote there meanwhile goes to /dev/null too
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+    return silenced(not verbose)
 
 
 def summarize(model: onnx.ModelProto) -> str:

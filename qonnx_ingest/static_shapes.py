@@ -46,7 +46,7 @@ def fix_input_shapes(
     if unknown:
         raise InputError(
             f"--input-shape names {unknown[0]!r}, which is not a model input; the inputs are: "
-            + ", ".join(f"'{n}' {_dims_text(_dims(vi))}" for n, vi in zip(names, inputs, strict=True))
+            + ", ".join(f"'{vi.name}' {_dims_text(_dims(vi))}" for vi in inputs)
         )
     targets = {}
     for vi in inputs:

@@ -50,7 +50,8 @@ def installed(name: str) -> str:
         ("tflite2qonnx", ["onnx", "qonnx", "numpy", "onnxruntime", "ai-edge-litert"]),
         (
             "qkeras2qonnx",
-            ["onnx", "qonnx", "numpy", "onnxruntime", "tensorflow", "tf_keras", "qkeras", "tf2onnx"],
+            ["onnx", "qonnx", "numpy", "onnxruntime"]
+            + ["tensorflow", "tf_keras", "qkeras", "tf2onnx"],
         ),
     ],
 )

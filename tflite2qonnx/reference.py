@@ -19,6 +19,7 @@ import onnx
 
 from layout import stored_perms
 from qonnx_ingest.errors import InputError, ReferenceUnavailable
+from qonnx_ingest.native_stderr import silenced
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
     Agreement,
@@ -147,10 +148,12 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     if not xnnpack:
         kwargs["experimental_op_resolver_type"] = OpResolverType.BUILTIN_REF
     try:
-        it = Interpreter(**kwargs)
-        it.allocate_tensors()
-        if model is not None:
-            _resize_to(it, model)
+        # the XNNPACK delegate's INFO line goes from C++ to fd 2: not for a Python caller
+        with silenced():
+            it = Interpreter(**kwargs)
+            it.allocate_tensors()
+            if model is not None:
+                _resize_to(it, model)
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         first = text.split(". ")[0][:200]
