@@ -241,9 +241,9 @@ def _is_stdout(output: Path) -> bool:
 
 def _exported(model: onnx.ModelProto, args: argparse.Namespace) -> onnx.ModelProto:
     if args.format == "qcdq":
-        from qonnx_ingest.qcdq import to_qcdq
+        from qonnx_ingest.qcdq import in_format
 
-        return to_qcdq(model, strict=args.strict)
+        return in_format(model, args.format, strict=args.strict)
     return model
 
 
