@@ -333,6 +333,8 @@ def _line(prog: str, r: Result) -> str:
         if r.verification_skipped:
             line += f"; verification skipped: {r.verification_skipped}"
         return line
+    if r.status == "interrupted":
+        return f"{prog}: interrupted {r.input}"
     message = r.message.removeprefix(f"{r.input}: ")  # the line names the model already
     return f"{prog}: {r.status} {r.input}: {message}"
 

@@ -70,7 +70,9 @@ def verify(
         return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)
 
     ref_run = interpreter_for(reference, reference_name == "XNNPACK")
-    ref_outs = [_invoke(ref_run(), in_details, out_details, s) for s in samples]
+    # the user's samples failing is their input's fault; seeded ones failing, the reference's
+    unusable = InputError if inputs_path is not None else ReferenceUnavailable
+    ref_outs = [_invoke(ref_run(), in_details, out_details, s, unusable) for s in samples]
     xnn_cache: list = []
 
     def xnn_outs() -> list[Feeds]:  # run only when an output needs XNNPACK's spread
@@ -80,7 +82,9 @@ def verify(
             else:
                 xnnpack = _interpreter(source, True, model)
                 xnn_run = interpreter_for(xnnpack, True)
-                xnn_cache.append([_invoke(xnn_run(), in_details, out_details, s) for s in samples])
+                xnn_cache.append(
+                    [_invoke(xnn_run(), in_details, out_details, s, unusable) for s in samples]
+                )
         return xnn_cache[0]
 
     perms = stored_perms(model)
@@ -273,9 +277,10 @@ def _keeps_resource_variables(source) -> bool:
                for op in sub.operators)  # fmt: skip
 
 
-def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
+def _invoke(it, in_details, out_details, sample: Feeds, unusable: type[InputError]) -> Feeds:
     """The outputs on ``sample`` from the variables' initial state (the recurrent states and
-    SVDF's reset), as the converted graph computes them."""
+    SVDF's reset), as the converted graph computes them; ``unusable`` is raised when the
+    interpreter refuses the sample."""
     it.reset_all_variables()
     for d in in_details:
         it.set_tensor(d["index"], sample[d["name"]])
@@ -283,7 +288,7 @@ def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
         it.invoke()
     except RuntimeError as exc:  # a kernel refused the sample (an index out of range, ...)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ReferenceUnavailable(
+        raise unusable(
             f"the TFLite interpreter failed on the verification inputs ({message}); "
             "give valid samples with --verify-inputs"
         ) from exc
