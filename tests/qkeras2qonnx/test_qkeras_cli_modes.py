@@ -117,3 +117,28 @@ def test_a_missing_qkeras3_is_exit_2_naming_where_this_environment_looks(tmp_pat
     target = Path(sys.prefix) / "qkeras-v3"
     assert f"pip install --no-deps --target {target} qkeras-v3==1.2.1" in result.stderr
     assert not (tmp_path / "model.onnx").exists()
+
+
+@pytest.mark.keras
+def test_convert_and_verify_brings_the_figures_back_from_the_other_qkeras_generation():
+    """A Keras 3 model in this QKeras 0.9 process is converted and verified in a subprocess
+    (``isolated``); its figures come back with the model, measured against Keras 3's own
+    predict."""
+    import keras as keras3
+
+    import qkeras2qonnx
+    from qkeras2qonnx import flavour
+    from qonnx_ingest.verification import run_converted
+
+    assert flavour.process_flavour() == flavour.KERAS2
+    inp = keras3.Input((5,), name="x")
+    model = keras3.Model(inp, keras3.layers.Dense(3, activation="relu", name="fc")(inp))
+    rng = np.random.default_rng(8)
+    model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
+    with pytest.warns(UserWarning, match=NO_QUANTIZER):  # relayed from the subprocess
+        converted, figures = qkeras2qonnx.convert_and_verify(model, inputs=3)
+    assert figures.passed and figures.inputs == 3 and len(figures.outputs) == 1
+    x = rng.uniform(-1, 1, (4, 5)).astype(np.float32)
+    (got,), _ = run_converted(converted, [{converted.graph.input[0].name: x}])
+    expected = np.asarray(model(x))
+    np.testing.assert_allclose(got[converted.graph.output[0].name], expected, rtol=1e-6, atol=1e-6)
