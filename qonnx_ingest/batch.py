@@ -13,18 +13,17 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qonnx_ingest import __version__
+from qonnx_ingest.batch_pool import Children, run_all
 from qonnx_ingest.cli_options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output, fail
 from qonnx_ingest.errors import InputError
 
@@ -82,33 +81,19 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
     options = forwarded_options(parser, args)
     err = sys.stderr
     lines = err if args.json else sys.stdout
-    running: set[subprocess.Popen] = set()
+    running = Children()
 
-    def one(item: tuple[str, str | None, Result | None]) -> Result:
+    def one(item: tuple[str, str | None, Result | None]) -> Result | None:
         model, output, refused = item
+        if running.stopped:
+            return None  # started as Ctrl-C came: not run
         result = refused or _convert_one(prog, model, output, options, args.timeout, running)
         print(_line(prog, result), file=lines, flush=True)
         return result
 
-    done: list[Result | None] = [None] * len(plan)
-    interrupted = False
-    pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        futures = {pool.submit(one, item): i for i, item in enumerate(plan)}
-        try:
-            for future in as_completed(futures):
-                done[futures[future]] = future.result()
-        except (
-            KeyboardInterrupt
-        ):  # what finished stays; the running ones stop, the rest never start
-            interrupted = True
-            pool.shutdown(wait=False, cancel_futures=True)
-            _stop_children(running)
-            for future, i in futures.items():
-                if not future.cancelled():
-                    done[i] = future.result()
+        done, interrupted = run_all(plan, one, args.jobs, running)
     finally:
-        pool.shutdown(wait=True)
         for folder in reversed(created):  # directories made for outputs that never came
             with contextlib.suppress(OSError):
                 folder.rmdir()
@@ -134,19 +119,6 @@ def worst_code(codes: Iterable[int]) -> int:
     codes = set(codes)
     failed = max((c for c in codes if c != EXIT_UNVERIFIED), default=0)
     return failed or (EXIT_UNVERIFIED if EXIT_UNVERIFIED in codes else 0)
-
-
-def _stop_children(running: set[subprocess.Popen]) -> None:
-    """Ctrl-C at a terminal reaches the children too; a SIGINT sent to this process alone is
-    passed on. Each child then removes its staging files and exits 130."""
-    deadline = time.monotonic() + 1.0
-    for child in list(running):
-        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            child.wait(max(0.0, deadline - time.monotonic()))
-    for child in list(running):
-        if child.poll() is None:
-            with contextlib.suppress(OSError):
-                child.send_signal(signal.SIGINT)
 
 
 def _refuse_single_only(args: argparse.Namespace) -> None:
@@ -255,7 +227,7 @@ def _convert_one(
     output: str | None,
     options: list[str],
     timeout: float | None,
-    running: set[subprocess.Popen],
+    running: Children,
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="qonnx-ingest-") as scratch:
         result_file = Path(scratch) / "result.json"
@@ -270,6 +242,7 @@ def _convert_one(
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
+            process_group=0,  # a Ctrl-C reaches the batch, which passes it on (``_run_all``)
         ) as child:
             running.add(child)
             try:
@@ -290,8 +263,10 @@ def _convert_one(
         if line.startswith(f"{prog}: warning: "):
             print(line, file=sys.stderr)
     code = child.returncode
+    if code < 0:  # killed (a second Ctrl-C, the OOM killer): what it left half-written
+        _remove_staging(child.pid, output or str(default_output(model)))
     if written:
-        status = STATUS.get(code, "converted")
+        status = STATUS.get(code, "crashed")
         result = Result(model, written["output"], status, code, seconds, written["summary"])
         result.warnings = written["warnings"]
         result.verification = written["verification"]
