@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -242,7 +243,7 @@ def _convert_one(
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            process_group=0,  # a Ctrl-C reaches the batch, which passes it on (``_run_all``)
+            start_new_session=True,  # a Ctrl-C reaches the batch, which passes it on (batch_pool)
         ) as child:
             running.add(child)
             try:
@@ -274,6 +275,8 @@ def _convert_one(
         if code == 3:
             result.message = _error(prog, stderr) or result.message
         return result
+    if code == -signal.SIGINT:  # interrupted while Python was starting or importing
+        return Result(model, None, "interrupted", EXIT_INTERRUPTED, seconds, "interrupted")
     message = _error(prog, stderr)
     if code in STATUS and code not in (0, EXIT_UNVERIFIED) and "internal error" not in message:
         return Result(model, None, STATUS[code], code, seconds, message)

@@ -1,8 +1,9 @@
 """Run a batch's models ``--jobs`` at a time, and stop it on Ctrl-C keeping what finished.
 
-The children run in process groups of their own, so a Ctrl-C at the terminal reaches the batch
-alone; it starts no other model and passes exactly one SIGINT to each running child, which
-stops cleanly (exit 130, nothing written). A second Ctrl-C while they stop kills them.
+The children run in sessions (process groups) of their own, so a Ctrl-C at the terminal
+reaches the batch alone; it starts no other model and passes exactly one SIGINT to each
+running child, which stops cleanly (exit 130, nothing written). A second Ctrl-C while they
+stop kills them.
 """
 
 from __future__ import annotations
