@@ -43,6 +43,36 @@ def test_verify_that_cannot_run_the_interpreter_writes_the_model_and_exits_5(tmp
     onnx.checker.check_model(onnx.load(out))  # the conversion was kept
 
 
+def test_verify_without_the_interpreter_writes_the_model_and_says_what_to_install(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_LITERT)
+    result = run_module("tflite2qonnx", HELLO, "-o", "m.onnx", "--verify", cwd=tmp_path,
+                        path_first=[site])  # fmt: skip
+    assert result.returncode == 5, result.stderr
+    hint = f'pip install -c constraints.txt ".[verify]" (run in {ROOT})'
+    assert result.stderr.strip() == (
+        f"tflite2qonnx: verification skipped: --verify needs the TFLite interpreter: {hint}"
+    )
+    onnx.checker.check_model(onnx.load(tmp_path / "m.onnx"))
+
+
+BLOCK_LITERT = """
+import importlib.abc
+import sys
+
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "ai_edge_litert":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+"""
+
+
 def test_a_folder_reports_a_skipped_verification_as_converted_and_json_has_the_figures(tmp_path):
     models = tmp_path / "models"
     models.mkdir()
