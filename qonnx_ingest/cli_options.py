@@ -92,7 +92,7 @@ def make_parser(
     files.add_argument(
         "--strict",
         action="store_true",
-        help="refuse what --encodings or --format qcdq can only approximate, and a model "
+        help="refuse what --encodings or --format qcdq can only approximate, and a Keras model "
         "without a single quantizer, instead of warning",
     )
     check = parser.add_argument_group("verification")
