@@ -25,26 +25,35 @@ from qonnx_ingest.errors import (  # noqa: E402
     ConversionError,
     ConversionWarning,
     InputError,
+    ReferenceUnavailable,
     VerificationError,
 )
 
 if TYPE_CHECKING:
     from qkeras2qonnx.pipeline import convert, from_keras
+    from qkeras2qonnx.verified import convert_and_verify
 
 __all__ = [
     "ConversionError",
     "ConversionWarning",
     "InputError",
+    "ReferenceUnavailable",
     "VerificationError",
     "__version__",
     "convert",
+    "convert_and_verify",
     "from_keras",
 ]
 _LAZY = ("convert", "from_keras")
 
 
 def __getattr__(name: str):
-    """``convert`` and ``from_keras`` load the pipeline (and TensorFlow) on first use."""
+    """``convert``, ``convert_and_verify`` and ``from_keras`` load the pipeline (and
+    TensorFlow) on first use."""
+    if name == "convert_and_verify":
+        from qkeras2qonnx.verified import convert_and_verify
+
+        return convert_and_verify
     if name in _LAZY:
         from qkeras2qonnx import pipeline
 

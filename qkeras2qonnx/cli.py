@@ -22,6 +22,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "QKeras model: full-model .h5, .keras, Keras SavedModel directory, or .json "
         "architecture (with --weights)",
         versions=(*BASE, *KERAS),
+        examples=(
+            ("model.h5", "write model.onnx beside model.h5"),
+            (
+                "arch.json --weights arch_weights.h5 -o model.onnx --verify",
+                "a JSON architecture and its weights, compared with Keras predict",
+            ),
+            ("models/ -o out/ --jobs 2", "every .h5 / .keras in models/ into out/"),
+        ),
     )
     parser.add_argument(
         "--weights", metavar="WEIGHTS.h5", help="weights file (required for a .json architecture)"
@@ -111,6 +119,7 @@ def _require_keras_extra() -> None:
     import importlib.util
 
     from qonnx_ingest.errors import InputError
+    from qonnx_ingest.install_hints import extra_hint
 
     for name in KERAS_MODULES:
         try:
@@ -121,5 +130,5 @@ def _require_keras_extra() -> None:
             missing = name
             raise InputError(
                 f"qkeras2qonnx needs TensorFlow and QKeras, and {missing} is not installed: "
-                "pip install 'qonnx-ingest[keras]'"
+                + extra_hint("keras")
             ) from None

@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, InputError
 
 KERAS2, KERAS3 = "keras2", "keras3"
 QKERAS3_PIN = "qkeras-v3==1.2.1"
@@ -134,7 +134,7 @@ def qkeras3_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     directory = qkeras3_dir()
     if directory is None and not _qkeras3_importable():
-        raise ConversionError(_missing_message())
+        raise InputError(_missing_message())
     project = str(Path(__file__).resolve().parents[1])
     paths = [str(directory)] if directory is not None else []
     paths += [project, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
@@ -166,15 +166,20 @@ def _put_qkeras3_first() -> None:
     if directory is None:
         if _qkeras3_importable():
             return
-        raise ConversionError(_missing_message())
+        raise InputError(_missing_message())
     if sys.path[:1] != [str(directory)]:
         sys.path.insert(0, str(directory))
 
 
 def _missing_message() -> str:
+    """Where ``qkeras3_dir`` looks by default: beside this interpreter's environment, any venv."""
+    import shlex
+
+    target = shlex.quote(str(Path(sys.prefix) / "qkeras-v3"))
     return (
-        f"this model needs {_NAMES[KERAS3]}, which is not installed: run scripts/setup.sh, or "
-        f"pip install --no-deps --target .venv/qkeras-v3 {QKERAS3_PIN} (or set {DIR_VARIABLE})"
+        f"this model needs {_NAMES[KERAS3]}, which is not installed: "
+        f"pip install --no-deps --target {target} {QKERAS3_PIN} (or set {DIR_VARIABLE} to "
+        "where it is)"
     )
 
 

@@ -29,6 +29,20 @@ def convert_elsewhere(
 ) -> onnx.ModelProto:
     """The QONNX model of ``source`` (a path, or an in-memory model), converted in a
     subprocess running ``needed``; ``options`` are ``pipeline.convert``'s keywords."""
+    return _elsewhere(source, needed, weights, options, None)[0]
+
+
+def verify_elsewhere(
+    source: Any, needed: str, figures: dict[str, Any], *, weights: Any = None, **options: Any
+) -> tuple[onnx.ModelProto, Any]:
+    """``convert_and_verify`` in that subprocess: the model and its ``Verification``;
+    ``figures`` are ``convert_and_verify``'s inputs / seed / inputs_path."""
+    return _elsewhere(source, needed, weights, options, figures)
+
+
+def _elsewhere(
+    source: Any, needed: str, weights: Any, options: dict[str, Any], figures: dict | None
+) -> tuple[onnx.ModelProto, Any]:
     env = (
         flavour.qkeras3_environment() if needed == flavour.KERAS3 else flavour.keras2_environment()
     )
@@ -45,6 +59,7 @@ def convert_elsewhere(
             "weights": str(Path(weights).resolve()) if weights is not None else None,
             "output": str(work / "model.onnx"),
             "options": options,
+            "figures": figures,
         }
         (work / "request.pkl").write_bytes(pickle.dumps(request))
         done = subprocess.run(
@@ -65,7 +80,7 @@ def convert_elsewhere(
             warnings.warn(message, _warning_class(category), stacklevel=3)
         if reply["error"] is not None:
             raise _rebuild(*reply["error"])
-        return onnx.load(str(work / "model.onnx"))
+        return onnx.load(str(work / "model.onnx")), reply.get("verification")
 
 
 def _rebuild(module: str, name: str, message: str, where: str | None, extra: Any) -> Exception:

@@ -22,17 +22,27 @@ def serve(work: Path) -> None:
     request = pickle.loads((work / "request.pkl").read_bytes())
     flavour.enter(request["flavour"])
     from qkeras2qonnx.pipeline import convert
+    from qkeras2qonnx.verified import convert_and_verify
 
-    error = None
+    error, verification = None, None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            convert(
-                request["source"],
-                request["output"],
-                weights=request["weights"],
-                **request["options"],
-            )
+            if request.get("figures") is None:
+                convert(
+                    request["source"],
+                    request["output"],
+                    weights=request["weights"],
+                    **request["options"],
+                )
+            else:  # convert_and_verify: the figures come back too
+                _, verification = convert_and_verify(
+                    request["source"],
+                    request["output"],
+                    weights=request["weights"],
+                    **request["figures"],
+                    **request["options"],
+                )
         except ConversionError as exc:
             error = (
                 type(exc).__module__,
@@ -46,7 +56,8 @@ def serve(work: Path) -> None:
         for w in caught
         if w.category.__module__.startswith(("qkeras2qonnx", "qonnx_ingest"))
     ]
-    (work / "reply.pkl").write_bytes(pickle.dumps({"error": error, "warnings": relayed}))
+    reply = {"error": error, "warnings": relayed, "verification": verification}
+    (work / "reply.pkl").write_bytes(pickle.dumps(reply))
 
 
 if __name__ == "__main__":

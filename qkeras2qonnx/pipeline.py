@@ -19,8 +19,14 @@ from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import to_onnx
 from qonnx_ingest.conv1d import conv1d_as_rank3
 from qonnx_ingest.conv1d_bias import fold_conv1d_bias
-from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
-from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, finish_model
+from qonnx_ingest.errors import (
+    ConversionError,
+    ConversionWarning,
+    InputError,
+    NoQuantizerWarning,
+)
+from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, QUANT_OP_TYPES, finish_model
+from qonnx_ingest.qcdq import check_format, in_format
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
 
@@ -40,6 +46,7 @@ def convert(
     int_quant: bool = False,
     channels_last: bool = False,
     verify: bool = False,
+    format: str = "qonnx",
 ) -> onnx.ModelProto:
     """Convert a QKeras model (in memory, or a .h5/.keras/SavedModel/.json path) to QONNX.
 
@@ -53,8 +60,12 @@ def convert(
     A model of the QKeras generation this process did not import (qkeras-v3 / Keras 3 vs
     QKeras 0.9 / tf_keras, see ``flavour``) is converted in a subprocess.
     ``verify`` compares the result with ``model.predict`` on seeded inputs and raises
-    ``VerificationError`` (nothing saved) when they differ beyond 1e-6 relative.
+    ``VerificationError`` (nothing saved) when they differ beyond 1e-6 relative;
+    ``convert_and_verify`` returns the figures too.
+    ``format="qcdq"`` lowers the quantizers to QuantizeLinear/Clip/DequantizeLinear
+    (``qonnx_ingest.qcdq.to_qcdq``; what is verified and saved is that form).
     """
+    check_format(format)
     if channels_last and batch_size is None:
         batch_size = 1  # qonnx's channels-last transformation needs static shapes
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
@@ -76,6 +87,7 @@ def convert(
             int_quant=int_quant,
             channels_last=channels_last,
             verify=verify,
+            format=format,
         )
         if output_path is not None:
             save_model(proto, output_path, inputs=inputs)
@@ -84,6 +96,7 @@ def convert(
     proto = convert_keras(
         model, opset=opset, batch_size=batch_size, int_quant=int_quant, channels_last=channels_last
     )
+    proto = in_format(proto, format)
     if verify:
         from qkeras2qonnx.reference import verify as run_verification
 
@@ -171,6 +184,13 @@ def convert_keras(
     if channels_last:
         finished = finish_model(to_channels_last(finished), opset=opset)
     check_quantizer_count(finished, layer_map)
+    if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
+        warnings.warn(
+            f"{graph_name or 'the model'}: no quantizer: the ONNX model is float (is this a "
+            "QKeras model?)",
+            NoQuantizerWarning,
+            stacklevel=2,
+        )
     return finished
 
 

@@ -13,17 +13,19 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qonnx_ingest import __version__
-from qonnx_ingest.cli_options import default_output, fail
+from qonnx_ingest.batch_pool import Children, run_all
+from qonnx_ingest.cli_options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output, fail
 from qonnx_ingest.errors import InputError
 
 if TYPE_CHECKING:
@@ -38,21 +40,33 @@ SINGLE_ONLY = {
     "weights": "--weights",
 }
 # options the batch itself consumes; everything else is passed to each model's run
-NOT_FORWARDED = {"inputs", "output", "recursive", "jobs", "json", "quiet", "help", "version"}
+NOT_FORWARDED = {
+    *("inputs", "output", "recursive", "jobs", "json", "quiet", "help", "version", "result_file")
+}
+# exit code 5 (verification skipped) is a conversion: the model was written
 STATUS = {0: "converted", 1: "refused", 2: "refused", 3: "failed verification", 4: "timed out"}
-ORDER = ("converted", "refused", "failed verification", "timed out", "crashed")
+STATUS[EXIT_UNVERIFIED] = "converted"
+STATUS[EXIT_INTERRUPTED] = "interrupted"
+WRITTEN = ("converted", "failed verification")  # the model is on disk (the latter to inspect)
+ORDER = ("converted", "refused", "failed verification", "timed out", "crashed", "interrupted")
+ORDER += ("not run",)
 # a child stuck in native code past its own --timeout is killed this much later
 KILL_GRACE_SECONDS = 10.0
 
 
 @dataclass
 class Result:
+    """One model's outcome; ``output`` only when the file was written."""
+
     input: str
     output: str | None
     status: str = "converted"
     exit_code: int = 0
     seconds: float = 0.0
     message: str = ""
+    warnings: list[str] = field(default_factory=list)
+    verification: dict | None = None  # the figures, as Verification.as_dict()
+    verification_skipped: str | None = None  # why --verify could not run the source model
 
 
 def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: ModelScan) -> int:
@@ -66,32 +80,46 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
     except InputError as exc:
         return fail(prog, str(exc), exc.exit_code, False)
     options = forwarded_options(parser, args)
-    results: list[Result] = []
     err = sys.stderr
     lines = err if args.json else sys.stdout
+    running = Children()
 
-    def one(item: tuple[str, str | None, Result | None]) -> Result:
+    def one(item: tuple[str, str | None, Result | None]) -> Result | None:
         model, output, refused = item
-        result = refused or _convert_one(prog, model, output, options, args.timeout)
+        if running.stopped:
+            return None  # started as Ctrl-C came: not run
+        result = refused or _convert_one(prog, model, output, options, args.timeout, running)
         print(_line(prog, result), file=lines, flush=True)
         return result
 
     try:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(one, plan))
-    except KeyboardInterrupt:
-        return fail(prog, "interrupted", 130, False)
+        done, interrupted = run_all(plan, one, args.jobs, running)
     finally:
         for folder in reversed(created):  # directories made for outputs that never came
             with contextlib.suppress(OSError):
                 folder.rmdir()
+    results = [
+        r or Result(plan[i][0], None, "not run", EXIT_INTERRUPTED, message="interrupted")
+        for i, r in enumerate(done)
+    ]
     wall = time.perf_counter() - start
-    worst = max((r.exit_code for r in results), default=0)
+    worst = EXIT_INTERRUPTED if interrupted else worst_code(r.exit_code for r in results)
     if args.json:
         print(json.dumps(summary_document(prog, results, wall, args.jobs, worst), indent=2))
     else:
         print(table(results, wall, args.jobs), file=lines)
+    if interrupted:
+        left = sum(r.status in ("not run", "interrupted") for r in results)
+        print(f"{prog}: interrupted: {left} of {len(results)} models not converted", file=err)
     return worst
+
+
+def worst_code(codes: Iterable[int]) -> int:
+    """The batch's exit code: the highest failure's; 5 (written, verification skipped) only
+    when every other model converted."""
+    codes = set(codes)
+    failed = max((c for c in codes if c != EXIT_UNVERIFIED), default=0)
+    return failed or (EXIT_UNVERIFIED if EXIT_UNVERIFIED in codes else 0)
 
 
 def _refuse_single_only(args: argparse.Namespace) -> None:
@@ -157,7 +185,7 @@ def plan_outputs(
         key = os.path.normcase(os.path.abspath(out))
         if key in taken:
             message = f"{model}: same output {out} as {taken[key]}: convert it separately"
-            plan.append((model, str(out), Result(model, str(out), "refused", 2, 0.0, message)))
+            plan.append((model, str(out), Result(model, None, "refused", 2, 0.0, message)))
             continue
         taken[key] = model
         if folder is not None and not out.parent.is_dir():
@@ -195,48 +223,73 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def _convert_one(
-    prog: str, model: str, output: str | None, options: list[str], timeout: float | None
+    prog: str,
+    model: str,
+    output: str | None,
+    options: list[str],
+    timeout: float | None,
+    running: Children,
 ) -> Result:
-    command = [sys.executable, "-m", prog, model, *options, "--quiet"]
-    if output is not None:
-        command[4:4] = ["-o", output]
-    start = time.perf_counter()
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    ) as child:
-        try:
-            stdout, stderr = child.communicate(
-                timeout=timeout + KILL_GRACE_SECONDS if timeout else None
-            )
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
-            _remove_staging(child.pid, output or str(default_output(model)))
-            message = f"no answer within --timeout {timeout:g} s; killed"
-            return Result(model, output, "timed out", 4, time.perf_counter() - start, message)
-    proc = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+    with tempfile.TemporaryDirectory(prefix="qonnx-ingest-") as scratch:
+        result_file = Path(scratch) / "result.json"
+        command = [sys.executable, "-m", prog, model, *options, "--quiet"]
+        command += ["--result-file", str(result_file)]
+        if output is not None:
+            command[4:4] = ["-o", output]
+        start = time.perf_counter()
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # a Ctrl-C reaches the batch, which passes it on (batch_pool)
+        ) as child:
+            running.add(child)
+            try:
+                stdout, stderr = child.communicate(
+                    timeout=timeout + KILL_GRACE_SECONDS if timeout else None
+                )
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
+                _remove_staging(child.pid, output or str(default_output(model)))
+                message = f"no answer within --timeout {timeout:g} s; killed"
+                return Result(model, None, "timed out", 4, time.perf_counter() - start, message)
+            finally:
+                running.discard(child)
+        written = json.loads(result_file.read_text()) if result_file.is_file() else {}
     seconds = time.perf_counter() - start
-    for line in proc.stderr.splitlines():
+    for line in stderr.splitlines():
         if line.startswith(f"{prog}: warning: "):
             print(line, file=sys.stderr)
-    code = proc.returncode
-    if code == 0:
-        detail = proc.stdout.strip().splitlines()
-        wrote = detail[0] if detail else ""
-        summary = wrote[wrote.find("(") + 1 : wrote.rfind(")")] if "(" in wrote else ""
-        return Result(model, output, "converted", 0, seconds, summary)
-    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"{prog}: error: ")]
-    message = errors[-1][len(f"{prog}: error: ") :] if errors else ""
-    message = message.removesuffix(" (--verbose for details)")
-    if code in STATUS and "internal error" not in message:
-        return Result(model, output, STATUS[code], code, seconds, message)
-    tail = (proc.stderr.strip().splitlines() or [""])[-1]
+    code = child.returncode
+    if code < 0:  # killed (a second Ctrl-C, the OOM killer): what it left half-written
+        _remove_staging(child.pid, output or str(default_output(model)))
+    if written:
+        status = STATUS.get(code, "crashed")
+        result = Result(model, written["output"], status, code, seconds, written["summary"])
+        result.warnings = written["warnings"]
+        result.verification = written["verification"]
+        result.verification_skipped = written["verification_skipped"]
+        if code == 3:
+            result.message = _error(prog, stderr) or result.message
+        return result
+    if code == -signal.SIGINT:  # interrupted while Python was starting or importing
+        return Result(model, None, "interrupted", EXIT_INTERRUPTED, seconds, "interrupted")
+    message = _error(prog, stderr)
+    if code in STATUS and code not in (0, EXIT_UNVERIFIED) and "internal error" not in message:
+        return Result(model, None, STATUS[code], code, seconds, message)
+    tail = (stderr.strip().splitlines() or [""])[-1]
     message = message or (f"killed by signal {-code}" if code < 0 else tail or f"exit {code}")
-    return Result(model, output, "crashed", max(code, 1), seconds, message)
+    return Result(model, None, "crashed", max(code, 1), seconds, message)
+
+
+def _error(prog: str, stderr: str) -> str:
+    """The child's last error line, without the prefix and the --verbose hint."""
+    errors = [ln for ln in stderr.splitlines() if ln.startswith(f"{prog}: error: ")]
+    message = errors[-1][len(f"{prog}: error: ") :] if errors else ""
+    return message.removesuffix(" (--verbose for details)")
 
 
 def _remove_staging(pid: int, output: str) -> None:
@@ -254,7 +307,12 @@ def _remove_staging(pid: int, output: str) -> None:
 
 def _line(prog: str, r: Result) -> str:
     if r.status == "converted":
-        return f"{prog}: converted {r.input} -> {r.output} ({r.message}) in {r.seconds:.2f} s"
+        line = f"{prog}: converted {r.input} -> {r.output} ({r.message}) in {r.seconds:.2f} s"
+        if r.verification_skipped:
+            line += f"; verification skipped: {r.verification_skipped}"
+        return line
+    if r.status == "interrupted":
+        return f"{prog}: interrupted {r.input}"
     message = r.message.removeprefix(f"{r.input}: ")  # the line names the model already
     return f"{prog}: {r.status} {r.input}: {message}"
 
@@ -264,7 +322,7 @@ def table(results: Sequence[Result], wall: float, jobs: int) -> str:
     rows = [("result", "models", "seconds")]
     for status in ORDER:
         chosen = [r for r in results if r.status == status]
-        if chosen or status not in ("timed out", "crashed"):  # rare outcomes only when seen
+        if chosen or status in ORDER[:3]:  # rare outcomes only when seen
             rows.append((status, str(len(chosen)), f"{sum(r.seconds for r in chosen):.2f}"))
     rows.append(("total", str(len(results)), f"{sum(r.seconds for r in results):.2f}"))
     width = max(len(r[0]) for r in rows)

@@ -8,18 +8,19 @@ does the conversion. This module imports only the standard library at import tim
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qonnx_ingest.cli_options import (  # noqa: F401  (the converters' CLIs import them here)
     EXIT_CONVERSION,
+    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_UNVERIFIED,
     EXIT_VERIFY,
     ModelScan,
     default_output,
@@ -31,7 +32,14 @@ from qonnx_ingest.cli_options import (
     fail as _fail,
 )
 from qonnx_ingest.deadline import deadline
-from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError, TimedOut
+from qonnx_ingest.errors import (
+    ConversionError,
+    ConversionWarning,
+    InputError,
+    NoQuantizerWarning,
+    ReferenceUnavailable,
+    TimedOut,
+)
 from qonnx_ingest.progress import Status
 
 if TYPE_CHECKING:
@@ -52,9 +60,7 @@ def run(
     code. Several models (or a directory, or --json) go to ``qonnx_ingest.batch``, which runs
     this same command once per model in a process of its own.
 
-    Exit codes: 0 done, 1 the model cannot be converted, 2 usage or unusable input, 3 the
-    converted model (written for inspection) disagrees with its source under --verify, 4 not
-    done within --timeout.
+    Exit codes: ``cli_options.EXIT_CODES`` (listed in ``--help``).
     """
     args = parser.parse_args(argv)
     scan = scan or ModelScan()
@@ -83,6 +89,12 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
         # never a rename over the name, whatever it resolves to
         to_stdout = args.output == "-" or bool(args.output and _is_stdout(Path(args.output)))
         if to_stdout:
+            if _is_terminal(sys.stdout):
+                raise InputError(
+                    "would write the binary model to this terminal: redirect stdout "
+                    "(> model.onnx, | another command) or give a file name",
+                    f"-o {args.output}",
+                )
             if "-" in (args.encodings, args.report_json):
                 raise InputError(
                     f"-o {args.output} writes the model to stdout: give the JSON a file name"
@@ -106,6 +118,8 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
             warnings.simplefilter("always", ConversionWarning)
             model = convert(args)
             seconds = time.perf_counter() - start
+            if args.strict:
+                _refuse_float_model(caught, args.input)
             if args.format == "qcdq":
                 status.phase("lowering to QuantizeLinear/DequantizeLinear")
             written = _exported(model, args)
@@ -113,14 +127,19 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
             wants_verify = args.verify or args.verify_inputs is not None
             if wants_verify and verify:
                 status.phase("verifying against the source model")
-            checked = verify(args, written) if wants_verify and verify else None
+            checked, skipped = None, None
+            if wants_verify and verify:
+                try:
+                    checked = verify(args, written)
+                except ReferenceUnavailable as exc:  # the conversion stands: write it, say so
+                    skipped = str(exc)
             if args.report or args.report_json:
                 status.phase("computing the report")
             quant_report = _report(model) if args.report or args.report_json else None
             if args.encodings:
                 status.phase("writing the encodings")
             side_files = _side_files(model, quant_report, args)
-        _report_warnings(prog, caught)
+        warned = _report_warnings(prog, caught)
         status.phase(f"writing {output}" if not to_stdout else "writing the model to stdout")
         if make_dir is not None:
             make_dir.mkdir(exist_ok=True)
@@ -139,7 +158,7 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
         return _fail(prog, str(exc), exc.exit_code, args.verbose)
     except KeyboardInterrupt:
         status.close()
-        return _fail(prog, "interrupted", 130, args.verbose)
+        return _fail(prog, "interrupted", EXIT_INTERRUPTED, args.verbose)
     except Exception as exc:  # a bug of ours: still one line, and the traceback on request
         status.close()
         message = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
@@ -151,6 +170,12 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
     print(f"{prog}: wrote {where} ({summarize(written)}) in {seconds:.2f} s", file=text)
     if args.report:
         print(quant_report.as_text(), file=text)
+    if args.result_file:
+        _write_result(args.result_file, None if to_stdout else output, written, warned,
+                      checked, skipped)  # fmt: skip
+    if skipped is not None:
+        print(f"{prog}: verification skipped: {' '.join(skipped.split())}", file=sys.stderr)
+        return EXIT_UNVERIFIED
     if checked is not None:
         print(checked.as_text(), file=text)
         if not checked.passed:
@@ -158,6 +183,42 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
 
             return _fail(prog, str(VerificationError(checked)), EXIT_VERIFY, False)
     return EXIT_OK
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _refuse_float_model(caught: list[warnings.WarningMessage], where: str) -> None:
+    """--strict: a model without a single quantizer is refused, not just warned about."""
+    for w in caught:
+        if issubclass(w.category, NoQuantizerWarning):
+            raise ConversionError(f"{w.message} (--strict refuses it)", where)
+
+
+def _write_result(path, output, model, warned, checked, skipped) -> None:
+    """What a batch's child did, for the parent's --json: the file written, the warnings,
+    the verification figures (or why it was skipped)."""
+    import json
+
+    document = {
+        "output": None if output is None else str(output),
+        "summary": summarize(model),
+        "warnings": warned,
+        "verification": checked.as_dict() if checked is not None else None,
+        "verification_skipped": skipped,
+    }
+    Path(path).write_text(json.dumps(document, default=_json_default))
+
+
+def _json_default(value):
+    """numpy scalars in the verification figures."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _model_to_stdout(model: onnx.ModelProto) -> None:
@@ -180,9 +241,9 @@ def _is_stdout(output: Path) -> bool:
 
 def _exported(model: onnx.ModelProto, args: argparse.Namespace) -> onnx.ModelProto:
     if args.format == "qcdq":
-        from qonnx_ingest.qcdq import to_qcdq
+        from qonnx_ingest.qcdq import in_format
 
-        return to_qcdq(model, strict=args.strict)
+        return in_format(model, args.format, strict=args.strict)
     return model
 
 
@@ -218,28 +279,13 @@ def _write(path: str, text: str, protected: Sequence[str | Path]) -> None:
     write_text_atomically(Path(path), text, protected)
 
 
-@contextlib.contextmanager
-def _native_stderr_silenced(verbose: bool) -> Iterator[None]:
-    """File descriptor 2 on /dev/null while converting, unless --verbose.
+def _native_stderr_silenced(verbose: bool):
+    """fd 2 on /dev/null while converting, unless --verbose: C++ lines (TensorFlow's,
+    onnxruntime's) would come before the one-line result. Python warnings are recorded
+    meanwhile and reported after."""
+    from qonnx_ingest.native_stderr import silenced
 
-    TensorFlow's and onnxruntime's C++ code write to fd 2 whatever their Python-side settings
-    ("Unable to register cuDNN factory", "failed call to cuInit", onnxruntime's colored
-    MergeShapeInfo / ExecuteKernel lines while qonnx folds constants): lines that would come
-    before the one-line result. Python warnings are recorded meanwhile and reported after.
-    """
-    if verbose or sys.stderr is None:
-        yield
-        return
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        sys.stderr.flush()  # what Python wrote there meanwhile goes to /dev/null too
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+    return silenced(not verbose)
 
 
 def summarize(model: onnx.ModelProto) -> str:
@@ -263,10 +309,13 @@ def summarize(model: onnx.ModelProto) -> str:
     return ", ".join(parts)
 
 
-def _report_warnings(prog: str, caught: list[warnings.WarningMessage]) -> None:
-    """Our warnings as one line each; anyone else's the way Python shows them."""
+def _report_warnings(prog: str, caught: list[warnings.WarningMessage]) -> list[str]:
+    """Our warnings as one line each (returned too); anyone else's the way Python shows them."""
+    ours = []
     for w in caught:
         if issubclass(w.category, ConversionWarning):
-            print(f"{prog}: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
+            ours.append(" ".join(str(w.message).split()))
+            print(f"{prog}: warning: {ours[-1]}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    return ours

@@ -17,35 +17,123 @@ from qonnx_ingest.errors import InputError
 from qonnx_ingest.versions import BASE
 
 EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+EXIT_UNVERIFIED, EXIT_INTERRUPTED = 5, 130
+EXIT_CODES = (
+    (EXIT_OK, "converted (and, with --verify, verified)"),
+    (EXIT_CONVERSION, "the model cannot be converted exactly (the message names the layer/op)"),
+    (
+        EXIT_USAGE,
+        "usage error, unusable input, or a missing dependency (the message says what to install)",
+    ),
+    (
+        EXIT_VERIFY,
+        "--verify: the converted model disagrees with its source (written for inspection)",
+    ),
+    (EXIT_TIMEOUT, "not done within --timeout (nothing written)"),
+    (
+        EXIT_UNVERIFIED,
+        "converted and written, but --verify could not run the source model "
+        '("verification skipped: <why>")',
+    ),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); with several models, after the summary"),
+)
 
 
 def make_parser(
-    prog: str, description: str, input_help: str, versions: Sequence[str] = BASE
+    prog: str,
+    description: str,
+    input_help: str,
+    versions: Sequence[str] = BASE,
+    examples: Sequence[tuple[str, str]] = (),
 ) -> argparse.ArgumentParser:
-    """The options every converter has: inputs, -o, --opset, --verbose, --version, ...;
-    ``versions`` are the libraries ``--version`` lists after ours."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """The options every converter has: inputs, -o, --opset, --verbose, --version, ...,
+    in argument groups; ``versions`` are the libraries ``--version`` lists after ours;
+    ``examples`` (command, what it does) and the exit codes make the epilog. The tool's own
+    options go to ``parser`` (listed under "options")."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=_epilog(prog, examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "inputs",
         nargs="+",
         metavar="MODEL",
         help=f"{input_help}; several models or directories convert each (see --jobs, --json)",
     )
-    parser.add_argument(
+    files = parser.add_argument_group("output")
+    files.add_argument(
         "-o",
         "--output",
         metavar="OUT",
-        help="output file ('-': stdout), or a directory (existing, or named with a trailing /) "
-        "to write MODEL.onnx into (default: MODEL with .onnx beside it); with several models, "
-        "a directory",
+        help="output file ('-': stdout, not a terminal), or a directory (existing, or named "
+        "with a trailing /) to write MODEL.onnx into (default: MODEL with .onnx beside it); "
+        "with several models, a directory",
     )
-    parser.add_argument(
+    files.add_argument(
+        "--opset",
+        type=int,
+        default=DEFAULT_OPSET,
+        help=f"ONNX opset of the default domain (default: {DEFAULT_OPSET})",
+    )
+    files.add_argument(
+        "--int-quant",
+        action="store_true",
+        help="emit qonnx's IntQuant op type instead of Quant (qonnx 1.0 reads both)",
+    )
+    files.add_argument(
+        "--format",
+        choices=("qonnx", "qcdq"),
+        default="qonnx",
+        help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
+        "onnxruntime and other QDQ consumers (default: qonnx)",
+    )
+    files.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what --encodings or --format qcdq can only approximate, and a Keras model "
+        "without a single quantizer, instead of warning",
+    )
+    check = parser.add_argument_group("verification")
+    check.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the source model and the converted one on seeded random inputs and compare "
+        "them (exit code 3 when they disagree beyond the converter's tolerance, 5 when the "
+        "source model cannot be run: the model is written either way)",
+    )
+    check.add_argument(
+        "--verify-inputs",
+        metavar="INPUTS.npz",
+        help="verify on your own inputs (implies --verify): one array per model input, samples "
+        "first",
+    )
+    check.add_argument(
+        "--verify-count",
+        type=int,
+        default=16,
+        metavar="N",
+        help="with --verify: number of seeded random inputs (default: 16)",
+    )
+    report = parser.add_argument_group("report and side files")
+    report.add_argument(
+        "--report", action="store_true", help="print every quantized tensor and the model's cost"
+    )
+    report.add_argument(
+        "--report-json", metavar="REPORT.json", help="write that report as JSON ('-': stdout)"
+    )
+    report.add_argument(
+        "--encodings", metavar="ENCODINGS.json", help="write AIMET 2.0.0 quantization encodings"
+    )
+    batch = parser.add_argument_group("several models")
+    batch.add_argument(
         "-r",
         "--recursive",
         action="store_true",
         help="look for models in the subdirectories of a directory given as MODEL too",
     )
-    parser.add_argument(
+    batch.add_argument(
         "-j",
         "--jobs",
         type=positive_int,
@@ -53,81 +141,46 @@ def make_parser(
         metavar="N",
         help="with several models: convert N at a time, each in its own process (default: 1)",
     )
-    parser.add_argument(
+    batch.add_argument(
         "--timeout",
         type=positive_float,
         metavar="SECONDS",
         help="give up on a model whose conversion takes longer (exit code 4, no output); "
         "with several models, per model",
     )
-    parser.add_argument(
+    batch.add_argument(
         "--json",
         action="store_true",
-        help="print a JSON summary of every model's result on stdout (the one-line results "
-        "go to stderr)",
+        help="print a JSON summary of every model's result on stdout (outputs written, "
+        "warnings, verification figures; the one-line results go to stderr)",
     )
-    parser.add_argument(
+    # a batch's child writes its result here for the parent to read (not for people)
+    batch.add_argument("--result-file", help=argparse.SUPPRESS)
+    messages = parser.add_argument_group("messages")
+    messages.add_argument(
         "-q", "--quiet", action="store_true", help="no status lines for slow phases on stderr"
     )
-    parser.add_argument(
-        "--opset",
-        type=int,
-        default=DEFAULT_OPSET,
-        help=f"ONNX opset of the default domain (default: {DEFAULT_OPSET})",
-    )
-    parser.add_argument(
-        "--int-quant",
-        action="store_true",
-        help="emit qonnx's IntQuant op type instead of Quant (qonnx 1.0 reads both)",
-    )
-    parser.add_argument(
-        "--format",
-        choices=("qonnx", "qcdq"),
-        default="qonnx",
-        help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
-        "onnxruntime and other QDQ consumers (default: qonnx)",
-    )
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="run the source model and the converted one on seeded random inputs and compare "
-        "them (exit code 3 when they disagree beyond the converter's tolerance)",
-    )
-    parser.add_argument(
-        "--verify-inputs",
-        metavar="INPUTS.npz",
-        help="verify on your own inputs (implies --verify): one array per model input, samples "
-        "first",
-    )
-    parser.add_argument(
-        "--verify-count",
-        type=int,
-        default=16,
-        metavar="N",
-        help="with --verify: number of seeded random inputs (default: 16)",
-    )
-    parser.add_argument(
-        "--report", action="store_true", help="print every quantized tensor and the model's cost"
-    )
-    parser.add_argument(
-        "--report-json", metavar="REPORT.json", help="write that report as JSON ('-': stdout)"
-    )
-    parser.add_argument(
-        "--encodings", metavar="ENCODINGS.json", help="write AIMET 2.0.0 quantization encodings"
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse what --encodings or --format qcdq can only approximate, instead of warning",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
-    parser.add_argument(
+    messages.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
+    messages.add_argument(
         "--version",
         action=_VersionAction,
         libraries=tuple(versions),
         help="show our version and those of the libraries a conversion uses, and exit",
     )
     return parser
+
+
+def _epilog(prog: str, examples: Sequence[tuple[str, str]]) -> str:
+    lines = []
+    if examples:
+        lines.append("examples:")
+        for command, what in examples:
+            lines.append(f"  {prog} {command}")
+            lines.append(f"      {what}")
+        lines.append("")
+    lines.append("exit codes:")
+    lines.extend(f"  {code:<4}{meaning}" for code, meaning in EXIT_CODES)
+    return "\n".join(lines)
 
 
 class _VersionAction(argparse.Action):

@@ -24,6 +24,15 @@ class InputError(ConversionError):
     exit_code = 2
 
 
+class ReferenceUnavailable(InputError):
+    """--verify cannot run the source model it compares against (the TFLite interpreter refuses
+    the file, or is not installed): the conversion itself stands.
+
+    The CLIs write the model and say "verification skipped" (exit 5); ``convert(verify=True)``
+    raises it, since the caller asked for figures it cannot have.
+    """
+
+
 class VerificationError(ConversionError):
     """The converted model does not agree with its source within the converter's tolerance.
 
@@ -58,3 +67,8 @@ class ConversionWarning(UserWarning):
 
     The CLIs print each one as a ``warning:`` line; Python callers see ordinary warnings.
     """
+
+
+class NoQuantizerWarning(ConversionWarning):
+    """The source model has no quantizer at all: the ONNX model is plain float. Usually a
+    wrong file (a float Keras model); ``--strict`` refuses it."""

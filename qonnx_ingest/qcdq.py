@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
 from qonnx_ingest.qcdq_rewrite import lower_quants
@@ -45,6 +45,21 @@ _EXACT_ROUNDING = ("ROUND", "HALF_EVEN")
 _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
 # QuantizeLinear stores activations in 8 bits, and in 16 from this opset on
 _WIDE_OPSET = 21
+
+
+FORMATS = ("qonnx", "qcdq")
+
+
+def check_format(format: str) -> None:
+    if format not in FORMATS:
+        raise InputError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+
+
+def in_format(model: onnx.ModelProto, format: str, strict: bool = False) -> onnx.ModelProto:
+    """``model`` as ``convert(format=...)`` / ``--format`` asks: "qonnx" as it is, "qcdq"
+    lowered by ``to_qcdq``."""
+    check_format(format)
+    return to_qcdq(model, strict=strict) if format == "qcdq" else model
 
 
 def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:

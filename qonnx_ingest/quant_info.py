@@ -92,7 +92,7 @@ def constant_quantizer_output(
     missing = [name for name in node.input if name not in constants]
     if missing:
         raise ConversionError(
-            f"input {missing[0]} is not a constant", f"{node.op_type} {node.name}"
+            f"input '{missing[0]}' is not a constant", f"{node.op_type} {node.name}"
         )
     context = {name: constants[name] for name in node.input}
     execute_node(node, context, graph, opset_version=1)

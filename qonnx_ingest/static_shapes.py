@@ -46,7 +46,7 @@ def fix_input_shapes(
     if unknown:
         raise InputError(
             f"--input-shape names {unknown[0]!r}, which is not a model input; the inputs are: "
-            + ", ".join(f"{n} {_dims_text(_dims(vi))}" for n, vi in zip(names, inputs, strict=True))
+            + ", ".join(f"'{vi.name}' {_dims_text(_dims(vi))}" for vi in inputs)
         )
     targets = {}
     for vi in inputs:
@@ -56,7 +56,7 @@ def fix_input_shapes(
         elif batch_size is not None and current:
             if current[0] is not None and current[0] != batch_size:
                 raise InputError(
-                    f"the batch of input {vi.name} is fixed at {current[0]} by the model: "
+                    f"the batch of input '{vi.name}' is fixed at {current[0]} by the model: "
                     f"--batch-size changes only a dynamic batch"
                 )
             targets[vi.name] = (int(batch_size), *current[1:])
@@ -91,13 +91,13 @@ def _dims_text(dims: Sequence[int | None]) -> str:
 def _checked(name: str, current: tuple[int | None, ...], wanted: tuple[int, ...]) -> tuple:
     if len(wanted) != len(current):
         raise InputError(
-            f"--input-shape gives {len(wanted)} dimensions for {name}, which has "
+            f"--input-shape gives {len(wanted)} dimensions for '{name}', which has "
             f"{len(current)}: {_dims_text(current)}"
         )
     for k, (have, want) in enumerate(zip(current, wanted, strict=True)):
         if have is not None and have != want:
             raise InputError(
-                f"--input-shape {name}: dimension {k} is fixed at {have} by the model "
+                f"--input-shape '{name}': dimension {k} is fixed at {have} by the model "
                 f"({_dims_text(current)}); only the dynamic ones (?) can be set"
             )
     return wanted

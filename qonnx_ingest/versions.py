@@ -11,9 +11,11 @@ from importlib import metadata
 
 from qonnx_ingest import __version__
 
-# what every conversion uses; the QKeras path adds its TensorFlow stack
-BASE = ("onnx", "qonnx", "numpy")
+# what every conversion uses (onnxruntime runs the converted model under --verify); the
+# QKeras path adds its TensorFlow stack, the TFLite path the interpreter --verify runs
+BASE = ("onnx", "qonnx", "numpy", "onnxruntime")
 KERAS = ("tensorflow", "tf_keras", "qkeras", "tf2onnx")
+TFLITE = ("ai-edge-litert",)
 
 
 def version_text(prog: str, libraries: Sequence[str] = BASE) -> str:

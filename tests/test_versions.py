@@ -46,10 +46,12 @@ def installed(name: str) -> str:
 @pytest.mark.parametrize(
     "tool, libraries",
     [
-        ("tflite2qonnx", ["onnx", "qonnx", "numpy"]),
+        # onnxruntime and the interpreter: what --verify runs
+        ("tflite2qonnx", ["onnx", "qonnx", "numpy", "onnxruntime", "ai-edge-litert"]),
         (
             "qkeras2qonnx",
-            ["onnx", "qonnx", "numpy", "tensorflow", "tf_keras", "qkeras", "tf2onnx"],
+            ["onnx", "qonnx", "numpy", "onnxruntime"]
+            + ["tensorflow", "tf_keras", "qkeras", "tf2onnx"],
         ),
     ],
 )

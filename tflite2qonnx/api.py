@@ -17,6 +17,7 @@ from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
+from qonnx_ingest.qcdq import check_format, in_format
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
@@ -38,11 +39,16 @@ def convert(
     channels_last: bool = False,
     batch_size: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    format: str = "qonnx",
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
     ``verify`` runs the TFLite interpreter and the result on seeded inputs first and raises
-    ``VerificationError`` (nothing saved) when they disagree beyond the converter's tolerance.
+    ``VerificationError`` (nothing saved) when they disagree beyond the converter's tolerance;
+    ``convert_and_verify`` returns the figures too.
+
+    ``format="qcdq"`` lowers the quantizers to QuantizeLinear/Clip/DequantizeLinear
+    (``qonnx_ingest.qcdq.to_qcdq``; what is verified and saved is that form).
 
     Graph inputs and outputs carry real (dequantized) values; for integer I/O tensors the
     scale and zero point are recorded in the metadata under ``tflite2qonnx.io_quantization``
@@ -64,6 +70,7 @@ def convert(
     BatchNormalization as qonnx's channels-last ops, as qonnx's ConvertToChannelsLastAndClean
     would (the form hls4ml's QONNX frontend reads).
     """
+    check_format(format)
     tfl = read_model(source)
     # the graph is named after the file (subgraph names are mostly "main" or empty)
     from_file = tfl.source_name != "<bytes>"
@@ -87,6 +94,7 @@ def convert(
         from qonnx_ingest.static_shapes import fix_input_shapes
 
         model = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
+    model = in_format(model, format)
     if verify:
         from tflite2qonnx.reference import verify as run_verification
 

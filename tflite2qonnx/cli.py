@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from qonnx_ingest import cli
+from qonnx_ingest.versions import BASE, TFLITE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,6 +14,15 @@ def build_parser() -> argparse.ArgumentParser:
         "tflite2qonnx",
         "Convert a TFLite model (.tflite) to QONNX. Never imports TensorFlow.",
         "the .tflite file",
+        versions=(*BASE, *TFLITE),
+        examples=(
+            ("model.tflite", "write model.onnx beside model.tflite"),
+            (
+                "model.tflite -o out.onnx --batch-size 1 --verify",
+                "a static batch of 1, compared with the TFLite interpreter on 16 random inputs",
+            ),
+            ("models/ -o out/ --jobs 2", "every .tflite in models/ into out/, two at a time"),
+        ),
     )
     parser.add_argument(
         "--keep-io-layout",

@@ -79,6 +79,9 @@ def read_model(source: str | os.PathLike | bytes | bytearray | memoryview) -> TF
             f"not a TFLite flatbuffer: file is only {len(data)} bytes long", where=name
         )
     if data[4:8] != _FILE_IDENTIFIER:
+        keras = _keras_file_kind(data)
+        if keras:
+            raise InputError(f"this is {keras}, not TFLite: use qkeras2qonnx", where=name)
         raise InputError(
             f"not a TFLite flatbuffer: file identifier is {data[4:8]!r}, expected b'TFL3'",
             where=name,
@@ -123,6 +126,20 @@ def _read_file(path: Path, name: str) -> bytes:
     except (OSError, ValueError) as exc:  # permissions, I/O errors, NUL in the path ...
         reason = getattr(exc, "strerror", None) or _one_line(exc)
         raise InputError(f"cannot read file: {reason}", where=name) from exc
+
+
+# leading bytes of the files Keras saves: HDF5 (.h5), zip (.keras), JSON (an architecture)
+_KERAS_SIGNATURES = (
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (a Keras .h5 model?)"),
+    (b"PK\x03\x04", "a zip archive (a Keras .keras model?)"),
+    (b"{", "a JSON file (a Keras architecture?)"),
+)
+
+
+def _keras_file_kind(data: bytes) -> str | None:
+    """What a Keras file handed to tflite2qonnx is, so the message can name the other tool."""
+    head = data[:16].lstrip()
+    return next((kind for sig, kind in _KERAS_SIGNATURES if head.startswith(sig)), None)
 
 
 def _one_line(exc: BaseException | str) -> str:

@@ -18,7 +18,8 @@ import numpy as np
 import onnx
 
 from layout import stored_perms
-from qonnx_ingest.errors import InputError
+from qonnx_ingest.errors import InputError, ReferenceUnavailable
+from qonnx_ingest.native_stderr import silenced
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
     Agreement,
@@ -69,7 +70,9 @@ def verify(
         return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)
 
     ref_run = interpreter_for(reference, reference_name == "XNNPACK")
-    ref_outs = [_invoke(ref_run(), in_details, out_details, s) for s in samples]
+    # the user's samples failing is their input's fault; seeded ones failing, the reference's
+    unusable = InputError if inputs_path is not None else ReferenceUnavailable
+    ref_outs = [_invoke(ref_run(), in_details, out_details, s, unusable) for s in samples]
     xnn_cache: list = []
 
     def xnn_outs() -> list[Feeds]:  # run only when an output needs XNNPACK's spread
@@ -79,7 +82,9 @@ def verify(
             else:
                 xnnpack = _interpreter(source, True, model)
                 xnn_run = interpreter_for(xnnpack, True)
-                xnn_cache.append([_invoke(xnn_run(), in_details, out_details, s) for s in samples])
+                xnn_cache.append(
+                    [_invoke(xnn_run(), in_details, out_details, s, unusable) for s in samples]
+                )
         return xnn_cache[0]
 
     perms = stored_perms(model)
@@ -134,8 +139,10 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError:
-        raise InputError(
-            "--verify needs the TFLite interpreter: pip install 'qonnx-ingest[verify]'"
+        from qonnx_ingest.install_hints import extra_hint
+
+        raise ReferenceUnavailable(
+            f"--verify needs the TFLite interpreter: {extra_hint('verify')}"
         ) from None
     kwargs = (
         {"model_content": bytes(source)}
@@ -145,14 +152,18 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     if not xnnpack:
         kwargs["experimental_op_resolver_type"] = OpResolverType.BUILTIN_REF
     try:
-        it = Interpreter(**kwargs)
-        it.allocate_tensors()
-        if model is not None:
-            _resize_to(it, model)
+        # the XNNPACK delegate's INFO line goes from C++ to fd 2: not for a Python caller
+        with silenced():
+            it = Interpreter(**kwargs)
+            it.allocate_tensors()
+            if model is not None:
+                _resize_to(it, model)
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         first = text.split(". ")[0][:200]
-        raise InputError(f"the TFLite interpreter cannot run this model: {first}") from None
+        raise ReferenceUnavailable(
+            f"the TFLite interpreter cannot run this model: {first}"
+        ) from None
     return it
 
 
@@ -266,9 +277,10 @@ def _keeps_resource_variables(source) -> bool:
                for op in sub.operators)  # fmt: skip
 
 
-def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
+def _invoke(it, in_details, out_details, sample: Feeds, unusable: type[InputError]) -> Feeds:
     """The outputs on ``sample`` from the variables' initial state (the recurrent states and
-    SVDF's reset), as the converted graph computes them."""
+    SVDF's reset), as the converted graph computes them; ``unusable`` is raised when the
+    interpreter refuses the sample."""
     it.reset_all_variables()
     for d in in_details:
         it.set_tensor(d["index"], sample[d["name"]])
@@ -276,7 +288,7 @@ def _invoke(it, in_details, out_details, sample: Feeds) -> Feeds:
         it.invoke()
     except RuntimeError as exc:  # a kernel refused the sample (an index out of range, ...)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(
+        raise unusable(
             f"the TFLite interpreter failed on the verification inputs ({message}); "
             "give valid samples with --verify-inputs"
         ) from exc

@@ -89,11 +89,16 @@ def test_json_summary_is_machine_readable_and_lines_move_to_stderr(models, tmp_p
         "failed verification": 0,
         "timed out": 0,
         "crashed": 0,
+        "interrupted": 0,
+        "not run": 0,
         "total": 4,
     }
     assert document["jobs"] == 2 and document["exit_code"] == 2
     by_input = {m["input"]: m for m in document["models"]}
     assert by_input["models/deep/bad.tflite"]["exit_code"] == 2
+    # an output path only for a model that was written
+    assert by_input["models/deep/bad.tflite"]["output"] is None
+    assert not (tmp_path / "out" / "deep" / "bad.onnx").exists()
     assert by_input["models/hello.tflite"]["output"] == "out/hello.onnx"
     assert "tflite2qonnx: converted models/conv.tflite" in result.stderr
 

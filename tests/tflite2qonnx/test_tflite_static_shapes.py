@@ -79,14 +79,15 @@ def test_input_shape_names_an_input_and_fixes_only_its_dynamic_dimensions():
         convert(HELLO, input_shapes={INPUT: (3, 2)})
     with pytest.raises(InputError, match=r"gives 3 dimensions .* which has 2"):
         convert(HELLO, input_shapes={INPUT: (3, 1, 1)})
-    listed = rf"'nope', which is not a model input; the inputs are: {INPUT} \[\?,1\]"
+    listed = rf"'nope', which is not a model input; the inputs are: '{INPUT}' \[\?,1\]"
     with pytest.raises(InputError, match=listed):
         convert(HELLO, input_shapes={"nope": (1, 1)})
 
 
 def test_a_static_batch_is_the_models_own():
     assert dims(convert(PERSON, batch_size=1).graph.input[0]) == [1, 1, 96, 96]
-    with pytest.raises(InputError, match="fixed at 1 by the model"):
+    # the name quoted: "the batch of input input is fixed" read as a typo
+    with pytest.raises(InputError, match="the batch of input 'input' is fixed at 1 by the model"):
         convert(PERSON, batch_size=2)
 
 

@@ -1,0 +1,48 @@
+"""``tflite2qonnx.convert_and_verify``: the converted model and the --verify figures."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from qonnx_ingest.verification import DEFAULT_INPUTS
+
+if TYPE_CHECKING:
+    from qonnx_ingest.verification import Verification
+
+
+def convert_and_verify(
+    source: str | os.PathLike | bytes,
+    output_path: str | os.PathLike | None = None,
+    *,
+    inputs: int = DEFAULT_INPUTS,
+    seed: int = 0,
+    inputs_path: str | os.PathLike | None = None,
+    **options: Any,
+) -> tuple[onnx.ModelProto, Verification]:
+    """``convert(source, **options)``, then the TFLite interpreter and the result on ``inputs``
+    seeded random samples (or the .npz at ``inputs_path``): the model and the figures
+    ``--verify`` prints (``Verification``: ``passed``, ``outputs``, ``as_text()``,
+    ``as_dict()``).
+
+    Raises ``VerificationError`` (carrying the figures as ``.verification``; nothing saved)
+    on a disagreement, ``ReferenceUnavailable`` when the interpreter cannot run ``source``.
+    ``output_path`` is written only after the verification passed.
+    """
+    from qonnx_ingest.errors import InputError
+    from tflite2qonnx.api import convert
+    from tflite2qonnx.reference import verify
+
+    if "verify" in options:
+        raise InputError("convert_and_verify always verifies: drop verify=")
+    model = convert(source, **options)
+    figures = verify(source, model, inputs=inputs, seed=seed, inputs_path=inputs_path)
+    figures.require_pass()
+    if output_path is not None:
+        from qonnx_ingest.save import save_model
+
+        given = [] if isinstance(source, bytes | bytearray | memoryview) else [source]
+        save_model(model, output_path, inputs=given)
+    return model, figures
