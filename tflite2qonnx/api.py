@@ -163,7 +163,7 @@ def convert_subgraph(
             stacklevel=2,
         )
     if builder.states.read and not state_io:
-        names = name_list([n or f"tensor {i}" for i, n in builder.states.read.items()])
+        names = name_list([builder.tensor_name(i) for i in builder.states.read])
         warnings.warn(
             f"{where}: the model is stateful (variable tensors {names} carry over between "
             "TFLite invocations); the converted model starts from their initial state on every "
