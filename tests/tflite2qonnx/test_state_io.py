@@ -205,9 +205,13 @@ def test_state_io_streams_with_other_options(options: dict) -> None:
 
 
 @requires_corpus
-@pytest.mark.parametrize("path", [KEYWORD, DTLN], ids=["keyword_svdf", "dtln_lstm"])
-def test_corpus_streaming_models_equal_interpreter_over_8_frames(path) -> None:
-    model, rows = stream(path.read_bytes(), low=-1.0)
+@pytest.mark.parametrize(
+    "path, options",
+    [(KEYWORD, {}), (DTLN, {}), (DTLN, {"bit_exact": True})],
+    ids=["keyword_svdf", "dtln_lstm", "dtln_lstm_bit_exact"],
+)
+def test_corpus_streaming_models_equal_interpreter_over_8_frames(path, options) -> None:
+    model, rows = stream(path.read_bytes(), **options)
     assert len(read_pairs(model)) == (7 if path == KEYWORD else 4)
     assert_stream_agrees(rows, exact=True)
 
