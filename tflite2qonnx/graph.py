@@ -309,6 +309,8 @@ class GraphBuilder:
 
     def make_model(self, graph_name: str) -> onnx.ModelProto:
         """Assemble the graph; graph outputs take their TFLite names without Identity nodes."""
+        # the states' Identity nodes first: binding an output name renames their inputs too
+        state_inputs, state_outputs = finish_states(self)
         outputs = []
         for idx in self.subgraph.outputs:
             tensor = self.tensor(idx)
@@ -319,7 +321,6 @@ class GraphBuilder:
         inputs = [
             tensor_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs
         ]
-        state_inputs, state_outputs = finish_states(self)
         inputs, outputs = inputs + state_inputs, outputs + state_outputs
         # Every activation's TFLite (source-layout) shape: the layout pass needs the ranks.
         boundary = {v.name for v in (*inputs, *outputs)}
