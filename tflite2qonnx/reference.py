@@ -40,6 +40,8 @@ FLOAT_RTOL = 1e-4
 # rounding) is far outside it: it drops the equal fraction to tens of percent.
 EQUAL_FRACTION_MARGIN = 0.001
 MAX_STEPS_FACTOR = 1.5
+# the fewest calls a stream (--state-io) is verified over: the state must carry several frames
+STREAM_CALLS = 8
 
 
 def verify(
@@ -61,13 +63,15 @@ def verify(
     # keyed by the converted model's names: a TFLite name may be empty or repeated
     in_details = _renamed(source, reference.get_input_details())
     out_details = _renamed(source, reference.get_output_details())
+    states = read_pairs(model)  # --state-io: one stream of calls, the state carried over
+    if states:
+        inputs = max(inputs, STREAM_CALLS)
     samples = (
         _given_inputs(inputs_path, in_details)
         if inputs_path is not None
         else _random_inputs(in_details, inputs, seed, _index_bounds(source))
     )
     fresh = _keeps_resource_variables(source)
-    states = read_pairs(model)  # --state-io: one stream of calls, the state carried over
 
     def interpreter_for(it, xnnpack: bool):  # a fresh one per sample where variables persist
         return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)

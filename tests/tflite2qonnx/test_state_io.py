@@ -227,3 +227,18 @@ def test_cli_verify_with_state_io_runs_one_stream_in_qcdq_form(tmp_path) -> None
     text = result.stdout + result.stderr
     assert "one stream of 16 calls, state carried over" in text
     assert "FAILED" not in text and out.is_file()
+
+
+def test_verify_with_state_io_runs_one_stream_of_at_least_8_calls_and_catches_a_stuck_state():
+    """The interpreter is not reset between the calls, so a graph whose state output merely
+    repeats its input (a state that never advances) fails the check."""
+    from tflite2qonnx.reference import verify
+
+    data = int8_svdf(2, seed=3)
+    model = tflite2qonnx.convert(data, state_io=True)
+    result = verify(data, model, inputs=2)
+    assert result.passed and result.inputs == 8
+    assert "one stream of 8 calls, state carried over" in result.runner
+    (identity,) = [n for n in model.graph.node if list(n.output) == ["state_next"]]
+    identity.input[0] = "state"
+    assert not verify(data, model, inputs=2).passed
