@@ -218,3 +218,30 @@ def output_grids(model: onnx.ModelProto) -> dict[str, tuple[float, int]]:
         for q in quantized_tensors(model)
         if q.output in outputs and not q.per_axis and not q.bipolar
     }
+
+
+def run_converted_stream(
+    model: onnx.ModelProto, feeds: Sequence[Feeds], carry: dict[str, str], initial: Feeds
+) -> tuple[list[Feeds], str]:
+    """Outputs of the converted model on ``feeds`` as one stream of calls: each call's
+    ``carry`` outputs (output name -> input name) are the next call's inputs, ``initial``
+    the first call's (a streaming model's state, tflite2qonnx --state-io)."""
+    session, runner = _onnxruntime_session(model)
+    names = [o.name for o in model.graph.output]
+    if session is not None:
+
+        def run(feed: Feeds) -> Feeds:
+            return dict(zip(names, session.run(names, feed), strict=True))
+    else:
+        from qonnx_ingest.execute import execute_qonnx
+
+        def run(feed: Feeds) -> Feeds:
+            return execute_qonnx(model, feed)
+
+        runner = "qonnx's executor"
+    state, outputs = dict(initial), []
+    for feed in feeds:
+        out = run({**feed, **state})
+        state = {carry[name]: out[name] for name in carry}
+        outputs.append(out)
+    return outputs, runner

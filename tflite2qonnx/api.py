@@ -17,11 +17,14 @@ from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
+from qonnx_ingest.names import name_list
 from qonnx_ingest.qcdq import check_format, in_format
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
 from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
+from tflite2qonnx.state import STATE_IO_KEY
+from tflite2qonnx.state import metadata as state_metadata
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
 
@@ -40,6 +43,7 @@ def convert(
     batch_size: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     format: str = "qonnx",
+    state_io: bool = False,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
 
@@ -69,6 +73,11 @@ def convert(
     unless ``batch_size``; ``input_shapes`` are NHWC) and writes Conv / MaxPool /
     BatchNormalization as qonnx's channels-last ops, as qonnx's ConvertToChannelsLastAndClean
     would (the form hls4ml's QONNX frontend reads).
+
+    ``state_io`` makes each variable tensor (LSTM / RNN / SVDF state, which TFLite keeps from
+    one invocation to the next) a graph input and a graph output (``<name>_next``), listed in
+    the ``tflite2qonnx.state_io`` metadata: feeding the outputs back reproduces a stream of
+    calls. Without it the graph starts from the initial state on every run (a warning says so).
     """
     check_format(format)
     tfl = read_model(source)
@@ -89,6 +98,7 @@ def convert(
         batch_size=batch_size if channels_last else None,
         input_shapes=input_shapes if channels_last else None,
         subgraphs=tfl.subgraphs,
+        state_io=state_io,
     )
     if not channels_last and (batch_size is not None or input_shapes):
         from qonnx_ingest.static_shapes import fix_input_shapes
@@ -122,6 +132,7 @@ def convert_subgraph(
     batch_size: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     subgraphs: Sequence[Subgraph] = (),
+    state_io: bool = False,
 ) -> onnx.ModelProto:
     """Convert one subgraph; tests use it on slices of a model (one operator, a few layers).
     ``batch_size`` and ``input_shapes`` (NHWC) apply to the channels-last form only, which
@@ -130,8 +141,10 @@ def convert_subgraph(
     quant_op_type = "IntQuant" if int_quant else "Quant"
     builder = GraphBuilder(
         subgraph, quant_op_type=quant_op_type, opset=opset, bit_exact=bit_exact,
-        subgraphs=subgraphs,
+        subgraphs=subgraphs, state_io=state_io,
     )  # fmt: skip
+    if state_io:
+        _refuse_resource_variables(subgraphs or (subgraph,))
     for op in subgraph.operators:
         converter = CONVERTERS.get(op.name)
         if converter is None:
@@ -157,10 +170,21 @@ def convert_subgraph(
             ConversionWarning,
             stacklevel=2,
         )
+    if builder.states.read and not state_io:
+        names = name_list([builder.tensor_name(i) for i in builder.states.read])
+        warnings.warn(
+            f"{where}: the model is stateful (variable tensors {names} carry over between "
+            "TFLite invocations); the converted model starts from their initial state on every "
+            "run (--state-io makes them graph inputs and outputs)",
+            ConversionWarning,
+            stacklevel=2,
+        )
     model = builder.make_model(name)
     metadata = dict(metadata or {})
     if builder.io_quantization:
         metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
+    if (states := state_metadata(builder)) is not None:
+        metadata[STATE_IO_KEY] = states
     set_opset_imports(model, opset)
     if channels_last:
         from tflite2qonnx.channels_last import finish_channels_last
@@ -178,6 +202,18 @@ def convert_subgraph(
         raise _with_layout_hint(exc, model, layouts) from None
     # the metadata names graph inputs and outputs only, which the compact form keeps
     return finish_model(model, opset=opset, metadata=metadata, compact_large=True)
+
+
+def _refuse_resource_variables(subgraphs: Sequence[Subgraph]) -> None:
+    """Resource variables (VAR_HANDLE, set once by CALL_ONCE) are not made graph I/O."""
+    for sub in subgraphs:
+        for op in sub.operators:
+            if op.name == "VAR_HANDLE":
+                raise ConversionError(
+                    "--state-io: resource variables (VAR_HANDLE / READ_VARIABLE / "
+                    "ASSIGN_VARIABLE) are not made graph inputs and outputs",
+                    op.where,
+                )
 
 
 def _scales(subgraph: Subgraph, op) -> str:

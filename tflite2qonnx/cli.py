@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
         "intermediate Quants; the default graph rounds once per op, like XNNPACK",
     )
     parser.add_argument(
+        "--state-io",
+        action="store_true",
+        help="make each variable tensor (LSTM / RNN / SVDF state kept between TFLite "
+        "invocations) a graph input and a graph output NAME_next, for streaming models; "
+        "default: every run starts from the initial state",
+    )
+    parser.add_argument(
         "--layout",
         action="append",
         default=[],
@@ -105,6 +112,7 @@ def _convert(args: argparse.Namespace):
         channels_last=args.channels_last,
         batch_size=args.batch_size,
         input_shapes=_input_shapes(args.input_shape),
+        state_io=args.state_io,
     )
 
 

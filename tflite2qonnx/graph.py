@@ -20,6 +20,8 @@ from qonnx_ingest.quant import make_quant
 from tflite2qonnx.dtypes import ONNX_TYPES
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
+from tflite2qonnx.state import StateIO
+from tflite2qonnx.state import finish as finish_states
 
 
 class GraphBuilder:
@@ -33,6 +35,7 @@ class GraphBuilder:
         opset: int = 13,
         bit_exact: bool = False,
         subgraphs: Sequence[Subgraph] = (),
+        state_io: bool = False,
     ):
         self.subgraph = subgraph
         # every subgraph of the model, for the ops that call one (IF, WHILE, CALL_ONCE)
@@ -49,15 +52,19 @@ class GraphBuilder:
         self._materialized: dict[tuple[int, tuple[int, ...] | None], str] = {}
         self._producer: dict[str, onnx.NodeProto] = {}
         self._taken = TakenNames()
-        self._tensor_names = self._unique_tensor_names()
+        self._tensor_names = unique_tensor_names(subgraph)
         # the operator being converted (set by convert_subgraph), named by operand errors
         self.current: Operator | None = None
         # what subgraph calls share (ops/control_flow: resource variables), and whether this
         # builder's graph runs conditionally or repeatedly (an If branch, a Loop body)
         self.calls: object | None = None
         self.nested = False
+        # variable tensors, graph inputs and outputs under state_io (tflite2qonnx.state)
+        self.states = StateIO(state_io)
         for idx in subgraph.inputs:
             self._add_graph_input(idx)
+        if state_io:  # their graph inputs' names, taken before any node's
+            self._taken.update(self.tensor_name(t.index) for t in subgraph.tensors if t.is_variable)
 
     def child(self, subgraph: Subgraph, *, inline: bool, nested: bool = False) -> GraphBuilder:
         """A builder for a called subgraph (IF, WHILE, CALL_ONCE) whose names never clash with
@@ -72,6 +79,7 @@ class GraphBuilder:
         )
         child._taken = self._taken
         child.calls = self.calls
+        child.states = self.states
         child.nested = self.nested or nested or not inline
         if inline:
             child.nodes, child.initializers = self.nodes, self.initializers
@@ -301,6 +309,8 @@ class GraphBuilder:
 
     def make_model(self, graph_name: str) -> onnx.ModelProto:
         """Assemble the graph; graph outputs take their TFLite names without Identity nodes."""
+        # the states' Identity nodes first: binding an output name renames their inputs too
+        state_inputs, state_outputs = finish_states(self)
         outputs = []
         for idx in self.subgraph.outputs:
             tensor = self.tensor(idx)
@@ -311,6 +321,7 @@ class GraphBuilder:
         inputs = [
             tensor_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs
         ]
+        inputs, outputs = inputs + state_inputs, outputs + state_outputs
         # Every activation's TFLite (source-layout) shape: the layout pass needs the ranks.
         boundary = {v.name for v in (*inputs, *outputs)}
         value_info = [
@@ -349,16 +360,20 @@ class GraphBuilder:
                 self._values[key] = want
         return want
 
-    def _unique_tensor_names(self) -> dict[int, str]:
-        names: dict[int, str] = {}
-        seen: set[str] = set()
-        for t in self.subgraph.tensors:
-            name = t.name or f"tensor_{t.index}"
-            if name in seen:
-                name = f"{name}:{t.index}"
-            seen.add(name)
-            names[t.index] = name
-        return names
+
+def unique_tensor_names(subgraph: Subgraph) -> dict[int, str]:
+    """Each tensor's ONNX name: its TFLite name, ``tensor_<index>`` when that is empty, and
+    ``<name>:<index>`` for a repeat (TFLite allows both; --verify, --verify-inputs, the
+    metadata and the reports key tensors by these)."""
+    names: dict[int, str] = {}
+    seen: set[str] = set()
+    for t in subgraph.tensors:
+        name = t.name or f"tensor_{t.index}"
+        if name in seen:
+            name = f"{name}:{t.index}"
+        seen.add(name)
+        names[t.index] = name
+    return names
 
 
 def _io_record(tensor: Tensor) -> dict:

@@ -29,8 +29,10 @@ from qonnx_ingest.verification import (
     load_inputs,
     measure,
     run_converted,
+    run_converted_stream,
     within_relative,
 )
+from tflite2qonnx.state import read_pairs
 
 FLOAT_RTOL = 1e-4
 # Slack against XNNPACK, measured on the corpus: on deep int8 networks both paths sit at
@@ -39,6 +41,8 @@ FLOAT_RTOL = 1e-4
 # rounding) is far outside it: it drops the equal fraction to tens of percent.
 EQUAL_FRACTION_MARGIN = 0.001
 MAX_STEPS_FACTOR = 1.5
+# the fewest calls a stream (--state-io) is verified over: the state must carry several frames
+STREAM_CALLS = 8
 
 
 def verify(
@@ -57,8 +61,12 @@ def verify(
     except InputError:
         # MediaPipe's custom ops exist only in the XNNPACK delegate: let it be the reference
         reference, reference_name = _interpreter(source, True, model), "XNNPACK"
-    in_details = reference.get_input_details()
-    out_details = reference.get_output_details()
+    # keyed by the converted model's names: a TFLite name may be empty or repeated
+    in_details = _renamed(source, reference.get_input_details())
+    out_details = _renamed(source, reference.get_output_details())
+    states = read_pairs(model)  # --state-io: one stream of calls, the state carried over
+    if states:
+        inputs = max(inputs, STREAM_CALLS)
     samples = (
         _given_inputs(inputs_path, in_details)
         if inputs_path is not None
@@ -69,10 +77,17 @@ def verify(
     def interpreter_for(it, xnnpack: bool):  # a fresh one per sample where variables persist
         return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)
 
+    def invoke_all(run) -> list[Feeds]:
+        if states:
+            run().reset_all_variables()  # once: the stream starts from the initial state
+        return [
+            _invoke(run(), in_details, out_details, s, unusable, reset=not states) for s in samples
+        ]
+
     ref_run = interpreter_for(reference, reference_name == "XNNPACK")
     # the user's samples failing is their input's fault; seeded ones failing, the reference's
     unusable = InputError if inputs_path is not None else ReferenceUnavailable
-    ref_outs = [_invoke(ref_run(), in_details, out_details, s, unusable) for s in samples]
+    ref_outs = invoke_all(ref_run)
     xnn_cache: list = []
 
     def xnn_outs() -> list[Feeds]:  # run only when an output needs XNNPACK's spread
@@ -81,10 +96,7 @@ def verify(
                 xnn_cache.append(ref_outs)
             else:
                 xnnpack = _interpreter(source, True, model)
-                xnn_run = interpreter_for(xnnpack, True)
-                xnn_cache.append(
-                    [_invoke(xnn_run(), in_details, out_details, s, unusable) for s in samples]
-                )
+                xnn_cache.append(invoke_all(interpreter_for(xnnpack, True)))
         return xnn_cache[0]
 
     perms = stored_perms(model)
@@ -92,7 +104,13 @@ def verify(
         {d["name"]: _to_stored(_real(s[d["name"]], d), perms.get(d["name"])) for d in in_details}
         for s in samples
     ]
-    ours_stored, runner = run_converted(model, feeds)
+    if states:
+        carry = {r["output"]: r["input"] for r in states}
+        initial = {r["input"]: np.zeros(r["shape"], np.float32) for r in states}  # reset: 0
+        ours_stored, runner = run_converted_stream(model, feeds, carry, initial)
+        runner += f"; one stream of {len(samples)} calls, state carried over"
+    else:
+        ours_stored, runner = run_converted(model, feeds)
     results = []
     for d in out_details:
         name, grid = d["name"], _grid(d)
@@ -112,6 +130,15 @@ def verify(
             _against_xnnpack(agreement, xnn)
         results.append(agreement)
     return Verification(results, len(samples), f"{runner}; TFLite reference: {reference_name}")
+
+
+def _renamed(source, details: list[dict]) -> list[dict]:
+    """The interpreter's tensor details named as the converted graph names them."""
+    from tflite2qonnx.graph import unique_tensor_names
+    from tflite2qonnx.reader import read_model
+
+    names = unique_tensor_names(read_model(source).subgraphs[0])
+    return [{**d, "name": names[int(d["index"])]} for d in details]
 
 
 def _against_xnnpack(ours: Agreement, xnn: Agreement) -> None:
@@ -157,7 +184,7 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
             it = Interpreter(**kwargs)
             it.allocate_tensors()
             if model is not None:
-                _resize_to(it, model)
+                _resize_to(it, model, source)
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         first = text.split(". ")[0][:200]
@@ -167,7 +194,7 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
     return it
 
 
-def _resize_to(it, model: onnx.ModelProto) -> None:
+def _resize_to(it, model: onnx.ModelProto, source) -> None:
     """Give the interpreter's inputs the converted model's static shapes (``--batch-size``,
     ``--input-shape``), mapped back to the TFLite layout."""
     perms = stored_perms(model)
@@ -177,14 +204,14 @@ def _resize_to(it, model: onnx.ModelProto) -> None:
         if dims and all(d.HasField("dim_value") for d in dims):
             shapes[vi.name] = [d.dim_value for d in dims]
     resized = False
-    for d in it.get_input_details():
+    for d in _renamed(source, it.get_input_details()):
         stored = shapes.get(d["name"])
         if stored is None:
             continue
         perm = perms.get(d["name"])
-        source = stored if perm is None else [stored[i] for i in np.argsort(perm)]
-        if tuple(source) != tuple(int(n) for n in d["shape"]):
-            it.resize_tensor_input(d["index"], source)
+        shape = stored if perm is None else [stored[i] for i in np.argsort(perm)]
+        if tuple(shape) != tuple(int(n) for n in d["shape"]):
+            it.resize_tensor_input(d["index"], shape)
             resized = True
     if resized:
         it.allocate_tensors()
@@ -219,11 +246,13 @@ _SAME_VALUES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE")
 def _index_bounds(source) -> dict[str, int]:
     """For each graph input that ends up as indices, the smallest table it indexes: random ids
     outside it make the interpreter fail (recommendation models take item ids)."""
+    from tflite2qonnx.graph import unique_tensor_names
     from tflite2qonnx.reader import read_model
 
     bounds: dict[str, int] = {}
     for sub in read_model(source).subgraphs[:1]:
-        origin = {t: sub.tensors[t].name for t in sub.inputs}  # tensor -> graph input name
+        names = unique_tensor_names(sub)
+        origin = {t: names[t] for t in sub.inputs}  # tensor -> graph input name
         for op in sub.operators:  # in execution order
             kind = op.opcode.builtin
             if kind in _SAME_VALUES and op.inputs and op.inputs[0] in origin:
@@ -277,11 +306,15 @@ def _keeps_resource_variables(source) -> bool:
                for op in sub.operators)  # fmt: skip
 
 
-def _invoke(it, in_details, out_details, sample: Feeds, unusable: type[InputError]) -> Feeds:
+def _invoke(
+    it, in_details, out_details, sample: Feeds, unusable: type[InputError], reset: bool = True
+) -> Feeds:
     """The outputs on ``sample`` from the variables' initial state (the recurrent states and
-    SVDF's reset), as the converted graph computes them; ``unusable`` is raised when the
-    interpreter refuses the sample."""
-    it.reset_all_variables()
+    SVDF's reset), as the converted graph computes them; ``reset`` False: from the state the
+    previous call left (a stream, --state-io); ``unusable`` is raised when the interpreter
+    refuses the sample."""
+    if reset:
+        it.reset_all_variables()
     for d in in_details:
         it.set_tensor(d["index"], sample[d["name"]])
     try:

@@ -34,9 +34,11 @@ def integer_lstm(
     per_channel: bool = False,
     time_major: bool = False,
     seed: int = 0,
+    bias_offsets: tuple[float, float, float, float] = (0.0, 1.0, 0.0, 0.0),
 ) -> bytes:
     """The model's bytes; input [batch, steps, n_in] int8, output [batch, steps, n_out]
-    (``time_major``: steps first)."""
+    (``time_major``: steps first). ``bias_offsets``: added to each gate's (input, forget,
+    cell, output) random real biases (large ones saturate the gates and drive the cell)."""
     from ai_edge_litert import schema_py_generated as schema
 
     rng = np.random.default_rng(seed)
@@ -95,7 +97,7 @@ def integer_lstm(
         if g not in gates:
             biases.append(-1)
             continue
-        real = rng.uniform(-0.3, 0.3, n_cell) + (1.0 if g == 1 else 0.0)
+        real = rng.uniform(-0.3, 0.3, n_cell) + bias_offsets[g]
         if layer_norm:  # the bias is the layer norm's, on 2^-10 of its weights' unit
             norms[g] = int16_vector(f"layer_norm{g}", 0.5, 1.5)
             unit = sg.tensors[norms[g]].quantization.scale[0] / 1024

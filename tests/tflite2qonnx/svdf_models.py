@@ -130,3 +130,42 @@ def hybrid_svdf(
         "version": 4 if asymmetric else 2,
     }
     return build_model(tensors, [op], [0], [5])
+
+
+def keyword_like_svdf(seed: int = 0, memory: int = 6, units: int = 4) -> bytes:
+    """TFLite Micro's keyword-model pattern, small: int16 features -> QUANTIZE to int8 -> int8
+    SVDF (rank 1, int16 variable state) -> SOFTMAX to int16 (zero point -32768) -> QUANTIZE to
+    int32, the keyword model's output grids. Batch 1, 12 features."""
+    rng = np.random.default_rng(seed)
+    n_in, filters = 12, units
+    s_x, s_wf, s_wt = 0.05, 0.01, 2.0**-13
+    s_state = s_x * s_wf * 4
+    s_out = 0.1
+    tensors = [
+        {"name": "", "shape": (1, n_in), "dtype": "int16", "quant": ([0.000625], [0])},
+        {"name": "features", "shape": (1, n_in), "dtype": "int8", "quant": ([s_x], [-128])},
+        {"name": "weights_feature", "shape": (filters, n_in), "dtype": "int8",
+         "quant": ([s_wf], [0]),
+         "data": rng.integers(-127, 128, (filters, n_in)).astype(np.int8)},
+        {"name": "weights_time", "shape": (filters, memory), "dtype": "int16",
+         "quant": ([s_wt], [0]),
+         "data": rng.integers(-8000, 8000, (filters, memory)).astype(np.int16)},
+        {"name": "bias", "shape": (units,), "dtype": "int32", "quant": ([s_state * s_wt], [0]),
+         "data": rng.integers(-2000, 2000, units).astype(np.int32)},
+        {"name": "state", "shape": (1, filters * memory), "dtype": "int16",
+         "quant": ([s_state], [0]), "variable": True},
+        {"name": "logits", "shape": (1, units), "dtype": "int8", "quant": ([s_out], [-10])},
+        {"name": "probabilities", "shape": (1, units), "dtype": "int16",
+         "quant": ([1.5259022e-05], [-32768])},
+        {"name": "scores", "shape": (1, units), "dtype": "int32", "quant": ([3.051851e-05], [0])},
+    ]  # fmt: skip
+    ops = [
+        {"op": "QUANTIZE", "inputs": [0], "outputs": [1]},
+        {"op": "SVDF", "inputs": [1, 2, 3, 4, 5], "outputs": [6],
+         "options": ("SVDFOptions", {"Rank": 1, "FusedActivationFunction": ACTIVATIONS["RELU"]}),
+         "version": 1},
+        {"op": "SOFTMAX", "inputs": [6], "outputs": [7],
+         "options": ("SoftmaxOptions", {"Beta": 1.0})},
+        {"op": "QUANTIZE", "inputs": [7], "outputs": [8]},
+    ]  # fmt: skip
+    return build_model(tensors, ops, [0], [8])

@@ -2,7 +2,8 @@
 kernel variant: power-of-two or not, input grids differing from the output's), against the
 interpreter's builtin reference kernels, run by onnxruntime as --verify runs them:
 
-* QUANTIZE int16 -> int16 / int8 (requantization, over every int16 input), MEAN and
+* QUANTIZE int16 -> int16 / int8 / int32 (requantization, over every int16 input, with
+  an input zero point too), MEAN and
   CONCATENATION: 100% equal by default and under --bit-exact;
 * ADD / SUB with pot_scale_int16 (power-of-two scales, one input shifted): 100% equal under
   --bit-exact, within a step by default;
@@ -17,6 +18,7 @@ import pytest
 from litert_compare import real_value, reference_interpreter, run_ours
 from tflite_writer import build_model
 
+from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant_lowering import lower_quants
 from tflite2qonnx.api import convert
 
@@ -72,6 +74,49 @@ def test_int16_quantize_equals_builtin_on_every_input(
     )
     steps = _steps(data, [ALL_INT16], bit_exact)
     assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
+
+
+# TFLite Micro's keyword model (tflm__keyword_scrambled) ends in SOFTMAX int8 -> int16 (zero
+# point -32768, scale ~2^-16) and QUANTIZE int16 -> int32 (scale ~2^-15): its output grid
+KEYWORD_INT16 = (1.5259022e-05, -32768)
+KEYWORD_INT32 = (3.051851e-05, 0)
+
+
+@MODES
+@pytest.mark.parametrize(
+    "grid_in, dtype, grid_out",
+    [
+        (KEYWORD_INT16, "int32", KEYWORD_INT32),
+        ((1 / 3000, 1000), "int32", (1 / 1234.5, -7)),
+        ((1 / 3000, -32768), "int8", (1 / 128, -128)),
+    ],
+    ids=["keyword_to_int32", "to_int32", "to_int8"],
+)
+def test_int16_with_zero_point_quantize_equals_builtin_on_every_input(
+    grid_in, dtype, grid_out, bit_exact: bool
+) -> None:
+    """An int16 input with a zero point requantizes as ``(q - zp_in) * M + zp_out``: one
+    rounding of the real value was a step off on ties (every output of the keyword model:
+    16383 for the kernel's 16384 at the softmax's 0.5)."""
+    n = ALL_INT16.size
+    x = _tensor("x", (n,), grid_in[0], zero_point=grid_in[1])
+    data = _single_op("QUANTIZE", [x], _tensor("y", (n,), grid_out[0], dtype, grid_out[1]))
+    steps = _steps(data, [ALL_INT16], bit_exact)
+    assert steps.max() == 0, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
+
+
+def test_int8_softmax_to_int16_is_within_a_step_by_default_and_refused_under_bit_exact() -> None:
+    """The keyword model's SOFTMAX: int8 in, int16 out with zero point -32768. The kernel is
+    gemmlowp's fixed-point softmax, not emulated: one rounding by default is within a step;
+    --bit-exact refuses it naming the operator rather than claim exactness."""
+    x = _tensor("x", (64, 2), 0.06996273, "int8", 2)
+    y = _tensor("y", (64, 2), KEYWORD_INT16[0], "int16", KEYWORD_INT16[1])
+    data = _single_op("SOFTMAX", [x], y, ("SoftmaxOptions", {"Beta": 1.0}))
+    q = np.stack(np.meshgrid(np.arange(-128, 128, 32), np.arange(-128, 128, 32)), -1)
+    steps = _steps(data, [q.reshape(64, 2).astype(np.int8)], False)
+    assert steps.max() <= 1, f"{100 * np.mean(steps == 0):.2f}% equal, {steps.max()} steps"
+    with pytest.raises(ConversionError, match=r"operator 0 \(SOFTMAX\): bit_exact: SOFTMAX"):
+        convert(data, bit_exact=True)
 
 
 @MODES

@@ -14,7 +14,7 @@ interpreter end to end.
   A float32 Conv is exact only while its partial sums stay below 2^24, so the int16 input is
   split into its high and low bytes (``x = 256 * hi + lo``), two int8-sized products that
   meet in float64.
-* QUANTIZE from int16 (to int16 or int8) requantizes with the 32-bit, double-rounding
+* QUANTIZE from int16 (to int16, int8 or int32) requantizes with the 32-bit, double-rounding
   MultiplyByQuantizedMultiplier: with a right shift of a bit or two (int16 to int16) a
   quarter of the outputs land a step away from any single rounding.
 * AVERAGE_POOL_2D sums the window's valid cells in int32 and divides by their count rounding
@@ -202,33 +202,48 @@ def add_pot(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def _requantizable(t) -> bool:
-    """A per-tensor int8 side, or int16 with zero point 0 (what the 16x8 kernel checks)."""
-    if t.dtype not in ("int8", "int16") or t.quant is None or t.quant.axis is not None:
-        return False
-    return t.dtype == "int8" or float(t.quant.zero_point) == 0
-
-
 def quantize(b: GraphBuilder, op: Operator) -> bool:
-    """QUANTIZE from int16 to int16 / int8 (reference_ops::Requantize):
-    ``MultiplyByQuantizedMultiplier(q, s_in / s_out) + zp_out``, the ratio in double, in
-    float64 ops. False (nothing emitted) for a copy on one grid, and by default where it does
-    not apply (per-axis, an int16 zero point, an int32 output, a ratio over 2^15): those
-    round once."""
+    """QUANTIZE from int16 to int8 / int16 / int32 (reference_ops::Requantize):
+    ``MultiplyByQuantizedMultiplier(q - zp_in, s_in / s_out) + zp_out``, clamped to the
+    output type, the ratio in double, in float64 ops. The int16 input may have a zero point
+    unless the output is int16 (Prepare checks both zero). TFLite Micro's keyword model ends
+    in int16 (zero point -32768) to int32, whose one rounding is a step off where the kernel's
+    lands on a tie. False (nothing emitted) for a copy on one grid, and by default where it
+    does not apply (per-axis, a ratio over 2^15): those round once."""
     where = op.where
     x_t, y_t = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
     ratio = 0.0
-    if _requantizable(x_t) and _requantizable(y_t):
+    if _requantizable(x_t, y_t):
         ratio = float(np.float32(x_t.quant.scale)) / float(np.float32(y_t.quant.scale))
     if not 0.0 < ratio < 2.0**15:
         if not b.bit_exact:
             return False
         raise ConversionError("bit_exact: this int16 QUANTIZE is not emulated", where)
-    g_in, g_out = grid(b, op.inputs[0], where), grid(b, op.outputs[0], where)
-    if (g_in.scale, g_in.zero_point, g_in.bits) == (g_out.scale, g_out.zero_point, g_out.bits):
+    zp_in, zp_out = float(x_t.quant.zero_point), float(y_t.quant.zero_point)
+    bits = {"int8": 8, "int16": 16, "int32": 32}[y_t.dtype]
+    if y_t.dtype == "int16" and ratio == 1.0 and zp_in == zp_out:
         return False  # a copy
     m0, shift = quantize_multiplier(ratio)
-    x = cast(b, offsets(b, op.inputs[0], where), TensorProto.DOUBLE)
-    y = requantize(b, x, np.int64(m0), np.int64(shift), 32768.0, g_out.scale, where, g_out.bits)
-    b.set_output(op.outputs[0], y)
+    # q - zp_in, integers on the int16 grid (a Quant whose zero point is the input's)
+    scaled = b.emit("Div", [b.input(op.inputs[0]), b.const(np.float32(x_t.quant.scale), "scale")])
+    x = b.quant(
+        scaled[0], f"{b.tensor_name(op.inputs[0])}_int", x_t.shape, scale=1.0,
+        zero_point=zp_in, bit_width=16, signed=True,
+    )  # fmt: skip
+    x = cast(b, x, TensorProto.DOUBLE)
+    s_out = float(np.float32(y_t.quant.scale))
+    y = requantize(b, x, np.int64(m0), np.int64(shift), 65535.0, s_out, where, bits)
+    b.set_output(op.outputs[0], y)  # the output's Quant adds zp_out and clamps
+    return True
+
+
+def _requantizable(x_t, y_t) -> bool:
+    """Per-tensor int16 in, int8 / int16 / int32 out; int16 to int16 with zero points 0
+    (what the kernel's Prepare checks)."""
+    if x_t.dtype != "int16" or y_t.dtype not in ("int8", "int16", "int32"):
+        return False
+    if any(t.quant is None or t.quant.axis is not None for t in (x_t, y_t)):
+        return False
+    if y_t.dtype == "int16":
+        return float(x_t.quant.zero_point) == 0 == float(y_t.quant.zero_point)
     return True

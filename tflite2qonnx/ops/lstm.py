@@ -10,10 +10,11 @@ the hybrid kernel (int8 weights on float activations) with its products (``ops.l
 ``ops.sequence`` picks the kernel.
 
 State: TFLite keeps the output and cell states in variable tensors that the interpreter
-carries from one invocation to the next until ``reset_all_variables``. The converted graph
-starts every run from the variables' initial value (zero), i.e. it computes what the
-interpreter computes on a fresh or reset state; a state tensor that is a graph input or a
-constant is read as such.
+carries from one invocation to the next until ``reset_all_variables``. By default the
+converted graph starts every run from the variables' initial value (zero), i.e. it computes
+what the interpreter computes on a fresh or reset state; with state I/O (``tflite2qonnx.state``)
+they are graph inputs and the last step's h and c graph outputs. A state tensor that is a
+graph input or a constant is read as such.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
 from tflite2qonnx.ops.lstm_operands import Direction
+from tflite2qonnx.state import state_after, state_before
 
 
 class FloatLstm:
@@ -105,13 +107,14 @@ def _layer_norm(b: GraphBuilder, x: str, coefficients: int, bias: int) -> str:
 
 
 def initial_state(b: GraphBuilder, idx: int, width: int) -> str:
-    """A state operand's value at the start of a run: zero for a variable tensor."""
+    """A state operand's value at the start of a run: zero for a variable tensor unless it is
+    a graph input (state I/O)."""
     if idx < 0:
         raise ConversionError("the LSTM's state operands are required", b.current.where)
-    t = b.tensor(idx)
-    if t.is_variable or (t.data is None and idx not in b._values):
+    value = state_before(b, idx)
+    if value is None:
         return b.const(np.zeros((1, width), np.float32), f"{b.tensor_name(idx)}_initial")
-    return b.input(idx)
+    return value
 
 
 def stacked_weights(b: GraphBuilder, indices: tuple[int, ...], gates: tuple[int, ...]) -> str:
@@ -174,6 +177,8 @@ def run_sequence(
         if d.projection[0] >= 0:
             h = arith.project(h)
         outputs[t] = h
+    state_after(b, d.states[0], h)
+    state_after(b, d.states[1], c)
     return outputs
 
 

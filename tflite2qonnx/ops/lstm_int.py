@@ -318,7 +318,7 @@ class IntegerLstm:
         total = b.emit("Cast", [b.emit("Add", [kept, new])[0]], to=TensorProto.FLOAT)[0]
         total = b.emit("Mul", [total, b.const(np.float32(self.c_scale), "cell_scale")])[0]
         c = self._quant(total, "lstm_cell", self.c_scale, **INT16)
-        if 0 < self.cell_clip < 32767:
+        if self.cell_clip > 0:  # 32767 (a clip past int16) still takes -32768 to -32767
             bound = self.cell_clip * self.c_scale
             lo = b.const(np.array(-bound, np.float32), "cell_clip_min")
             hi = b.const(np.array(bound, np.float32), "cell_clip_max")

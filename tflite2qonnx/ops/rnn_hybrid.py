@@ -17,6 +17,7 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product
 from tflite2qonnx.ops.lstm import initial_state, sequence_shape, stack
+from tflite2qonnx.state import state_after
 
 
 def is_hybrid(b: GraphBuilder, op: Operator) -> bool:
@@ -46,4 +47,5 @@ def hybrid_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
         pre = b.emit("Add", [pre, hybrid_product(b, h, r)])[0]
         h = fused_activation(b, op, pre)
         outputs.append(h)
+    state_after(b, h_idx, h)
     b.set_output(op.outputs[0], stack(b, outputs, time_major))

@@ -33,6 +33,7 @@ from tflite2qonnx.ops.lstm import (
 from tflite2qonnx.ops.lstm_hybrid import HybridLstm, is_hybrid_lstm
 from tflite2qonnx.ops.lstm_operands import Direction, operand, unidirectional_direction
 from tflite2qonnx.ops.rnn_hybrid import hybrid_sequence_rnn, is_hybrid
+from tflite2qonnx.state import state_after
 
 
 def _float_only(b: GraphBuilder, op: Operator, weights: list[int]) -> None:
@@ -156,4 +157,5 @@ def unidirectional_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
         pre = b.emit("Add", [x_t, b.emit("MatMul", [h, recurrent])[0]])[0]
         h = fused_activation(b, op, pre)
         outputs.append(h)
+    state_after(b, h_idx, h)
     b.set_output(op.outputs[0], stack(b, outputs, time_major))

@@ -7,12 +7,13 @@ filter's dot product with its row of ``weights_time``, sums groups of ``rank`` f
 unit, adds the bias and applies the activation.
 
 State: the interpreter carries the variable state from one invocation to the next until
-``reset_all_variables``. The converted graph computes one invocation from the variable's reset
-value (zero), so only the last column of ``weights_time`` reaches the output: the whole op is
-``act((x @ W_feature^T) * w_time[:, -1]) @ G + bias``, where G sums each unit's ``rank``
-filters. A stream of invocations (TFLite Micro's keyword models feed one frame per call) is
-not reproduced: each converted run is the first frame after a reset. A state that is not a
-variable tensor is refused (TFLite versions differ on when the shift happens).
+``reset_all_variables``. By default the converted graph computes one invocation from the
+variable's reset value (zero), so only the last column of ``weights_time`` reaches the
+output: the whole op is ``act((x @ W_feature^T) * w_time[:, -1]) @ G + bias``, where G sums
+each unit's ``rank`` filters. With state I/O (``tflite2qonnx.state``; TFLite Micro's keyword
+models feed one frame per call) the state is a graph input, shifted and written as the kernel
+does, and the shifted state a graph output. A state that is not a variable tensor is refused
+(TFLite versions differ on when the shift happens).
 
 The int8 kernel (EvalIntegerSVDF) is emulated exactly: the int32 feature accumulator (raw
 int8 weights times ``x - input_zp``) is rescaled by MultiplyByQuantizedMultiplier to the int16
@@ -35,7 +36,9 @@ from tflite2qonnx import fixed_point as fp
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.common import reduce_axes
 from tflite2qonnx.ops.hybrid_quant import hybrid_matrix, hybrid_product
+from tflite2qonnx.state import state_after, state_before
 
 _INT32 = 2.0**31
 
@@ -85,12 +88,18 @@ def _group_matrix(w_last: np.ndarray, rank: int, dtype) -> np.ndarray:
 
 def svdf(b: GraphBuilder, op: Operator) -> None:
     x, wf, wt, bias, state = _operands(b, op)
-    rank, _, memory = _shape(b, op, wf, wt)
+    rank, filters, memory = _shape(b, op, wf, wt)
+    if b.tensor(state).shape[-1:] != (filters * memory,):
+        raise ConversionError(
+            f"SVDF state tensor '{b.tensor(state).name}' has shape "
+            f"{list(b.tensor(state).shape)}, not [batch, {filters * memory}]",
+            op.where,
+        )
     x_type, w_type = b.tensor(x).dtype, b.tensor(wf).dtype
     if x_type == "float32" and w_type in ("float32", "float16"):
-        _float(b, op, x, wf, wt, bias, rank, memory)
+        _float(b, op, x, wf, wt, bias, state, rank, memory)
     elif x_type == "float32" and w_type == "int8":
-        _hybrid(b, op, x, wf, wt, bias, rank, memory)
+        _hybrid(b, op, x, wf, wt, bias, state, rank, memory)
     elif x_type == "int8":
         _integer(b, op, x, wf, wt, bias, state, rank, memory)
     else:
@@ -99,17 +108,46 @@ def svdf(b: GraphBuilder, op: Operator) -> None:
         )
 
 
-def _float(b, op, x, wf, wt, bias, rank, memory) -> None:
+def _shifted(b: GraphBuilder, before: str, feature: str, filters: int, memory: int) -> str:
+    """[batch, filters, memory]: each filter's memory shifted left by one, the new feature
+    activation in its last column (the kernel's state after the call)."""
+    rows = b.emit("Reshape", [before, b.const(np.array([0, filters, memory], np.int64), "shape")])
+    ends = [b.const(np.array([v], np.int64), h) for v, h in ((1, "start"), (memory, "end"))]
+    old = b.emit("Slice", [rows[0], *ends, b.const(np.array([2], np.int64), "axis")])[0]
+    new = b.emit("Unsqueeze", [feature, b.const(np.array([2], np.int64), "axis")])[0]
+    return b.emit("Concat", [old, new], axis=2)[0]
+
+
+def _flat(b: GraphBuilder, shifted: str, filters: int, memory: int) -> str:
+    shape = b.const(np.array([0, filters * memory], np.int64), "state_shape")
+    return b.emit("Reshape", [shifted, shape])[0]
+
+
+def _float_time(b, op, state, feature, w_time: str, rank, memory) -> str:
+    """The time product of a float (or hybrid) SVDF from the state input: sum over memory of
+    the shifted state times weights_time, each unit's filters summed."""
+    filters = b.tensor(state).shape[-1] // memory  # checked by svdf
+    shifted = _shifted(b, state_before(b, state), feature, filters, memory)
+    state_after(b, state, _flat(b, shifted, filters, memory))
+    per_filter = reduce_axes(b, "ReduceSum", b.emit("Mul", [shifted, w_time])[0], [2], 0)
+    ones = _group_matrix(np.ones(filters, np.float32), rank, np.float32)
+    return b.emit("MatMul", [per_filter, b.const(ones, "svdf_units")])[0]
+
+
+def _float(b, op, x, wf, wt, bias, state, rank, memory) -> None:
     feature = b.emit("MatMul", [b.input(x), b.input(wf, perm=(1, 0))])[0]
-    w_last = np.asarray(b.constant(wt), np.float32)[:, memory - 1]
-    y = b.emit("MatMul", [feature, b.const(_group_matrix(w_last, rank, np.float32), "svdf_time")])
-    y = y[0]
+    if state_before(b, state) is not None:
+        y = _float_time(b, op, state, feature, b.input(wt), rank, memory)
+    else:
+        w_last = np.asarray(b.constant(wt), np.float32)[:, memory - 1]
+        group = b.const(_group_matrix(w_last, rank, np.float32), "svdf_time")
+        y = b.emit("MatMul", [feature, group])[0]
     if bias >= 0:
         y = b.emit("Add", [y, b.input(bias)])[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def _hybrid(b, op, x, wf, wt, bias, rank, memory) -> None:
+def _hybrid(b, op, x, wf, wt, bias, state, rank, memory) -> None:
     """EvalHybridSVDF: the input rows quantized on the fly (``ops.hybrid_quant``), the int8
     feature product scaled back to float, the int8 weights_time dequantized (its Quant's
     output: the kernel's float32 scale * q)."""
@@ -119,6 +157,12 @@ def _hybrid(b, op, x, wf, wt, bias, rank, memory) -> None:
     t = b.tensor(wt)
     if t.dtype != "int8" or t.quantization is None or len(t.quantization.scale) != 1:
         raise ConversionError("hybrid SVDF needs per-tensor int8 weights_time", op.where)
+    if state_before(b, state) is not None:
+        y = _float_time(b, op, state, feature, b.input(wt), rank, memory)
+        if bias >= 0:
+            y = b.emit("Add", [y, b.input(bias)])[0]
+        b.set_output(op.outputs[0], fused_activation(b, op, y))
+        return
     last = b.const(np.array([memory - 1], np.int64), "svdf_last")
     w_last = b.emit("Gather", [b.input(wt), last], axis=1)[0]  # [filters, 1]
     filters = t.shape[0]
@@ -164,13 +208,17 @@ def _integer(b, op, x, wf, wt, bias, state, rank, memory) -> None:
     y = fp.requantize(b, acc, np.array(m1), np.array(shift1), bound.max(), s_state, where)
     y = b.quant(y, "svdf_state", None, scale=np.float32(s_state), bit_width=16, signed=True)
     y = b.emit("Div", [fp.cast(b, y, TensorProto.DOUBLE), fp.f64(b, s_state, "state_scale")])[0]
-    k = b.emit("Round", [y])[0]  # the state's int16 integers, float64
+    k = b.emit("Round", [y])[0]  # the new feature's int16 integers, float64
 
-    # time: int16 weights_time's last column times the state, summed per unit, plus the bias
-    w_last = np.asarray(b.tensor(wt).data, np.float64)[:, memory - 1]
-    group = _group_matrix(w_last, rank, np.float64)
-    acc = b.emit("MatMul", [k, fp.f64(b, group, "svdf_time")])[0]
-    bound = np.abs(group).sum(axis=0) * 32768.0
+    # time: int16 weights_time times the state, summed per unit, plus the bias
+    w_time = np.asarray(b.tensor(wt).data, np.float64)
+    before = state_before(b, state)
+    if before is None:  # from the zero state only the last column counts
+        group = _group_matrix(w_time[:, memory - 1], rank, np.float64)
+        acc = b.emit("MatMul", [k, fp.f64(b, group, "svdf_time")])[0]
+        bound = np.abs(group).sum(axis=0) * 32768.0
+    else:
+        acc, bound = _integer_time(b, state, before, k, w_time, s_state, rank)
     if bias >= 0:
         raw_bias = np.asarray(b.tensor(bias).data, np.float64)
         acc = b.emit("Add", [acc, fp.f64(b, raw_bias, "svdf_bias")])[0]
@@ -179,6 +227,22 @@ def _integer(b, op, x, wf, wt, bias, state, rank, memory) -> None:
         acc, bound = _wrap_int32(b, acc), np.array(_INT32)
     y = fp.requantize(b, acc, np.array(m2), np.array(shift2), bound.max(), s_out, where)
     b.set_output(out, y)  # the output's Quant adds the zero point and clamps to int8
+
+
+def _integer_time(b, state, before, k, w_time, s_state, rank) -> tuple[str, np.ndarray]:
+    """The int32 time sums from the int16 state input (its integers, float64: each product
+    below 2^30, their sums exact), the shifted state handed on as the state output."""
+    filters, memory = w_time.shape
+    scale = fp.f64(b, s_state, "state_scale")
+    k_old = b.emit("Round", [b.emit("Div", [fp.cast(b, before, TensorProto.DOUBLE), scale])[0]])
+    shifted = _shifted(b, k_old[0], k, filters, memory)
+    flat = fp.cast(b, _flat(b, shifted, filters, memory), TensorProto.FLOAT)
+    state_after(b, state, b.emit("Mul", [flat, b.const(np.float32(s_state), "state_scale")])[0])
+    products = b.emit("Mul", [shifted, fp.f64(b, w_time, "svdf_time")])[0]
+    per_filter = reduce_axes(b, "ReduceSum", products, [2], 0)
+    ones = _group_matrix(np.ones(filters), rank, np.float64)
+    acc = b.emit("MatMul", [per_filter, fp.f64(b, ones, "svdf_units")])[0]
+    return acc, ones.T @ np.abs(w_time).sum(axis=1) * 32768.0
 
 
 def _wrap_int32(b: GraphBuilder, acc: str) -> str:
