@@ -46,6 +46,8 @@ class GraphBuilder:
         self.io_quantization: dict[str, dict] = {}
         self._values: dict[int, str] = {}
         self._constants: dict[int, np.ndarray] = {}
+        # constants given a value by bind / set_constant rather than read from the file
+        self._bound: set[int] = set()
         self._materialized: dict[tuple[int, tuple[int, ...] | None], str] = {}
         self._producer: dict[str, onnx.NodeProto] = {}
         self._taken = TakenNames()
@@ -82,6 +84,7 @@ class GraphBuilder:
         """Tensor ``idx`` takes a value from outside: a constant, or a tensor by name."""
         if value is not None:
             self._constants[idx] = value
+            self._bound.add(idx)
         else:
             assert name is not None, "bind needs a name or a value"
             self._values[idx] = name
@@ -130,6 +133,20 @@ class GraphBuilder:
         self._constants[idx] = value
         return value
 
+    def stored_constant(self, idx: int) -> np.ndarray | None:
+        """A constant as the graph holds it, else None: an unquantized integer or bool tensor
+        keeps its TFLite type (shape arithmetic stays integer, exactly: int32 beyond 2**24
+        does not survive float32), any other its real float32 value (``constant``)."""
+        tensor = self.tensor(idx)
+        if idx in self._bound or tensor.data is None or tensor.quant is not None:
+            return self.constant(idx)
+        if tensor.dtype not in ONNX_TYPES:
+            return self.constant(idx)
+        self._check_numeric(tensor)
+        if tensor.sparsity is not None:
+            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
+        return np.asarray(tensor.data)
+
     def input(self, idx: int, perm: Sequence[int] | None = None) -> str:
         """The ONNX value holding tensor ``idx`` (permuted by ``perm`` if given).
 
@@ -140,7 +157,7 @@ class GraphBuilder:
         perm_key = tuple(perm) if perm is not None else None
         if (idx, perm_key) in self._materialized:
             return self._materialized[(idx, perm_key)]
-        value = self.constant(idx)
+        value = self.stored_constant(idx)
         shape = value.shape if value is not None else self.tensor(idx).shape
         if perm is not None and len(perm) != len(shape):
             raise InputError(
@@ -266,6 +283,7 @@ class GraphBuilder:
     def set_constant(self, idx: int, value: np.ndarray) -> None:
         """Tensor ``idx`` is a constant folded at conversion time (e.g. float16 DEQUANTIZE)."""
         self._constants[idx] = np.asarray(value, dtype=np.float32)
+        self._bound.add(idx)
 
     def quant(self, x: str, hint: str, shape, **kwargs) -> str:
         """A Quant node (``make_quant`` keyword arguments) on ``x``; returns its output."""
