@@ -21,6 +21,11 @@ from tflite2qonnx.dtypes import ONNX_TYPES
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 
+_INTEGER_ELEM_TYPES = frozenset(
+    {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+     TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
+)  # fmt: skip
+
 
 class GraphBuilder:
     """Accumulates nodes and initializers and tracks TFLite tensor -> ONNX value."""
@@ -111,6 +116,15 @@ class GraphBuilder:
     def _where(self) -> str:
         return self.current.where if self.current is not None else "subgraph"
 
+    def elem_type(self, idx: int) -> int:
+        """The ONNX element type tensor ``idx`` has in the graph (``elem_type``)."""
+        return elem_type(self.tensor(idx))
+
+    def is_integer(self, idx: int) -> bool:
+        """Whether tensor ``idx`` is an unquantized integer tensor: integers in the graph too,
+        so float-only ONNX ops (Floor, Div's rounding) need an integer form."""
+        return self.elem_type(idx) in _INTEGER_ELEM_TYPES
+
     def tensor_name(self, idx: int) -> str:
         """The ONNX name a TFLite tensor keeps at the graph boundary."""
         return self._tensor_names[idx]
@@ -140,7 +154,7 @@ class GraphBuilder:
         tensor = self.tensor(idx)
         if idx in self._bound or tensor.data is None or tensor.quant is not None:
             return self.constant(idx)
-        if tensor.dtype not in ONNX_TYPES:
+        if tensor.dtype not in ONNX_TYPES:  # float32 / float16; string and the like refused
             return self.constant(idx)
         self._check_numeric(tensor)
         if tensor.sparsity is not None:
@@ -391,16 +405,23 @@ def _io_record(tensor: Tensor) -> dict:
     return record
 
 
-def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
+def elem_type(tensor: Tensor) -> int:
+    """The ONNX element type of ``tensor``'s value in the graph, the one rule every converter
+    follows: float for float32 / float16 and for any quantized integer tensor (its real values
+    on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32)."""
     if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
-        elem = TensorProto.FLOAT  # quantized and float16 tensors are exposed as real values
-    elif tensor.dtype in ONNX_TYPES:
-        elem = ONNX_TYPES[tensor.dtype]
-    else:  # string, resource, variant; int4 without a scale
-        raise ConversionError(
-            f"{tensor.dtype} tensors have no ONNX equivalent here",
-            f"tensor {tensor.index} '{tensor.name}'",
-        )
+        return TensorProto.FLOAT
+    if tensor.dtype in ONNX_TYPES:
+        return ONNX_TYPES[tensor.dtype]
+    # string, resource, variant; int4 without a scale
+    raise ConversionError(
+        f"{tensor.dtype} tensors have no ONNX equivalent here",
+        f"tensor {tensor.index} '{tensor.name}'",
+    )
+
+
+def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
+    elem = elem_type(tensor)
     dims = [
         ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
         for k, d in enumerate(tensor.shape_signature)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from control_flow_models import in_fresh_process
+from int_arith_models import MODELS as INT_MODELS
+from litert_compare import reference_interpreter
 from shape_arith_models import MODELS, MODES
 
 import tflite2qonnx
@@ -131,3 +134,37 @@ def test_movenet_runs_in_onnxruntime_and_matches_interpreter(form, bit_exact):
             model = to_qcdq(model)
     # equality needs no spread measured over many inputs: 4 keep the exact forms quick
     assert_agrees_in_onnxruntime(MOVENET, model, exact=bit_exact, inputs=4 if bit_exact else 16)
+
+
+def _int32_feed(detail: dict, rng: np.random.Generator, name: str) -> np.ndarray:
+    """FLOOR_DIV's dividends reach +-2**30 (float32 holds integers exactly only below 2**24);
+    ADD's operands stay small enough not to overflow, around the activations' bounds."""
+    if name == "floor_div_int32":
+        big = rng.integers(-(2**30), 2**30, detail["shape"])
+        return np.where(rng.random(detail["shape"]) < 0.5, big, big % 23 - 11).astype(np.int32)
+    return rng.integers(-9, 10, detail["shape"]).astype(np.int32)
+
+
+@pytest.mark.parametrize("name", sorted(INT_MODELS))
+def test_int32_arithmetic_stays_integer_and_equals_the_interpreter(name):
+    """FLOOR_DIV (mixed signs, dividends beyond float32's exact integers), int32 ADD with a
+    fused RELU / RELU6 / RELU_N1_TO_1 and PADV2 with an int32 value: integer ONNX ops only,
+    bit-equal to the builtin kernels."""
+    data = INT_MODELS[name]()
+    model = tflite2qonnx.convert(data)
+    assert_element_types_consistent(model)
+    assert not any(
+        n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.FLOAT for n in model.graph.node
+    ), "an integer op went through float"
+    it = reference_interpreter(data)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(7)
+    for _ in range(8):
+        feeds = {d["name"]: _int32_feed(d, rng, name) for d in it.get_input_details()}
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], feeds[d["name"]])
+        it.invoke()
+        (out,) = it.get_output_details()
+        (ours,) = session.run(None, feeds)
+        assert ours.dtype == np.int32
+        np.testing.assert_array_equal(ours, it.get_tensor(out["index"]))

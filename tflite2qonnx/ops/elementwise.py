@@ -142,10 +142,6 @@ maximum = _binary("Max", raw=True)
 minimum = _binary("Min", raw=True)
 
 
-def _is_int(b: GraphBuilder, idx: int) -> bool:
-    return b.tensor(idx).dtype in ("int32", "int64", "int16") and b.tensor(idx).quantization is None
-
-
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
         if b.tensor(op.inputs[0]).dtype != "int8":  # the runtime has int8 only
@@ -156,22 +152,28 @@ def squared_difference(b: GraphBuilder, op: Operator) -> None:
 
 
 def floor_div(b: GraphBuilder, op: Operator) -> None:
-    """floor(x / y); integers go through float (exact below 2**24), as ONNX Div truncates."""
+    """floor(x / y). Integers stay integers (through float they would be exact only below
+    2**24): ONNX Div truncates, so a nonzero remainder whose sign differs from the divisor's
+    steps the quotient down by one."""
     x, y = b.input(op.inputs[0]), b.input(op.inputs[1])
-    if _is_int(b, op.outputs[0]):
-        fx, fy = (b.emit("Cast", [v], to=TensorProto.FLOAT)[0] for v in (x, y))
-        q = b.emit("Floor", [b.emit("Div", [fx, fy])[0]])[0]
-        to = helper_dtype(b, op.outputs[0])
-        b.set_output(op.outputs[0], b.emit("Cast", [q], to=to)[0])
+    if not b.is_integer(op.outputs[0]):
+        b.set_output(op.outputs[0], b.emit("Floor", [b.emit("Div", [x, y])[0]])[0])
         return
-    b.set_output(op.outputs[0], b.emit("Floor", [b.emit("Div", [x, y])[0]])[0])
+    to = b.elem_type(op.outputs[0])
+    q = b.emit("Div", [x, y])[0]
+    r = b.emit("Mod", [x, y], fmod=1)[0]  # the truncated division's remainder, x's sign
+    zero = b.const(np.zeros((), helper.tensor_dtype_to_np_dtype(to)), "zero")
+    inexact = b.emit("Not", [b.emit("Equal", [r, zero])[0]])[0]
+    opposite = b.emit("Xor", [b.emit("Less", [r, zero])[0], b.emit("Less", [y, zero])[0]])[0]
+    down = b.emit("Cast", [b.emit("And", [inexact, opposite])[0]], to=to)[0]
+    b.set_output(op.outputs[0], b.emit("Sub", [q, down])[0])
 
 
 def floor_mod(b: GraphBuilder, op: Operator) -> None:
     """The remainder with the divisor's sign: Mod(fmod=0) for integers, x - floor(x/y)*y for
     floats (ONNX allows fmod=0 only on integers)."""
     x, y = b.input(op.inputs[0]), b.input(op.inputs[1])
-    if _is_int(b, op.outputs[0]):
+    if b.is_integer(op.outputs[0]):
         b.set_output(op.outputs[0], b.emit("Mod", [x, y], fmod=0)[0])
         return
     q = b.emit("Floor", [b.emit("Div", [x, y])[0]])[0]
@@ -311,4 +313,4 @@ def add_n(b: GraphBuilder, op: Operator) -> None:
 
 def cast(b: GraphBuilder, op: Operator) -> None:
     x = b.input(op.inputs[0])
-    b.set_output(op.outputs[0], b.emit("Cast", [x], to=helper_dtype(b, op.outputs[0]))[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [x], to=b.elem_type(op.outputs[0]))[0])

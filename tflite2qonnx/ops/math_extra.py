@@ -15,7 +15,6 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import reduce_axes
-from tflite2qonnx.ops.elementwise import helper_dtype
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "uint8": 8, "uint16": 16, "uint32": 32}
 
@@ -64,7 +63,7 @@ def right_shift(b: GraphBuilder, op: Operator) -> None:
     x, y = _double(b, op.inputs[0]), _double(b, op.inputs[1])
     power = b.emit("Pow", [b.const(np.array(2.0), "two"), y])[0]
     q = b.emit("Floor", [b.emit("Div", [x, power])[0]])[0]
-    b.set_output(op.outputs[0], b.emit("Cast", [q], to=helper_dtype(b, op.outputs[0]))[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [q], to=b.elem_type(op.outputs[0]))[0])
 
 
 def _bits(b: GraphBuilder, x: str, n: int) -> str:
@@ -94,7 +93,7 @@ def bitwise_xor(b: GraphBuilder, op: Operator) -> None:
         weights[-1] = -weights[-1]
     value = b.emit("Mul", [xor, b.const(weights, "bit_values")])[0]
     value = reduce_axes(b, "ReduceSum", value, [-1], 0)
-    b.set_output(op.outputs[0], b.emit("Cast", [value], to=helper_dtype(b, op.outputs[0]))[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [value], to=b.elem_type(op.outputs[0]))[0])
 
 
 def _logical_reduce(onnx_op: str):
@@ -152,7 +151,7 @@ def bucketize(b: GraphBuilder, op: Operator) -> None:
     count = b.emit("Cast", [above], to=TensorProto.INT32)[0]
     count = reduce_axes(b, "ReduceSum", count, [-1], 0)
     if b.tensor(op.outputs[0]).dtype != "int32":
-        count = b.emit("Cast", [count], to=helper_dtype(b, op.outputs[0]))[0]
+        count = b.emit("Cast", [count], to=b.elem_type(op.outputs[0]))[0]
     b.set_output(op.outputs[0], count)
 
 

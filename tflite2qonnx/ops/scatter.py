@@ -18,7 +18,6 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import one_int, reduce_axes, table_size
-from tflite2qonnx.ops.elementwise import helper_dtype
 
 
 def _i64(b: GraphBuilder, values, hint: str) -> str:
@@ -207,7 +206,7 @@ def where(b: GraphBuilder, op: Operator) -> None:
     """The coordinates of the non-zero (true) elements, one row each, in row-major order."""
     y = b.emit("Transpose", [b.emit("NonZero", [b.input(op.inputs[0])])[0]], perm=[1, 0])[0]
     if b.tensor(op.outputs[0]).dtype != "int64":
-        y = b.emit("Cast", [y], to=helper_dtype(b, op.outputs[0]))[0]
+        y = b.emit("Cast", [y], to=b.elem_type(op.outputs[0]))[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -220,5 +219,5 @@ def unique(b: GraphBuilder, op: Operator) -> None:
     values, _, inverse, _ = b.emit("Unique", [x], 4, sorted=0)
     b.set_output(op.outputs[0], values)
     if b.tensor(op.outputs[1]).dtype != "int64":
-        inverse = b.emit("Cast", [inverse], to=helper_dtype(b, op.outputs[1]))[0]
+        inverse = b.emit("Cast", [inverse], to=b.elem_type(op.outputs[1]))[0]
     b.set_output(op.outputs[1], inverse)

@@ -42,10 +42,10 @@ def pad(b: GraphBuilder, op: Operator) -> None:
     pads = b.const(np.concatenate([paddings[:, 0], paddings[:, 1]]).astype(np.int64), "pads")
     inputs = [b.raw_input(op.inputs[0], op.outputs[0]), pads]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
-        value = b.constant(op.inputs[2])
+        value = b.stored_constant(op.inputs[2])  # an int32 tensor pads with an int32
         if value is None:
             raise ConversionError("PADV2's constant value must be a constant", op.where)
-        inputs.append(b.const(np.asarray(value, np.float32).reshape(()), "pad_value"))
+        inputs.append(b.const(np.asarray(value).reshape(()), "pad_value"))
     b.set_output(op.outputs[0], b.emit("Pad", inputs, mode="constant")[0])
 
 
