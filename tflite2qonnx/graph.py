@@ -18,6 +18,7 @@ from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import TakenNames, short_name, unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.dtypes import ONNX_TYPES
+from tflite2qonnx.element_types import check_element_types
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 
@@ -25,6 +26,10 @@ _INTEGER_ELEM_TYPES = frozenset(
     {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
      TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
 )  # fmt: skip
+
+
+# the TFLite types whose ONNX value has one known element type (not string, resource, ...)
+_TYPED = frozenset({"float32", "float16", *ONNX_TYPES})
 
 
 class GraphBuilder:
@@ -353,7 +358,17 @@ class GraphBuilder:
         graph = helper.make_graph(
             self.nodes, graph_name, inputs, outputs, self.initializers, value_info=value_info
         )
+        check_element_types(graph, self.opset, self._values, self._expected_type, self._describe)
         return helper.make_model(graph)
+
+    def _expected_type(self, idx: int) -> int | None:
+        tensor = self.tensor(idx)
+        return None if tensor.dtype not in _TYPED else elem_type(tensor)
+
+    def _describe(self, idx: int) -> str:
+        t = self.tensor(idx)
+        quantized = "quantized " if t.quant is not None else ""
+        return f"tensor {idx} '{t.name}' ({quantized}{t.dtype})"
 
     def _bind_output_name(self, idx: int) -> str:
         want = self.tensor_name(idx)

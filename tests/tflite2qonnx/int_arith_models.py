@@ -55,3 +55,17 @@ MODELS = {
     "add_int32_relu_n1_to_1": lambda: add_int32("RELU_N1_TO_1"),
     "padv2_int32": padv2_int32,
 }
+
+
+def shape_with_quantized_output() -> bytes:
+    """SHAPE whose int32 output carries a scale the kernel ignores, feeding RESHAPE."""
+    tensors = [
+        {"name": "x", "shape": (1, 4, 3)},
+        {"name": "dims", "shape": (3,), "dtype": "int32", "quant": ([0.5], [0])},
+        {"name": "y", "shape": (1, 4, 3)},
+    ]
+    ops = [
+        {"op": "SHAPE", "inputs": [0], "outputs": [1], "options": ("ShapeOptions", {"OutType": 2})},
+        {"op": "RESHAPE", "inputs": [0, 1], "outputs": [2]},
+    ]
+    return build_model(tensors, ops, [0], [2])

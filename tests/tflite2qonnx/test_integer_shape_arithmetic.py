@@ -14,7 +14,9 @@ import onnxruntime as ort
 import pytest
 from control_flow_models import in_fresh_process
 from int_arith_models import MODELS as INT_MODELS
+from int_arith_models import shape_with_quantized_output
 from litert_compare import reference_interpreter
+from onnx import TensorProto, helper, numpy_helper
 from shape_arith_models import MODELS, MODES
 
 import tflite2qonnx
@@ -22,6 +24,7 @@ from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.qcdq import to_qcdq
 from qonnx_ingest.quant_lowering import lower_quants
 from support import CORPUS, requires_corpus
+from tflite2qonnx.element_types import check_element_types
 from tflite2qonnx.reader import read_model
 from tflite2qonnx.reference import verify
 
@@ -168,3 +171,42 @@ def test_int32_arithmetic_stays_integer_and_equals_the_interpreter(name):
         (ours,) = session.run(None, feeds)
         assert ours.dtype == np.int32
         np.testing.assert_array_equal(ours, it.get_tensor(out["index"]))
+
+
+def test_shape_output_with_a_scale_is_refused_naming_the_tensor():
+    """An int32 SHAPE output carrying a scale: the kernel writes plain integers, the graph would
+    put a float quantizer on them; refused (naming the tensor), not written for onnxruntime to
+    refuse."""
+    with pytest.raises(ConversionError, match=r"dims_quant .*int32"):
+        tflite2qonnx.convert(shape_with_quantized_output())
+
+
+def _graph(nodes, inputs, outputs, initializers=()) -> onnx.GraphProto:
+    return helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+
+
+def test_element_type_check_names_the_node_that_mixes_types():
+    """The class the issue met: Concat of an int32 constant and a float value."""
+    graph = _graph(
+        [helper.make_node("Concat", ["shape", "n"], ["packed"], axis=0, name="stack/Concat")],
+        [helper.make_tensor_value_info("n", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("packed", TensorProto.INT32, [2])],
+        [numpy_helper.from_array(np.array([4], np.int32), "shape")],
+    )
+    with pytest.raises(ConversionError, match=r"mixes element types.*stack/Concat"):
+        check_element_types(graph, 13, {}, lambda idx: None, str)
+
+
+def test_element_type_check_names_the_tflite_tensor_of_the_wrong_type():
+    """A value each op accepts, but not of its TFLite tensor's type: ArgMax's int64 left
+    uncast where the file says int32."""
+    graph = _graph(
+        [helper.make_node("ArgMax", ["x"], ["idx"], axis=0)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [])],
+    )
+    expected = {0: TensorProto.FLOAT, 1: TensorProto.INT32}
+    with pytest.raises(ConversionError, match=r"tensor 1 is computed as int64 .* int32"):
+        check_element_types(graph, 13, {0: "x", 1: "idx"}, expected.get, "tensor {}".format)
+    expected[1] = TensorProto.INT64
+    check_element_types(graph, 13, {0: "x", 1: "idx"}, expected.get, "tensor {}".format)

@@ -1,0 +1,93 @@
+"""The converted graph's element types checked against the TFLite file's, before finishing.
+
+Every TFLite tensor's ONNX value must have the type ``graph.elem_type`` gives it (a quantized
+tensor a float on its grid, an unquantized int32 tensor int32), and no node may mix types
+where its schema binds them to one. A converter that gets this wrong would otherwise write a
+file onnxruntime refuses (a Concat bound to int32 and float) or, where a runtime tolerates the
+mix, one that computes something else; here it is a ConversionError naming the tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import onnx
+from onnx import TensorProto, helper
+
+from qonnx_ingest.errors import ConversionError
+
+_QUANTIZERS = ("Quant", "IntQuant")
+
+
+def check_element_types(
+    graph: onnx.GraphProto,
+    opset: int,
+    values: Mapping[int, str],
+    expected: Callable[[int], int | None],
+    describe: Callable[[int], str],
+) -> None:
+    """Raise ConversionError where ``graph`` mixes element types or where the value of TFLite
+    tensor ``idx`` (``values``: tensor index -> value name) is not of type ``expected(idx)``
+    (None: not checked). ``describe(idx)`` names the tensor in the message."""
+    shadow = _standard_form(graph, opset)
+    if shadow is None:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(shadow, check_type=True, strict_mode=True)
+    except onnx.shape_inference.InferenceError as exc:
+        text = " ".join(str(exc).split())
+        raise ConversionError(f"the converted graph mixes element types: {text}") from None
+    g = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*g.input, *g.value_info, *g.output)}
+    for idx, name in values.items():
+        want, have = expected(idx), types.get(name, TensorProto.UNDEFINED)
+        if want is None or have == TensorProto.UNDEFINED or have == want:
+            continue
+        raise ConversionError(
+            f"{describe(idx)} is computed as {_name(have)} in the converted graph, where its "
+            f"TFLite type makes it {_name(want)}"
+        )
+
+
+def _standard_form(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto | None:
+    """``graph`` without value_info (inference must find each type, not read it back) and with
+    each quantizer as a Cast to float behind an IsInf, which requires a float input as a
+    Quant does; None when other custom-domain nodes leave the types unknown."""
+    if any(_custom_inside(a.g) for n in graph.node for a in n.attribute if a.HasField("g")):
+        return None
+    nodes = []
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            if node.op_type not in _QUANTIZERS:
+                return None
+            x, y = node.input[0], node.output[0]
+            check = f"{node.name} (a quantizer: its input must be float)"
+            nodes.append(helper.make_node("IsInf", [x], [f"{y}__float_input"], name=check))
+            nodes.append(helper.make_node("Cast", [x], [y], to=TensorProto.FLOAT))
+        else:
+            nodes.append(node)
+    # types only: the graph is still in TFLite's layout (the layout pass comes after), so its
+    # shapes do not agree yet; initializers become shapeless inputs, which keeps every shape
+    # unknown and every type known
+    inputs = [_typed(v.name, v.type.tensor_type.elem_type) for v in graph.input]
+    inputs += [_typed(init.name, init.data_type) for init in graph.initializer]
+    outputs = [_typed(v.name, v.type.tensor_type.elem_type) for v in graph.output]
+    shadow = helper.make_graph(nodes, graph.name, inputs, outputs)
+    return helper.make_model(shadow, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _typed(name: str, elem_type: int) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem_type, None)
+
+
+def _custom_inside(graph: onnx.GraphProto) -> bool:
+    """Whether an If / Loop body holds custom-domain nodes (a WHILE body's Quants)."""
+    return any(
+        n.domain not in ("", "ai.onnx")
+        or any(_custom_inside(a.g) for a in n.attribute if a.HasField("g"))
+        for n in graph.node
+    )
+
+
+def _name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type).lower()
