@@ -1,6 +1,6 @@
 """The converted graph's element types checked against the TFLite file's, before finishing.
 
-Every TFLite tensor's ONNX value must have the type ``graph.elem_type`` gives it (a quantized
+Every TFLite tensor's ONNX value must have the type ``elem_type`` gives it (a quantized
 tensor a float on its grid, an unquantized int32 tensor int32), and no node may mix types
 where its schema binds them to one. A converter that gets this wrong would otherwise write a
 file onnxruntime refuses (a Concat bound to int32 and float) or, where a runtime tolerates the
@@ -15,20 +15,42 @@ import onnx
 from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.dtypes import ONNX_TYPES
+from tflite2qonnx.model import Tensor
 
 _QUANTIZERS = ("Quant", "IntQuant")
+INTEGER_ELEM_TYPES = frozenset(
+    {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+     TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
+)  # fmt: skip
+# the TFLite types whose ONNX value has one known element type (not string, resource, ...)
+_TYPED = frozenset({"float32", "float16", *ONNX_TYPES})
+
+
+def elem_type(tensor: Tensor) -> int:
+    """The ONNX element type of ``tensor``'s value in the graph, the one rule every converter
+    follows: float for float32 / float16 and for any quantized integer tensor (its real values
+    on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32)."""
+    if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
+        return TensorProto.FLOAT
+    if tensor.dtype in ONNX_TYPES:
+        return ONNX_TYPES[tensor.dtype]
+    # string, resource, variant; int4 without a scale
+    raise ConversionError(
+        f"{tensor.dtype} tensors have no ONNX equivalent here",
+        f"tensor {tensor.index} '{tensor.name}'",
+    )
 
 
 def check_element_types(
     graph: onnx.GraphProto,
     opset: int,
     values: Mapping[int, str],
-    expected: Callable[[int], int | None],
-    describe: Callable[[int], str],
+    tensor: Callable[[int], Tensor],
 ) -> None:
     """Raise ConversionError where ``graph`` mixes element types or where the value of TFLite
-    tensor ``idx`` (``values``: tensor index -> value name) is not of type ``expected(idx)``
-    (None: not checked). ``describe(idx)`` names the tensor in the message."""
+    tensor ``idx`` (``values``: tensor index -> value name; ``tensor``: index -> Tensor) is
+    not of the type ``elem_type`` gives it."""
     shadow = _standard_form(graph, opset)
     if shadow is None:
         return
@@ -40,12 +62,15 @@ def check_element_types(
     g = inferred.graph
     types = {v.name: v.type.tensor_type.elem_type for v in (*g.input, *g.value_info, *g.output)}
     for idx, name in values.items():
-        want, have = expected(idx), types.get(name, TensorProto.UNDEFINED)
+        t = tensor(idx)
+        want = elem_type(t) if t.dtype in _TYPED else None  # string and the like: no type
+        have = types.get(name, TensorProto.UNDEFINED)
         if want is None or have == TensorProto.UNDEFINED or have == want:
             continue
+        quantized = "quantized " if t.quant is not None else ""
         raise ConversionError(
-            f"{describe(idx)} is computed as {_name(have)} in the converted graph, where its "
-            f"TFLite type makes it {_name(want)}"
+            f"tensor {idx} '{t.name}' ({quantized}{t.dtype}) is computed as {_name(have)} in "
+            f"the converted graph, where its TFLite type makes it {_name(want)}"
         )
 
 

@@ -12,24 +12,15 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import TakenNames, short_name, unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.dtypes import ONNX_TYPES
-from tflite2qonnx.element_types import check_element_types
+from tflite2qonnx.element_types import INTEGER_ELEM_TYPES, check_element_types, elem_type
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
-
-_INTEGER_ELEM_TYPES = frozenset(
-    {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
-     TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
-)  # fmt: skip
-
-
-# the TFLite types whose ONNX value has one known element type (not string, resource, ...)
-_TYPED = frozenset({"float32", "float16", *ONNX_TYPES})
 
 
 class GraphBuilder:
@@ -128,7 +119,7 @@ class GraphBuilder:
     def is_integer(self, idx: int) -> bool:
         """Whether tensor ``idx`` is an unquantized integer tensor: integers in the graph too,
         so float-only ONNX ops (Floor, Div's rounding) need an integer form."""
-        return self.elem_type(idx) in _INTEGER_ELEM_TYPES
+        return self.elem_type(idx) in INTEGER_ELEM_TYPES
 
     def tensor_name(self, idx: int) -> str:
         """The ONNX name a TFLite tensor keeps at the graph boundary."""
@@ -145,25 +136,27 @@ class GraphBuilder:
         tensor = self.tensor(idx)
         if tensor.data is None:
             return None
-        self._check_numeric(tensor)
-        if tensor.sparsity is not None:
-            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
+        self._check_readable(tensor)
         value = dequantize(tensor)
         self._constants[idx] = value
         return value
+
+    def _check_readable(self, tensor: Tensor) -> None:
+        self._check_numeric(tensor)
+        if tensor.sparsity is not None:
+            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
 
     def stored_constant(self, idx: int) -> np.ndarray | None:
         """A constant as the graph holds it, else None: an unquantized integer or bool tensor
         keeps its TFLite type (shape arithmetic stays integer, exactly: int32 beyond 2**24
         does not survive float32), any other its real float32 value (``constant``)."""
         tensor = self.tensor(idx)
+        # float32 / float16 (and string and the like, which constant refuses) read as real values
         if idx in self._bound or tensor.data is None or tensor.quant is not None:
             return self.constant(idx)
-        if tensor.dtype not in ONNX_TYPES:  # float32 / float16; string and the like refused
+        if tensor.dtype not in ONNX_TYPES:
             return self.constant(idx)
-        self._check_numeric(tensor)
-        if tensor.sparsity is not None:
-            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
+        self._check_readable(tensor)
         return np.asarray(tensor.data)
 
     def input(self, idx: int, perm: Sequence[int] | None = None) -> str:
@@ -358,17 +351,8 @@ class GraphBuilder:
         graph = helper.make_graph(
             self.nodes, graph_name, inputs, outputs, self.initializers, value_info=value_info
         )
-        check_element_types(graph, self.opset, self._values, self._expected_type, self._describe)
+        check_element_types(graph, self.opset, self._values, self.tensor)
         return helper.make_model(graph)
-
-    def _expected_type(self, idx: int) -> int | None:
-        tensor = self.tensor(idx)
-        return None if tensor.dtype not in _TYPED else elem_type(tensor)
-
-    def _describe(self, idx: int) -> str:
-        t = self.tensor(idx)
-        quantized = "quantized " if t.quant is not None else ""
-        return f"tensor {idx} '{t.name}' ({quantized}{t.dtype})"
 
     def _bind_output_name(self, idx: int) -> str:
         want = self.tensor_name(idx)
@@ -418,21 +402,6 @@ def _io_record(tensor: Tensor) -> dict:
     if q.per_axis:
         record["axis"] = q.quantized_dimension
     return record
-
-
-def elem_type(tensor: Tensor) -> int:
-    """The ONNX element type of ``tensor``'s value in the graph, the one rule every converter
-    follows: float for float32 / float16 and for any quantized integer tensor (its real values
-    on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32)."""
-    if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
-        return TensorProto.FLOAT
-    if tensor.dtype in ONNX_TYPES:
-        return ONNX_TYPES[tensor.dtype]
-    # string, resource, variant; int4 without a scale
-    raise ConversionError(
-        f"{tensor.dtype} tensors have no ONNX equivalent here",
-        f"tensor {tensor.index} '{tensor.name}'",
-    )
 
 
 def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:

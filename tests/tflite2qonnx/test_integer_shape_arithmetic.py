@@ -25,6 +25,7 @@ from qonnx_ingest.qcdq import to_qcdq
 from qonnx_ingest.quant_lowering import lower_quants
 from support import CORPUS, requires_corpus
 from tflite2qonnx.element_types import check_element_types
+from tflite2qonnx.model import Tensor
 from tflite2qonnx.reader import read_model
 from tflite2qonnx.reference import verify
 
@@ -194,7 +195,11 @@ def test_element_type_check_names_the_node_that_mixes_types():
         [numpy_helper.from_array(np.array([4], np.int32), "shape")],
     )
     with pytest.raises(ConversionError, match=r"mixes element types.*stack/Concat"):
-        check_element_types(graph, 13, {}, lambda idx: None, str)
+        check_element_types(graph, 13, {}, None)
+
+
+def _tensor(index: int, name: str, dtype: str) -> Tensor:
+    return Tensor(index, name, (3,), (3,), dtype, 0, None, None, False, None)
 
 
 def test_element_type_check_names_the_tflite_tensor_of_the_wrong_type():
@@ -205,8 +210,8 @@ def test_element_type_check_names_the_tflite_tensor_of_the_wrong_type():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
         [helper.make_tensor_value_info("idx", TensorProto.INT64, [])],
     )
-    expected = {0: TensorProto.FLOAT, 1: TensorProto.INT32}
-    with pytest.raises(ConversionError, match=r"tensor 1 is computed as int64 .* int32"):
-        check_element_types(graph, 13, {0: "x", 1: "idx"}, expected.get, "tensor {}".format)
-    expected[1] = TensorProto.INT64
-    check_element_types(graph, 13, {0: "x", 1: "idx"}, expected.get, "tensor {}".format)
+    tensors = [_tensor(0, "scores", "float32"), _tensor(1, "best", "int32")]
+    with pytest.raises(ConversionError, match=r"tensor 1 'best' \(int32\) is computed as int64"):
+        check_element_types(graph, 13, {0: "x", 1: "idx"}, tensors.__getitem__)
+    tensors[1] = _tensor(1, "best", "int64")
+    check_element_types(graph, 13, {0: "x", 1: "idx"}, tensors.__getitem__)
