@@ -57,6 +57,7 @@ def check_element_types(
     try:
         inferred = onnx.shape_inference.infer_shapes(shadow, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as exc:
+        _check_quantizer_inputs(graph, shadow, values, tensor)  # the likeliest, named better
         text = " ".join(str(exc).split())
         raise ConversionError(f"the converted graph mixes element types: {text}") from None
     g = inferred.graph
@@ -67,11 +68,39 @@ def check_element_types(
         have = types.get(name, TensorProto.UNDEFINED)
         if want is None or have == TensorProto.UNDEFINED or have == want:
             continue
-        quantized = "quantized " if t.quant is not None else ""
         raise ConversionError(
-            f"tensor {idx} '{t.name}' ({quantized}{t.dtype}) is computed as {_name(have)} in "
-            f"the converted graph, where its TFLite type makes it {_name(want)}"
+            f"{_describe(idx, t)} is computed as {_name(have)} in the converted graph, where "
+            f"its TFLite type makes it {_name(want)}"
         )
+
+
+def _check_quantizer_inputs(
+    graph: onnx.GraphProto,
+    shadow: onnx.ModelProto,
+    values: Mapping[int, str],
+    tensor: Callable[[int], Tensor],
+) -> None:
+    """A quantizer reads real values: one on integers means an integer kernel's output was
+    taken for a quantized tensor (an int32 SHAPE output that carries a scale). Named here by
+    the TFLite tensor where the strict pass names only the node."""
+    loose = onnx.shape_inference.infer_shapes(shadow, check_type=False, strict_mode=False).graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*loose.input, *loose.value_info)}
+    by_value = {name: idx for idx, name in values.items()}
+    for node in graph.node:
+        have = types.get(node.input[0], TensorProto.UNDEFINED) if node.input else None
+        if node.op_type not in _QUANTIZERS or have not in (*INTEGER_ELEM_TYPES, TensorProto.BOOL):
+            continue
+        idx = by_value.get(node.output[0])
+        what = f"quantizer {node.name}" if idx is None else _describe(idx, tensor(idx))
+        raise ConversionError(
+            f"{what} carries a scale, but the kernel that writes it computes plain "
+            f"{_name(have)} values (TFLite ignores the scale there); not converted"
+        )
+
+
+def _describe(idx: int, t: Tensor) -> str:
+    quantized = "quantized " if t.quant is not None else ""
+    return f"tensor {idx} '{t.name}' ({quantized}{t.dtype})"
 
 
 def _standard_form(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto | None:
