@@ -12,12 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import TakenNames, short_name, unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.dtypes import ONNX_TYPES
+from tflite2qonnx.element_types import INTEGER_ELEM_TYPES, check_element_types, elem_type
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 from tflite2qonnx.state import StateIO
@@ -49,6 +50,8 @@ class GraphBuilder:
         self.io_quantization: dict[str, dict] = {}
         self._values: dict[int, str] = {}
         self._constants: dict[int, np.ndarray] = {}
+        # constants given a value by bind / set_constant rather than read from the file
+        self._bound: set[int] = set()
         self._materialized: dict[tuple[int, tuple[int, ...] | None], str] = {}
         self._producer: dict[str, onnx.NodeProto] = {}
         self._taken = TakenNames()
@@ -90,6 +93,7 @@ class GraphBuilder:
         """Tensor ``idx`` takes a value from outside: a constant, or a tensor by name."""
         if value is not None:
             self._constants[idx] = value
+            self._bound.add(idx)
         else:
             assert name is not None, "bind needs a name or a value"
             self._values[idx] = name
@@ -116,6 +120,15 @@ class GraphBuilder:
     def _where(self) -> str:
         return self.current.where if self.current is not None else "subgraph"
 
+    def elem_type(self, idx: int) -> int:
+        """The ONNX element type tensor ``idx`` has in the graph (``elem_type``)."""
+        return elem_type(self.tensor(idx))
+
+    def is_integer(self, idx: int) -> bool:
+        """Whether tensor ``idx`` is an unquantized integer tensor: integers in the graph too,
+        so float-only ONNX ops (Floor, Div's rounding) need an integer form."""
+        return self.elem_type(idx) in INTEGER_ELEM_TYPES
+
     def tensor_name(self, idx: int) -> str:
         """The ONNX name a TFLite tensor keeps at the graph boundary."""
         return self._tensor_names[idx]
@@ -131,12 +144,28 @@ class GraphBuilder:
         tensor = self.tensor(idx)
         if tensor.data is None:
             return None
-        self._check_numeric(tensor)
-        if tensor.sparsity is not None:
-            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
+        self._check_readable(tensor)
         value = dequantize(tensor)
         self._constants[idx] = value
         return value
+
+    def _check_readable(self, tensor: Tensor) -> None:
+        self._check_numeric(tensor)
+        if tensor.sparsity is not None:
+            raise ConversionError("sparse constants need DENSIFY", f"tensor '{tensor.name}'")
+
+    def stored_constant(self, idx: int) -> np.ndarray | None:
+        """A constant as the graph holds it, else None: an unquantized integer or bool tensor
+        keeps its TFLite type (shape arithmetic stays integer, exactly: int32 beyond 2**24
+        does not survive float32), any other its real float32 value (``constant``)."""
+        tensor = self.tensor(idx)
+        # float32 / float16 (and string and the like, which constant refuses) read as real values
+        if idx in self._bound or tensor.data is None or tensor.quant is not None:
+            return self.constant(idx)
+        if tensor.dtype not in ONNX_TYPES:
+            return self.constant(idx)
+        self._check_readable(tensor)
+        return np.asarray(tensor.data)
 
     def input(self, idx: int, perm: Sequence[int] | None = None) -> str:
         """The ONNX value holding tensor ``idx`` (permuted by ``perm`` if given).
@@ -148,7 +177,7 @@ class GraphBuilder:
         perm_key = tuple(perm) if perm is not None else None
         if (idx, perm_key) in self._materialized:
             return self._materialized[(idx, perm_key)]
-        value = self.constant(idx)
+        value = self.stored_constant(idx)
         shape = value.shape if value is not None else self.tensor(idx).shape
         if perm is not None and len(perm) != len(shape):
             raise InputError(
@@ -274,6 +303,7 @@ class GraphBuilder:
     def set_constant(self, idx: int, value: np.ndarray) -> None:
         """Tensor ``idx`` is a constant folded at conversion time (e.g. float16 DEQUANTIZE)."""
         self._constants[idx] = np.asarray(value, dtype=np.float32)
+        self._bound.add(idx)
 
     def quant(self, x: str, hint: str, shape, **kwargs) -> str:
         """A Quant node (``make_quant`` keyword arguments) on ``x``; returns its output."""
@@ -332,6 +362,7 @@ class GraphBuilder:
         graph = helper.make_graph(
             self.nodes, graph_name, inputs, outputs, self.initializers, value_info=value_info
         )
+        check_element_types(graph, self.opset, self._values, self.tensor)
         return helper.make_model(graph)
 
     def _bind_output_name(self, idx: int) -> str:
@@ -389,15 +420,7 @@ def _io_record(tensor: Tensor) -> dict:
 
 
 def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
-    if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
-        elem = TensorProto.FLOAT  # quantized and float16 tensors are exposed as real values
-    elif tensor.dtype in ONNX_TYPES:
-        elem = ONNX_TYPES[tensor.dtype]
-    else:  # string, resource, variant; int4 without a scale
-        raise ConversionError(
-            f"{tensor.dtype} tensors have no ONNX equivalent here",
-            f"tensor {tensor.index} '{tensor.name}'",
-        )
+    elem = elem_type(tensor)
     dims = [
         ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
         for k, d in enumerate(tensor.shape_signature)

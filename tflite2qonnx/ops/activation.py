@@ -6,6 +6,9 @@ before the output's Quant node gives the same values because quantization is mon
 
 from __future__ import annotations
 
+import numpy as np
+from onnx import helper
+
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
@@ -13,8 +16,8 @@ from tflite2qonnx.ops import exact_unary
 from tflite2qonnx.ops.common import clip_bounds
 
 
-def _clip(b: GraphBuilder, x: str, lo: float, hi: float) -> str:
-    return b.emit("Clip", [x, *clip_bounds(b, lo, hi)])[0]
+def _clip(b: GraphBuilder, x: str, lo: float, hi: float, dtype=np.float32) -> str:
+    return b.emit("Clip", [x, *clip_bounds(b, lo, hi, dtype)])[0]
 
 
 _FUSED = {
@@ -24,6 +27,8 @@ _FUSED = {
     "RELU_N1_TO_1": lambda b, x: _clip(b, x, -1.0, 1.0),
     "TANH": lambda b, x: b.emit("Tanh", [x])[0],
 }
+# on an integer output (int32 ADD, MUL, SUB) the kernels clamp the integers to these ranges
+_INTEGER_RANGES = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1)}
 
 
 def fused_activation(b: GraphBuilder, op: Operator, x: str) -> str:
@@ -31,6 +36,12 @@ def fused_activation(b: GraphBuilder, op: Operator, x: str) -> str:
     kind = op.options.get("fused_activation_function", "NONE")
     if kind not in _FUSED:
         raise ConversionError(f"fused activation {kind} is not supported", op.where)
+    if kind != "NONE" and op.outputs and b.is_integer(op.outputs[0]):
+        if kind not in _INTEGER_RANGES:
+            raise ConversionError(f"fused {kind} on an integer output", op.where)
+        dtype = helper.tensor_dtype_to_np_dtype(b.elem_type(op.outputs[0]))
+        lo, hi = _INTEGER_RANGES[kind]
+        return _clip(b, x, lo, np.iinfo(dtype).max if hi is None else hi, dtype)
     return _FUSED[kind](b, x)
 
 

@@ -13,10 +13,11 @@ def rank_of(b: GraphBuilder, idx: int) -> int:
     return len(b.tensor(idx).shape)
 
 
-def clip_bounds(b: GraphBuilder, lo: float, hi: float) -> tuple[str, str]:
-    """The float32 min and max inputs of a Clip node."""
-    lo_name = b.const(np.array(lo, np.float32), "clip_min")
-    return lo_name, b.const(np.array(hi, np.float32), "clip_max")
+def clip_bounds(b: GraphBuilder, lo: float, hi: float, dtype=np.float32) -> tuple[str, str]:
+    """The min and max inputs of a Clip node, of the clipped value's type (float32 unless
+    given; an int32 ADD's fused RELU clips int32)."""
+    lo_name = b.const(np.array(lo, dtype), "clip_min")
+    return lo_name, b.const(np.array(hi, dtype), "clip_max")
 
 
 def reduce_axes(b: GraphBuilder, onnx_op: str, x: str, axes: list[int], keepdims: int) -> str:

@@ -86,9 +86,7 @@ def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) 
         if t.dtype == "resource":  # a variable handle: the same variable inside
             _variables(b).handles[(sg.index, local)] = _handle(b, idx, b.current)
             continue
-        value = b.constant(idx)
-        if t.data is not None and t.quant is None and t.dtype not in ("float32", "float16"):
-            value = np.asarray(t.data)  # an unquantized integer or bool constant keeps its type
+        value = b.stored_constant(idx)  # an unquantized integer or bool constant keeps its type
         if value is not None:
             child.bind(local, value=value)
         else:

@@ -29,25 +29,15 @@ from tflite2qonnx.ops import (
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 
-_EXACT_TYPES = ("int32", "int64", "int16", "bool")
-
-
-def operand(b: GraphBuilder, idx: int) -> str:
-    """``b.input``, except that unquantized integer and bool constants keep their type."""
-    t = b.tensor(idx)
-    if t.data is not None and t.dtype in _EXACT_TYPES and t.quantization is None:
-        return b.const(np.asarray(t.data), b.tensor_name(idx))
-    return b.input(idx)
-
 
 def _binary(onnx_op: str, raw: bool = False):
     """``raw``: the int8 kernel compares raw integers (MAXIMUM, MINIMUM), see
     ``GraphBuilder.reinterpret``."""
 
     def convert(b: GraphBuilder, op: Operator) -> None:
-        operands = [operand(b, i) for i in op.inputs[:2]]
+        operands = [b.input(i) for i in op.inputs[:2]]
         if raw:
-            operands = [b.reinterpret(operand(b, i), i, op.outputs[0]) for i in op.inputs[:2]]
+            operands = [b.reinterpret(b.input(i), i, op.outputs[0]) for i in op.inputs[:2]]
         y = b.emit(onnx_op, operands)[0]
         b.set_output(op.outputs[0], fused_activation(b, op, y))
 
@@ -117,7 +107,7 @@ def prelu(b: GraphBuilder, op: Operator) -> None:
         return exact_prelu16.convert(b, op)
     if b.bit_exact and is_integer_op(b, op):
         return exact.prelu(b, op)
-    y = b.emit("PRelu", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+    y = b.emit("PRelu", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -152,36 +142,38 @@ maximum = _binary("Max", raw=True)
 minimum = _binary("Min", raw=True)
 
 
-def _is_int(b: GraphBuilder, idx: int) -> bool:
-    return b.tensor(idx).dtype in ("int32", "int64", "int16") and b.tensor(idx).quantization is None
-
-
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
     if b.bit_exact and is_integer_op(b, op):
         if b.tensor(op.inputs[0]).dtype != "int8":  # the runtime has int8 only
             raise ConversionError("bit_exact: TFLite has no uint8 SQUARED_DIFFERENCE", op.where)
         return exact.squared_difference(b, op)
-    d = b.emit("Sub", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+    d = b.emit("Sub", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
 
 
 def floor_div(b: GraphBuilder, op: Operator) -> None:
-    """floor(x / y); integers go through float (exact below 2**24), as ONNX Div truncates."""
-    x, y = operand(b, op.inputs[0]), operand(b, op.inputs[1])
-    if _is_int(b, op.outputs[0]):
-        fx, fy = (b.emit("Cast", [v], to=TensorProto.FLOAT)[0] for v in (x, y))
-        q = b.emit("Floor", [b.emit("Div", [fx, fy])[0]])[0]
-        to = helper_dtype(b, op.outputs[0])
-        b.set_output(op.outputs[0], b.emit("Cast", [q], to=to)[0])
+    """floor(x / y). Integers stay integers (through float they would be exact only below
+    2**24): ONNX Div truncates, so a nonzero remainder whose sign differs from the divisor's
+    steps the quotient down by one."""
+    x, y = b.input(op.inputs[0]), b.input(op.inputs[1])
+    if not b.is_integer(op.outputs[0]):
+        b.set_output(op.outputs[0], b.emit("Floor", [b.emit("Div", [x, y])[0]])[0])
         return
-    b.set_output(op.outputs[0], b.emit("Floor", [b.emit("Div", [x, y])[0]])[0])
+    to = b.elem_type(op.outputs[0])
+    q = b.emit("Div", [x, y])[0]
+    r = b.emit("Mod", [x, y], fmod=1)[0]  # the truncated division's remainder, x's sign
+    zero = b.const(np.zeros((), helper.tensor_dtype_to_np_dtype(to)), "zero")
+    inexact = b.emit("Not", [b.emit("Equal", [r, zero])[0]])[0]
+    opposite = b.emit("Xor", [b.emit("Less", [r, zero])[0], b.emit("Less", [y, zero])[0]])[0]
+    down = b.emit("Cast", [b.emit("And", [inexact, opposite])[0]], to=to)[0]
+    b.set_output(op.outputs[0], b.emit("Sub", [q, down])[0])
 
 
 def floor_mod(b: GraphBuilder, op: Operator) -> None:
     """The remainder with the divisor's sign: Mod(fmod=0) for integers, x - floor(x/y)*y for
     floats (ONNX allows fmod=0 only on integers)."""
-    x, y = operand(b, op.inputs[0]), operand(b, op.inputs[1])
-    if _is_int(b, op.outputs[0]):
+    x, y = b.input(op.inputs[0]), b.input(op.inputs[1])
+    if b.is_integer(op.outputs[0]):
         b.set_output(op.outputs[0], b.emit("Mod", [x, y], fmod=0)[0])
         return
     q = b.emit("Floor", [b.emit("Div", [x, y])[0]])[0]
@@ -192,7 +184,7 @@ def _compare(onnx_op: str, negate: bool = False):
     def convert(b: GraphBuilder, op: Operator) -> None:
         if b.bit_exact and is_integer_op(b, op):
             return exact_compare.compare(b, op)
-        y = b.emit(onnx_op, [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+        y = b.emit(onnx_op, [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
         b.set_output(op.outputs[0], b.emit("Not", [y])[0] if negate else y)
 
     return convert
@@ -304,21 +296,21 @@ def gelu(b: GraphBuilder, op: Operator) -> None:
 def select(b: GraphBuilder, op: Operator) -> None:
     """SELECT / SELECT_V2 as Where. SELECT's rank-1 condition picks rows of the first axis;
     the int8 kernel copies raw integers (``GraphBuilder.reinterpret``)."""
-    cond = operand(b, op.inputs[0])
+    cond = b.input(op.inputs[0])
     x_rank = len(b.tensor(op.inputs[1]).shape)
     if op.name == "SELECT" and len(b.tensor(op.inputs[0]).shape) == 1 and x_rank > 1:
         axes = b.const(np.arange(1, x_rank, dtype=np.int64), "select_axes")
         cond = b.emit("Unsqueeze", [cond, axes])[0]
     # indexed, not sliced: a missing operand is then the reader's MissingOperandError
-    x, y = (b.reinterpret(operand(b, i), i, op.outputs[0]) for i in (op.inputs[1], op.inputs[2]))
+    x, y = (b.reinterpret(b.input(i), i, op.outputs[0]) for i in (op.inputs[1], op.inputs[2]))
     y = b.emit("Where", [cond, x, y])[0]
     b.set_output(op.outputs[0], y)
 
 
 def add_n(b: GraphBuilder, op: Operator) -> None:
-    b.set_output(op.outputs[0], b.emit("Sum", [operand(b, i) for i in op.inputs])[0])
+    b.set_output(op.outputs[0], b.emit("Sum", [b.input(i) for i in op.inputs])[0])
 
 
 def cast(b: GraphBuilder, op: Operator) -> None:
     x = b.input(op.inputs[0])
-    b.set_output(op.outputs[0], b.emit("Cast", [x], to=helper_dtype(b, op.outputs[0]))[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [x], to=b.elem_type(op.outputs[0]))[0])

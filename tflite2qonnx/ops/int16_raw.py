@@ -117,7 +117,7 @@ def cast(b: GraphBuilder, op: Operator) -> None:
         if not _per_tensor(b, y, (out.dtype,)):
             return ew.cast(b, op)
         return _on_output_grid(b, op, q)
-    b.set_output(y, b.emit("Cast", [q], to=ew.helper_dtype(b, y))[0])
+    b.set_output(y, b.emit("Cast", [q], to=b.elem_type(y))[0])
 
 
 def _floor_quotient(b: GraphBuilder, x: str, y: str) -> str:

@@ -15,7 +15,6 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import reduce_axes
-from tflite2qonnx.ops.elementwise import helper_dtype, operand
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "uint8": 8, "uint16": 16, "uint32": 32}
 
@@ -55,7 +54,7 @@ def _int_dtype(b: GraphBuilder, op: Operator) -> str:
 
 
 def _double(b: GraphBuilder, idx: int) -> str:
-    return b.emit("Cast", [operand(b, idx)], to=TensorProto.DOUBLE)[0]
+    return b.emit("Cast", [b.input(idx)], to=TensorProto.DOUBLE)[0]
 
 
 def right_shift(b: GraphBuilder, op: Operator) -> None:
@@ -64,7 +63,7 @@ def right_shift(b: GraphBuilder, op: Operator) -> None:
     x, y = _double(b, op.inputs[0]), _double(b, op.inputs[1])
     power = b.emit("Pow", [b.const(np.array(2.0), "two"), y])[0]
     q = b.emit("Floor", [b.emit("Div", [x, power])[0]])[0]
-    b.set_output(op.outputs[0], b.emit("Cast", [q], to=helper_dtype(b, op.outputs[0]))[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [q], to=b.elem_type(op.outputs[0]))[0])
 
 
 def _bits(b: GraphBuilder, x: str, n: int) -> str:
@@ -82,7 +81,7 @@ def bitwise_xor(b: GraphBuilder, op: Operator) -> None:
     bit of a signed type weighing -2^(n-1)."""
     dtype = _int_dtype(b, op)
     if b.opset >= 18:
-        y = b.emit("BitwiseXor", [operand(b, op.inputs[0]), operand(b, op.inputs[1])])[0]
+        y = b.emit("BitwiseXor", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
         b.set_output(op.outputs[0], y)
         return
     n = _INT_BITS[dtype]
@@ -94,7 +93,7 @@ def bitwise_xor(b: GraphBuilder, op: Operator) -> None:
         weights[-1] = -weights[-1]
     value = b.emit("Mul", [xor, b.const(weights, "bit_values")])[0]
     value = reduce_axes(b, "ReduceSum", value, [-1], 0)
-    b.set_output(op.outputs[0], b.emit("Cast", [value], to=helper_dtype(b, op.outputs[0]))[0])
+    b.set_output(op.outputs[0], b.emit("Cast", [value], to=b.elem_type(op.outputs[0]))[0])
 
 
 def _logical_reduce(onnx_op: str):
@@ -119,7 +118,7 @@ def range_(b: GraphBuilder, op: Operator) -> None:
     """start, start + delta, ... below limit (above it for a negative delta): ONNX Range."""
     if b.tensor(op.outputs[0]).quant is not None:
         raise ConversionError("RANGE on quantized values is not a TFLite kernel", op.where)
-    start, limit, delta = (operand(b, op.inputs[i]) for i in range(3))
+    start, limit, delta = (b.input(op.inputs[i]) for i in range(3))
     scalar = b.const(np.array([], np.int64), "scalar")
     start, limit, delta = (b.emit("Reshape", [v, scalar])[0] for v in (start, limit, delta))
     b.set_output(op.outputs[0], b.emit("Range", [start, limit, delta])[0])
@@ -152,7 +151,7 @@ def bucketize(b: GraphBuilder, op: Operator) -> None:
     count = b.emit("Cast", [above], to=TensorProto.INT32)[0]
     count = reduce_axes(b, "ReduceSum", count, [-1], 0)
     if b.tensor(op.outputs[0]).dtype != "int32":
-        count = b.emit("Cast", [count], to=helper_dtype(b, op.outputs[0]))[0]
+        count = b.emit("Cast", [count], to=b.elem_type(op.outputs[0]))[0]
     b.set_output(op.outputs[0], count)
 
 
@@ -160,7 +159,7 @@ def broadcast_args(b: GraphBuilder, op: Operator) -> None:
     """The broadcast of two shapes: the shorter padded with leading 1s, then per dim the
     other's size where one is 1 (the kernel rejects other mismatches)."""
     pair = (op.inputs[0], op.inputs[1])
-    shapes = [operand(b, i) for i in pair]
+    shapes = [b.input(i) for i in pair]
     lengths = [b.tensor(i).shape[0] for i in pair]
     dtype = b.tensor(op.outputs[0]).dtype
     longest = max(lengths)

@@ -18,7 +18,6 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import one_int, reduce_axes, table_size
-from tflite2qonnx.ops.elementwise import helper_dtype, operand
 
 
 def _i64(b: GraphBuilder, values, hint: str) -> str:
@@ -109,7 +108,7 @@ def scatter_nd(b: GraphBuilder, op: Operator) -> None:
     rows = b.emit("Mul", [idx, _i64(b, strides, "strides")])[0]
     rows = reduce_axes(b, "ReduceSum", rows, [1], 0)
     rest = shape[k:]
-    data = _stored_integers(b, op, updates_idx) if quantized else operand(b, updates_idx)
+    data = _stored_integers(b, op, updates_idx) if quantized else b.input(updates_idx)
     data = b.emit("Reshape", [data, _i64(b, [-1, *rest], "rows")])[0]
     cells = _i64(b, np.arange(table_size(math.prod(shape[:k]), "cells", op.where)), "cells")
     y = _masked_reduce(b, op, rows, data, cells, len(rest), "sum")
@@ -130,7 +129,7 @@ def _segments(kind: str, unsorted: bool):
             raise ConversionError(f"data {data_shape} needs static trailing dims", op.where)
         rest = data_shape[k:]
         ids = b.emit("Reshape", [_as_int64(b, ids_idx), _i64(b, [-1], "flat")])[0]
-        data = b.emit("Reshape", [operand(b, data_idx), _i64(b, [-1, *rest], "rows")])[0]
+        data = b.emit("Reshape", [b.input(data_idx), _i64(b, [-1, *rest], "rows")])[0]
         if unsorted:
             count = one_int(b, op.inputs[2], "num_segments", op.where)
             cells = _i64(b, np.arange(table_size(count, "segments", op.where)), "segments")
@@ -174,10 +173,10 @@ def sparse_to_dense(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(f"indices outside the output shape {shape}", op.where)
     out = op.outputs[0]
     base = b.raw_input(default_idx, out) if b.tensor(default_idx).quant else None
-    base = base or operand(b, default_idx)
+    base = base or b.input(default_idx)
     base = b.emit("Expand", [base, _i64(b, shape, "shape")])[0]
     values = b.raw_input(values_idx, out) if b.tensor(values_idx).quant else None
-    values = values or operand(b, values_idx)
+    values = values or b.input(values_idx)
     values = b.emit("Expand", [values, _i64(b, [len(indices)], "count")])[0]
     y = b.emit("ScatterND", [base, _i64(b, indices, "indices"), values])[0]
     b.set_output(out, y)
@@ -194,10 +193,10 @@ def one_hot(b: GraphBuilder, op: Operator) -> None:
     if dtype not in ("int32", "int64"):
         raise ConversionError(f"indices of type {dtype}", op.where)
     classes = np.arange(depth, dtype=dtype).reshape([-1] + [1] * (out_rank - axis - 1))
-    x = b.emit("Unsqueeze", [operand(b, indices_idx), _i64(b, [axis], "axis")])[0]
+    x = b.emit("Unsqueeze", [b.input(indices_idx), _i64(b, [axis], "axis")])[0]
     hit = b.emit("Equal", [x, b.const(classes, "classes")])[0]
     on, off = (
-        b.raw_input(i, op.outputs[0]) if b.tensor(i).quant else operand(b, i)
+        b.raw_input(i, op.outputs[0]) if b.tensor(i).quant else b.input(i)
         for i in (on_idx, off_idx)
     )
     b.set_output(op.outputs[0], b.emit("Where", [hit, on, off])[0])
@@ -207,7 +206,7 @@ def where(b: GraphBuilder, op: Operator) -> None:
     """The coordinates of the non-zero (true) elements, one row each, in row-major order."""
     y = b.emit("Transpose", [b.emit("NonZero", [b.input(op.inputs[0])])[0]], perm=[1, 0])[0]
     if b.tensor(op.outputs[0]).dtype != "int64":
-        y = b.emit("Cast", [y], to=helper_dtype(b, op.outputs[0]))[0]
+        y = b.emit("Cast", [y], to=b.elem_type(op.outputs[0]))[0]
     b.set_output(op.outputs[0], y)
 
 
@@ -220,5 +219,5 @@ def unique(b: GraphBuilder, op: Operator) -> None:
     values, _, inverse, _ = b.emit("Unique", [x], 4, sorted=0)
     b.set_output(op.outputs[0], values)
     if b.tensor(op.outputs[1]).dtype != "int64":
-        inverse = b.emit("Cast", [inverse], to=helper_dtype(b, op.outputs[1]))[0]
+        inverse = b.emit("Cast", [inverse], to=b.elem_type(op.outputs[1]))[0]
     b.set_output(op.outputs[1], inverse)

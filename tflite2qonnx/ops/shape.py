@@ -15,10 +15,13 @@ from tflite2qonnx.ops.common import rank_of
 
 
 def reshape(b: GraphBuilder, op: Operator) -> None:
+    """The output's signature is the target shape; with several dynamic dims it cannot be,
+    and the new_shape operand (constant, or computed: SHAPE -> PACK in a detector head) is."""
     target = list(b.tensor(op.outputs[0]).shape_signature)
-    if target.count(-1) > 1:  # several dynamic dims: the new_shape the op was given
-        target = list(b.constant(op.inputs[1]).astype(np.int64)) if len(op.inputs) > 1 else target
-    shape = b.const(np.array(target, np.int64), "reshape_shape")
+    if target.count(-1) > 1 and len(op.inputs) > 1 and op.inputs[1] >= 0:
+        shape = _dims(b, op.inputs[1])
+    else:
+        shape = b.const(np.array(target, np.int64), "reshape_shape")
     b.set_output(
         op.outputs[0], b.emit("Reshape", [b.raw_input(op.inputs[0], op.outputs[0]), shape])[0]
     )
@@ -63,10 +66,9 @@ def _dims(b: GraphBuilder, idx: int) -> str:
 
 
 def fill(b: GraphBuilder, op: Operator) -> None:
-    """FILL(dims, value) = Expand(value, dims): dims may be computed (from SHAPE)."""
+    """FILL(dims, value) = Expand(value, dims): dims may be computed (from SHAPE); a quantized
+    value is its real value, the output's Quant keeps it on the grid."""
     value = b.input(op.inputs[1])
-    if b.tensor(op.inputs[1]).data is not None and b.tensor(op.inputs[1]).dtype != "float32":
-        value = b.const(np.asarray(b.tensor(op.inputs[1]).data), "fill_value")
     b.set_output(op.outputs[0], b.emit("Expand", [value, _dims(b, op.inputs[0])])[0])
 
 

@@ -14,7 +14,6 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import exact_concat
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
-from tflite2qonnx.ops.elementwise import operand
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
@@ -26,7 +25,7 @@ def concatenation(b: GraphBuilder, op: Operator) -> None:
         return
     out = op.outputs[0]
     copies = b.tensor(out).dtype != "uint8"
-    values = [b.reinterpret(operand(b, i), i, out) if copies else b.input(i) for i in op.inputs]
+    values = [b.reinterpret(b.input(i), i, out) if copies else b.input(i) for i in op.inputs]
     axis = int(op.options.get("axis", 0)) % rank_of(b, out)
     y = b.emit("Concat", values, axis=axis)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
@@ -43,10 +42,10 @@ def pad(b: GraphBuilder, op: Operator) -> None:
     pads = b.const(np.concatenate([paddings[:, 0], paddings[:, 1]]).astype(np.int64), "pads")
     inputs = [b.raw_input(op.inputs[0], op.outputs[0]), pads]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
-        value = b.constant(op.inputs[2])
+        value = b.stored_constant(op.inputs[2])  # an int32 tensor pads with an int32
         if value is None:
             raise ConversionError("PADV2's constant value must be a constant", op.where)
-        inputs.append(b.const(np.asarray(value, np.float32).reshape(()), "pad_value"))
+        inputs.append(b.const(np.asarray(value).reshape(()), "pad_value"))
     b.set_output(op.outputs[0], b.emit("Pad", inputs, mode="constant")[0])
 
 
