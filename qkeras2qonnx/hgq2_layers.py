@@ -110,9 +110,10 @@ def _weighted(plain: str) -> Rule:
         if layer.bias is not None:
             weights.append(_numpy(layer.qbias).reshape(tuple(layer.bias.shape)))
             quantizers.append(("bias", read_quantizer(layer.bq, f"{where} bias")))
-        config["use_bias"] = layer.bias is not None
-        if plain == "EinsumDense" and layer.bias is None:
-            config["bias_axes"] = None
+        if plain == "EinsumDense":
+            config["bias_axes"] = config.get("bias_axes") if layer.bias is not None else None
+        else:
+            config["use_bias"] = layer.bias is not None
         return Plan(
             cls,
             config,
@@ -161,6 +162,14 @@ def _batch_normalization(layer: Any, where: str) -> Plan:
     )
 
 
+def _quantizer(layer: Any, where: str) -> Plan:
+    """A standalone ``hgq.quantizer.Quantizer`` layer: its quantizer on a linear pass-through."""
+    import keras
+
+    config = {"name": layer.name, "activation": "linear"}
+    return Plan(keras.layers.Activation, config, [], [], [read_quantizer(layer, where)], None)
+
+
 @functools.cache
 def scale_shift_class() -> type:
     """``x * scale + offset`` (Keras 3), the plain form of QBatchNormalization."""
@@ -196,6 +205,7 @@ _POOLING = (
 )
 
 HGQ2_LAYERS: dict[str, Rule] = {
+    "Quantizer": _quantizer,
     "QDense": _weighted("Dense"),
     "QBatchNormDense": _weighted("Dense"),  # batch norm folded by HGQ2 (qkernel / qbias)
     "QConv1D": _weighted("Conv1D"),

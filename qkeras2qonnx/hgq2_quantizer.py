@@ -191,7 +191,7 @@ def _apply(q: Fixed, x: Any, o: Any) -> Any:
         y = o.mul(_round(q.round_mode, o.mul(x, scale), o), inverse)
         if q.bounded and q.overflow_mode == "WRAP":
             bias = f32(k * 2.0 ** (i + k - 1))
-            y = o.sub(_floor_mod(o.add(y, bias), f32(2.0 ** (i + k)), o), bias)
+            y = o.sub(_floor_mod(o.add(y, bias), i + k, o), bias)
     if q.bounded and not np.all(q.active):
         y = o.where(np.broadcast_to(q.active, q.k.shape), y, f32(0.0))
     return y
@@ -204,19 +204,23 @@ def _wrap_sm(q: Fixed, x: Any, o: Any) -> Any:
     eps = f32(2.0**-f)
     high = f32(2.0**i - 2.0**-f)
     low = f32(-(2.0**i) * k)
-    interval = f32(2.0 ** (i + k))
-    c1 = o.ge(_floor_mod(o.div(x, interval), f32(2.0), o), f32(1.0))
+    two = np.ones_like(i)  # the exponent of 2
+    c1 = o.ge(_floor_mod(o.mul(x, f32(2.0 ** -(i + k))), two, o), f32(1.0))
     c1 = o.and_(c1, o.greater(o.abs(x), f32(eps / 2)))
-    c2 = o.ge(_floor_mod(o.div(o.add(x, f32(eps / 2)), f32(interval / 2)), f32(2.0), o), f32(1))
+    half = o.mul(o.add(x, f32(eps / 2)), f32(2.0 ** -(i + k - 1)))
+    c2 = o.ge(_floor_mod(half, two, o), f32(1))
     qx = o.mul(_round(q.round_mode, o.mul(x, f32(2.0**f)), o), f32(2.0**-f))
-    mapped = o.add(_floor_mod(o.sub(o.sub(qx, high), eps), interval, o), low)
+    mapped = o.add(_floor_mod(o.sub(o.sub(qx, high), eps), i + k, o), low)
     mapped = o.where(c2, o.sub(o.neg(mapped), eps), mapped)
     return o.where(c1, o.sub(o.neg(mapped), eps), mapped)
 
 
-def _floor_mod(y: Any, m: np.ndarray, o: Any) -> Any:
-    """y mod m with the sign of m (m a power of two: every step is exact)."""
-    return o.sub(y, o.mul(o.floor(o.div(y, m)), m))
+def _floor_mod(y: Any, exponent: np.ndarray, o: Any) -> Any:
+    """y mod 2^exponent with the sign of the divisor, as a floor mod: every step is exact.
+    Division is written as a product with the exact reciprocal (tf2onnx rewrites a division
+    by a constant into a product with a reciprocal it rounds)."""
+    m, inverse = np.float32(2.0**exponent), np.float32(2.0**-exponent)
+    return o.sub(y, o.mul(o.floor(o.mul(y, inverse)), m))
 
 
 def _round(mode: str, x: Any, o: Any) -> Any:
@@ -255,9 +259,6 @@ class _NumpyOps:
     def mul(self, a, b):
         return np.multiply(self._f(a), self._f(b))
 
-    def div(self, a, b):
-        return np.divide(self._f(a), self._f(b))
-
 
 class _TensorFlowOps:
     def __getattr__(self, name: str) -> Any:
@@ -277,10 +278,9 @@ class _TensorFlowOps:
             "add": tf.add,
             "sub": tf.subtract,
             "mul": tf.multiply,
-            "div": tf.divide,
         }
         op = table[name]
-        if name in ("add", "sub", "mul", "div", "greater", "less", "ge"):
+        if name in ("add", "sub", "mul", "greater", "less", "ge"):
             return lambda a, b: op(*_tensors(a, b))
         if name == "where":
             return lambda c, a, b: op(*_tensors(c, a, b))

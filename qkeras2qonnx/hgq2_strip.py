@@ -110,7 +110,12 @@ def wrapper_class() -> type:
             self.input_steps = inputs
             self.output_step = output
 
-        def call(self, inputs: Any) -> Any:
+        def call(self, inputs: Any, **kwargs: Any) -> Any:
+            # the original call's keywords (training, mask=None) change nothing at inference
+            kwargs.update(kwargs.pop("kwargs", None) or {})  # HGQ2's wrapped call
+            given = {k for k, v in kwargs.items() if v is not None and k != "training"}
+            if given:
+                raise ConversionError(f"call arguments {sorted(given)} are not supported", self.name)
             if isinstance(inputs, list | tuple):
                 steps = self.input_steps  # one per input, or one (None, None): no iq
                 steps = steps if len(steps) == len(inputs) else [(None, None)] * len(inputs)
