@@ -6,7 +6,7 @@ model NAME: ``NAME.npz`` with seeded inputs (``x1_J`` / ``x8_J`` for input J) an
 counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` from
 ``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised.
 ``saved.keras`` is the conv model saved, reloaded here (its predict checked equal) and left
-for the command-line test.
+for the command-line test; ``refuse_softmax.keras`` for the refusal through a subprocess.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from hgq.layers import (
     QEinsumDense,
     QGlobalMaxPooling1D,
     QMaxPooling2D,
+    QSoftmax,
     QUnaryFunctionLUT,
 )
 from hgq.quantizer import Quantizer
@@ -155,6 +156,29 @@ def einsum() -> keras.Model:
     return keras.Model(inp, h, name="einsum")
 
 
+def refuse_minifloat() -> keras.Model:
+    """HGQ2's minifloat quantizer on a data path. hgq2 0.2.0 cannot build it from a config
+    (``QuantizerConfig("float", ...)`` passes ``is_weight``, which FloatPointQuantizer
+    rejects), so the Quantizer gets the internal quantizer directly."""
+    from hgq.quantizer.internal import FloatPointQuantizer
+
+    inp = keras.Input((4,), name="x")
+    q = Quantizer(q_type="kif", place="datalane", name="mf")
+    q.quantizer = FloatPointQuantizer(2, 4, homogeneous_axis=(0,), name="mf_float")
+    h = QDense(2, name="fc")(q(inp))
+    return keras.Model(inp, h, name="refuse_minifloat")
+
+
+def refuse_softmax() -> keras.Model:
+    inp = keras.Input((4,), name="x")
+    return keras.Model(inp, QSoftmax(name="soft")(QDense(3, name="fc")(inp)), name="refuse_softmax")
+
+
+def refuse_tanh() -> keras.Model:
+    inp = keras.Input((4,), name="x")
+    return keras.Model(inp, QDense(2, activation="tanh", name="fc")(inp), name="refuse_tanh")
+
+
 MODELS = {
     "dense": dense,
     "conv2d_pool": conv2d_pool,
@@ -164,6 +188,9 @@ MODELS = {
     "modes": modes,
     "multi_input": multi_input,
     "einsum": einsum,
+    "refuse_minifloat": refuse_minifloat,
+    "refuse_softmax": refuse_softmax,
+    "refuse_tanh": refuse_tanh,
 }
 
 
@@ -218,6 +245,8 @@ def main(out: Path) -> None:
             (out / f"{name}.error.txt").write_text(str(exc))
         if name == "conv2d_pool":
             _save_reload(model, out / "saved.keras", record)
+        if name == "refuse_softmax":
+            model.save(out / "refuse_softmax.keras")
 
 
 def _save_reload(model: keras.Model, path: Path, record: dict) -> None:

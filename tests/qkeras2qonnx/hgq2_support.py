@@ -1,0 +1,59 @@
+"""Running HGQ2 from the test process, which has imported QKeras 0.9 (see ``qkeras3_support``).
+
+HGQ2 is Keras 3: its models are built, run (HGQ2's own predict) and converted in memory by
+``hgq2_models.py`` in a subprocess with the Keras 3 environment (``flavour`` puts hgq2's
+directory on its path); this process compares the files, in qonnx's executor and in
+onnxruntime on the Quant nodes lowered to standard ops.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from qkeras3_support import run_qkeras3
+
+from qkeras2qonnx import flavour
+from qonnx_ingest.execute import execute_qonnx
+
+_made: list[Path] = []
+
+
+def made_hgq2_models(tmp_path_factory) -> Path:
+    """The directory ``hgq2_models.py`` filled, once per test session (~1 minute)."""
+    if flavour.hgq2_dir() is None:
+        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
+    if not _made:
+        root = tmp_path_factory.mktemp("hgq2")
+        run_qkeras3("hgq2_models.py", root)
+        _made.append(root)
+    return _made[0]
+
+
+def feeds(model: onnx.ModelProto, reference: dict, batch: int) -> dict[str, np.ndarray]:
+    return {vi.name: reference[f"x{batch}_{j}"] for j, vi in enumerate(model.graph.input)}
+
+
+def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """onnxruntime on the model with its Quant nodes lowered to standard ONNX ops."""
+    import onnxruntime as ort
+
+    from qonnx_ingest.quant_lowering import lower_quants
+
+    session = ort.InferenceSession(
+        lower_quants(model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, inputs)[0]
+
+
+def assert_exact_in_both_runtimes(model: onnx.ModelProto, reference: dict) -> None:
+    """qonnx's executor and onnxruntime equal HGQ2's predict at batch 1 and 8 (1e-6 relative;
+    the figures measured are 0)."""
+    for batch in (1, 8):
+        inputs, want = feeds(model, reference, batch), reference[f"y{batch}"]
+        tolerance = 1e-6 * max(1.0, float(np.abs(want).max()))
+        got = execute_qonnx(model, inputs)[model.graph.output[0].name]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance)
+        np.testing.assert_allclose(run_onnxruntime(model, inputs), want, rtol=1e-6, atol=tolerance)
