@@ -45,7 +45,8 @@ def clone_hgq2_layer(layer: Any, path: str, layer_map: LayerMap, assignments: li
         if q is not None:
             weights[index] = _record_weight(q, role, weights[index], path, layer_map)
     roles = ["input"] if len(plan.inputs) == 1 else [f"input{j}" for j in range(len(plan.inputs))]
-    inputs = [_record_activation(q, r, path, layer_map) for q, r in zip(plan.inputs, roles)]
+    pairs = zip(plan.inputs, roles, strict=True)
+    inputs = [_record_activation(q, r, path, layer_map) for q, r in pairs]
     output = _record_activation(plan.output, "output", path, layer_map)
     if weights:
         assignments.append((inner, weights))
@@ -115,7 +116,7 @@ def wrapper_class() -> type:
             kwargs.update(kwargs.pop("kwargs", None) or {})  # HGQ2's wrapped call
             given = {k for k, v in kwargs.items() if v is not None and k != "training"}
             if given:
-                raise ConversionError(f"call arguments {sorted(given)} are not supported", self.name)
+                raise ConversionError(f"call arguments {sorted(given)}: not supported", self.name)
             if isinstance(inputs, list | tuple):
                 steps = self.input_steps  # one per input, or one (None, None): no iq
                 steps = steps if len(steps) == len(inputs) else [(None, None)] * len(inputs)

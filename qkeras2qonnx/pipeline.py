@@ -24,7 +24,6 @@ from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, finish_model
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
 
-
 HGQ2_WIDTHS = "qkeras2qonnx.hgq2_widths"
 
 

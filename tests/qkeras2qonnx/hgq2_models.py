@@ -149,9 +149,7 @@ def multi_input() -> keras.Model:
 
 def einsum() -> keras.Model:
     inp = keras.Input((6,), name="x")
-    h = QEinsumDense("ab,bc->ac", output_shape=4, bias_axes="c", activation="relu", name="ed")(
-        inp
-    )
+    h = QEinsumDense("ab,bc->ac", output_shape=4, bias_axes="c", activation="relu", name="ed")(inp)
     h = QDense(2, name="out")(h)
     return keras.Model(inp, h, name="einsum")
 

@@ -125,7 +125,8 @@ def test_wrapping_quantizers_are_standard_ops_then_a_covering_quant(made):
             frontier.extend(producer.input)
     assert {"Floor", "Mul", "Sub"} <= ops and "Quant" not in ops
     widths = json.loads(metadata(model)[WIDTHS])["rnd_wrap/input_quantizer"]
-    active = [f for k, i, f in zip(widths["k"], widths["i"], widths["f"]) if k + i + f > 0]
+    kif = zip(widths["k"], widths["i"], widths["f"], strict=True)
+    active = [f for k, i, f in kif if k + i + f > 0]
     scale = numpy_helper.to_array(
         next(t for t in model.graph.initializer if t.name == node.input[1])
     )
