@@ -142,6 +142,30 @@ def _plain_op(plain: str) -> Rule:
     return strip
 
 
+def _average(plain: str) -> Rule:
+    """Average pooling is exact only when it divides by a power of two (a sum times an exact
+    reciprocal); another count (a 3x3 window, a 'same' border) divides in float32, and
+    TensorFlow and onnxruntime may then differ in the last bit before the next quantizer."""
+    strip_plain = _plain_op(plain)
+
+    def strip(layer: Any, where: str) -> Plan:
+        if plain.startswith("Global"):
+            shape = tuple(layer.input.shape)
+            spatial = shape[1:-1] if layer.data_format == "channels_last" else shape[2:]
+            count = int(np.prod(spatial)) if None not in spatial else 0
+        else:
+            count = int(np.prod(layer.pool_size)) if layer.padding == "valid" else 0
+        if count < 1 or count & (count - 1):
+            raise ConversionError(
+                "average pooling over a window that is not a power of two (or 'same' "
+                "padding) divides inexactly: not supported exactly",
+                where,
+            )
+        return strip_plain(layer, where)
+
+    return strip
+
+
 def _batch_normalization(layer: Any, where: str) -> Plan:
     """QBatchNormalization at inference: ``iq(x) * kq(scale) + bq(offset)`` with HGQ2's own
     quantized scale and offset (``qscaler_and_qoffset``), broadcast along the layer's axis."""
@@ -218,5 +242,5 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QMultiply": _plain_op("Multiply"),
     "QMaximum": _plain_op("Maximum"),
     "QMinimum": _plain_op("Minimum"),
-    **{f"Q{name}": _plain_op(name) for name in _POOLING},
+    **{f"Q{name}": (_average if "Average" in name else _plain_op)(name) for name in _POOLING},
 }

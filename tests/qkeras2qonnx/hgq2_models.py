@@ -19,6 +19,7 @@ import numpy as np
 from hgq.config import LayerConfigScope, QuantizerConfig
 from hgq.layers import (
     QAdd,
+    QAveragePooling1D,
     QAveragePooling2D,
     QBatchNormalization,
     QBatchNormDense,
@@ -177,6 +178,12 @@ def refuse_tanh() -> keras.Model:
     return keras.Model(inp, QDense(2, activation="tanh", name="fc")(inp), name="refuse_tanh")
 
 
+def refuse_avg3() -> keras.Model:
+    inp = keras.Input((6, 2), name="x")
+    h = keras.layers.Flatten(name="flat")(QAveragePooling1D(3, name="avg3")(inp))
+    return keras.Model(inp, QDense(2, name="fc")(h), name="refuse_avg3")
+
+
 MODELS = {
     "dense": dense,
     "conv2d_pool": conv2d_pool,
@@ -189,6 +196,7 @@ MODELS = {
     "refuse_minifloat": refuse_minifloat,
     "refuse_softmax": refuse_softmax,
     "refuse_tanh": refuse_tanh,
+    "refuse_avg3": refuse_avg3,
 }
 
 

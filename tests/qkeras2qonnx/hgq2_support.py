@@ -36,24 +36,33 @@ def feeds(model: onnx.ModelProto, reference: dict, batch: int) -> dict[str, np.n
     return {vi.name: reference[f"x{batch}_{j}"] for j, vi in enumerate(model.graph.input)}
 
 
-def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """onnxruntime on the model with its Quant nodes lowered to standard ONNX ops."""
+def onnxruntime_forms(model: onnx.ModelProto) -> dict[str, object]:
+    """onnxruntime sessions (graph optimizations off: the files as written) on the model with
+    its Quant nodes lowered to standard ops (``--verify``'s runner) and on ``--format qcdq``."""
     import onnxruntime as ort
 
+    from qonnx_ingest.qcdq import to_qcdq
     from qonnx_ingest.quant_lowering import lower_quants
 
-    session = ort.InferenceSession(
-        lower_quants(model).SerializeToString(), providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, inputs)[0]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return {
+        form: ort.InferenceSession(
+            lowered.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        for form, lowered in (("standard ops", lower_quants(model)), ("qcdq", to_qcdq(model)))
+    }
 
 
 def assert_exact_in_both_runtimes(model: onnx.ModelProto, reference: dict) -> None:
-    """qonnx's executor and onnxruntime equal HGQ2's predict at batch 1 and 8 (1e-6 relative;
-    the figures measured are 0)."""
+    """qonnx's executor, and onnxruntime on the standard-op and the QCDQ form, equal HGQ2's
+    predict at batch 1 and 8 (1e-6 relative; the figures measured are 0)."""
+    sessions = onnxruntime_forms(model)
     for batch in (1, 8):
         inputs, want = feeds(model, reference, batch), reference[f"y{batch}"]
         tolerance = 1e-6 * max(1.0, float(np.abs(want).max()))
         got = execute_qonnx(model, inputs)[model.graph.output[0].name]
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance)
-        np.testing.assert_allclose(run_onnxruntime(model, inputs), want, rtol=1e-6, atol=tolerance)
+        for form, session in sessions.items():
+            got = session.run(None, inputs)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance, err_msg=form)

@@ -175,6 +175,7 @@ def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
         ("refuse_minifloat", ("mf", "minifloat", "no exact QONNX form")),
         ("refuse_softmax", ("soft", "unsupported HGQ2 layer QSoftmax")),
         ("refuse_tanh", ("fc", "activation 'tanh'")),
+        ("refuse_avg3", ("avg3", "not a power of two")),
     ],
 )
 def test_unsupported_hgq2_models_are_refused_naming_the_layer(made, name, fragments):
