@@ -6,7 +6,7 @@ model NAME: ``NAME.npz`` with seeded inputs (``x1_J`` / ``x8_J`` for input J) an
 counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` from
 ``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised.
 ``saved.keras`` is the conv model saved, reloaded here (its predict checked equal) and left
-for the command-line test; ``refuse_softmax.keras`` for the refusal through a subprocess.
+for the command-line test.
 """
 
 from __future__ import annotations
@@ -251,8 +251,6 @@ def main(out: Path) -> None:
             (out / f"{name}.error.txt").write_text(str(exc))
         if name == "conv2d_pool":
             _save_reload(model, out / "saved.keras", record)
-        if name == "refuse_softmax":
-            model.save(out / "refuse_softmax.keras")
 
 
 def _save_reload(model: keras.Model, path: Path, record: dict) -> None:
