@@ -6,7 +6,7 @@ model NAME: ``NAME.npz`` with seeded inputs (``x1_J`` / ``x8_J`` for input J) an
 counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` from
 ``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised.
 ``saved.keras`` is the conv model saved, reloaded here (its predict checked equal) and left
-for the command-line test.
+for the command-line test; ``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
 """
 
 from __future__ import annotations
@@ -251,6 +251,7 @@ def main(out: Path) -> None:
             (out / f"{name}.error.txt").write_text(str(exc))
         if name == "conv2d_pool":
             _save_reload(model, out / "saved.keras", record)
+            qkeras2qonnx.convert(model, out / "conv2d_pool.channels_last.onnx", channels_last=True)
 
 
 def _save_reload(model: keras.Model, path: Path, record: dict) -> None:

@@ -17,6 +17,8 @@ from hgq2_support import assert_exact_in_both_runtimes, made_hgq2_models
 from onnx import numpy_helper
 from qkeras_helpers import quant_nodes
 
+from qonnx_ingest.execute import execute_qonnx
+
 pytestmark = pytest.mark.keras
 
 CONVERTED = (
@@ -136,6 +138,16 @@ def test_wrapping_quantizers_are_standard_ops_then_a_covering_quant(made):
 def test_batch_norm_is_folded_not_an_onnx_batchnormalization(made):
     ops = {n.op_type for n in converted(made, "batchnorm").graph.node}
     assert "BatchNormalization" not in ops
+
+
+def test_channels_last_conv_model_stays_exact(made):
+    """qonnx's channels-last pass (batch fixed to 1) on the per-element quantizer ops."""
+    model = onnx.load(made / "conv2d_pool.channels_last.onnx")
+    onnx.checker.check_model(model)
+    ref = reference(made, "conv2d_pool")
+    inputs = {model.graph.input[0].name: ref["x1_0"]}
+    got = execute_qonnx(model, inputs)[model.graph.output[0].name]
+    np.testing.assert_allclose(got, ref["y1"], rtol=1e-6, atol=1e-6)
 
 
 def test_cli_converts_a_saved_hgq2_keras_file(made, tmp_path):
