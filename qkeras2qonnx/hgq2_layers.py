@@ -21,9 +21,10 @@ import numpy as np
 from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
 from qonnx_ingest.errors import ConversionError
 
-# Keras activations that are exact in float32 on every runtime (no transcendental function
-# whose last bit could move a value across a quantizer's rounding point).
-EXACT_ACTIVATIONS = frozenset({"linear", "relu", "relu6", "leaky_relu", "hard_sigmoid"})
+# Keras activations that are exact in float32 on every runtime (no transcendental function or
+# division whose last bit could move a value across a quantizer's rounding point; Keras 3's
+# hard_sigmoid divides by 6).
+EXACT_ACTIVATIONS = frozenset({"linear", "relu", "relu6", "leaky_relu"})
 
 
 @dataclass
