@@ -97,7 +97,8 @@ def _numpy(tensor: Any) -> np.ndarray:
 
 
 def _weighted(plain: str) -> Rule:
-    """QDense, QConv*, QEinsumDense and the batch-norm-folded QBatchNormDense: the plain layer
+    """QDense, QConv*, QEinsumDense and the batch-norm-folded QBatchNormDense /
+    QEinsumDenseBatchnorm: the plain layer
     gets HGQ2's ``qkernel`` / ``qbias`` (folded where the layer folds), quantized by ``kq`` /
     ``bq``."""
 
@@ -109,7 +110,14 @@ def _weighted(plain: str) -> Rule:
         weights = [_numpy(layer.qkernel)]
         quantizers = [("kernel", read_quantizer(layer.kq, f"{where} kernel"))]
         if layer.bias is not None:
-            weights.append(_numpy(layer.qbias).reshape(tuple(layer.bias.shape)))
+            qbias = _numpy(layer.qbias)
+            if qbias.size != int(np.prod(layer.bias.shape)):  # a fold that widens the bias
+                raise ConversionError(
+                    f"the folded bias has shape {qbias.shape}, the layer's bias "
+                    f"{tuple(layer.bias.shape)}: not supported",
+                    where,
+                )
+            weights.append(qbias.reshape(tuple(layer.bias.shape)))
             quantizers.append(("bias", read_quantizer(layer.bq, f"{where} bias")))
         if plain == "EinsumDense":
             config["bias_axes"] = config.get("bias_axes") if layer.bias is not None else None
@@ -236,6 +244,7 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QConv1D": _weighted("Conv1D"),
     "QConv2D": _weighted("Conv2D"),
     "QEinsumDense": _weighted("EinsumDense"),
+    "QEinsumDenseBatchnorm": _weighted("EinsumDense"),  # batch norm folded by HGQ2
     "QBatchNormalization": _batch_normalization,
     "QUnaryFunctionLUT": _plain_op("Activation"),
     "QAdd": _plain_op("Add"),

@@ -27,6 +27,7 @@ from hgq.layers import (
     QConv2D,
     QDense,
     QEinsumDense,
+    QEinsumDenseBatchnorm,
     QGlobalMaxPooling1D,
     QMaxPooling2D,
     QSoftmax,
@@ -74,13 +75,18 @@ def batchnorm() -> keras.Model:
     h = QBatchNormalization(name="bn")(h)
     h = QDense(2, name="out")(h)
     model = keras.Model(inp, h, name="batchnorm")
-    rng = np.random.default_rng(3)
-    for w in model.weights:  # trained-looking statistics: the folding must use them
+    _trained_statistics(model, seed=3)
+    return model
+
+
+def _trained_statistics(model: keras.Model, seed: int) -> None:
+    """Batch-norm statistics and affine weights away from 0 / 1: folding must use them."""
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
         if w.path.endswith(("moving_mean", "beta")):
             w.assign(rng.normal(0, 0.5, w.shape).astype("float32"))
         elif w.path.endswith(("moving_variance", "gamma")):
             w.assign(rng.uniform(0.3, 2.0, w.shape).astype("float32"))
-    return model
 
 
 def trained() -> keras.Model:
@@ -149,10 +155,14 @@ def multi_input() -> keras.Model:
 
 
 def einsum() -> keras.Model:
+    """QEinsumDense, then QEinsumDenseBatchnorm with trained-looking statistics (folded)."""
     inp = keras.Input((6,), name="x")
     h = QEinsumDense("ab,bc->ac", output_shape=4, bias_axes="c", activation="relu", name="ed")(inp)
+    h = QEinsumDenseBatchnorm("ab,bc->ac", output_shape=3, bias_axes="c", name="ed_bn")(h)
     h = QDense(2, name="out")(h)
-    return keras.Model(inp, h, name="einsum")
+    model = keras.Model(inp, h, name="einsum")
+    _trained_statistics(model, seed=4)
+    return model
 
 
 def refuse_minifloat() -> keras.Model:
