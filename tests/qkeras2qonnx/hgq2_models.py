@@ -184,8 +184,17 @@ def refuse_softmax() -> keras.Model:
 
 
 def refuse_tanh() -> keras.Model:
+    """tanh before the next layer's input quantizer (a last-bit difference can round away)."""
     inp = keras.Input((4,), name="x")
-    return keras.Model(inp, QDense(2, activation="tanh", name="fc")(inp), name="refuse_tanh")
+    h = QDense(2, activation="tanh", name="fc")(inp)
+    return keras.Model(inp, QDense(2, name="out")(h), name="refuse_tanh")
+
+
+def sigmoid_out() -> keras.Model:
+    """A float sigmoid on the model's output, no quantizer after it: within 1e-6."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(4, activation="relu", name="fc")(inp)
+    return keras.Model(inp, QDense(1, activation="sigmoid", name="out")(h), name="sigmoid_out")
 
 
 def refuse_avg3() -> keras.Model:
@@ -203,6 +212,7 @@ MODELS = {
     "modes": modes,
     "multi_input": multi_input,
     "einsum": einsum,
+    "sigmoid_out": sigmoid_out,
     "refuse_minifloat": refuse_minifloat,
     "refuse_softmax": refuse_softmax,
     "refuse_tanh": refuse_tanh,

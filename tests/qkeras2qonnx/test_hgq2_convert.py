@@ -30,6 +30,7 @@ CONVERTED = (
     "modes",
     "multi_input",
     "einsum",
+    "sigmoid_out",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
