@@ -1,10 +1,10 @@
-"""Convert quantized QKeras models to QONNX.
+"""Convert quantized QKeras models (QKeras 0.9, qkeras-v3) and HGQ2 models to QONNX.
 
 Pipeline (one module per step): ``load`` the Keras model, ``strip`` it into plain Keras layers
 while recording every quantizer as a ``QuantSpec`` in a layer map, convert the plain model with
 tf2onnx (``tf2onnx_step``), ``reinsert`` one Quant/BipolarQuant node per recorded quantizer, then
 ``qonnx_ingest.finish.finish_model``. Quantizers and layers are translated by the registries in
-``quantizers`` and ``layers``.
+``quantizers`` and ``layers``; HGQ2 layers by ``hgq2_layers`` (see ``hgq2_strip``).
 
 Importing this package (and ``qkeras2qonnx --help``) never imports TensorFlow; the functions
 below import it on first use.

@@ -88,7 +88,18 @@ def custom_objects() -> dict[str, Any]:
         from qkeras2qonnx.keras3_compat import loading_objects
 
         objects.update(loading_objects())
+        _register_hgq2()
     return objects
+
+
+def _register_hgq2() -> None:
+    """HGQ2's layers register themselves with Keras 3 when ``hgq`` is imported (its directory
+    is on sys.path in Keras 3 processes, see ``flavour``); absent, its models are refused by
+    ``load`` with the install command."""
+    import importlib.util
+
+    if importlib.util.find_spec("hgq") is not None:
+        import hgq  # noqa: F401
 
 
 def is_qkeras_object(obj: Any) -> bool:

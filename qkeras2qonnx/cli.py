@@ -17,9 +17,10 @@ from qonnx_ingest.versions import BASE, KERAS
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser(
         "qkeras2qonnx",
-        "Convert a quantized QKeras model to QONNX: one Quant/BipolarQuant node per quantizer, "
-        "or an error naming the layer and quantizer that cannot be converted exactly.",
-        "QKeras model: full-model .h5, .keras, Keras SavedModel directory, or .json "
+        "Convert a quantized QKeras (0.9 or qkeras-v3) or HGQ2 model to QONNX: one "
+        "Quant/BipolarQuant node per quantizer, or an error naming the layer and quantizer "
+        "that cannot be converted exactly.",
+        "QKeras or HGQ2 model: full-model .h5, .keras, Keras SavedModel directory, or .json "
         "architecture (with --weights)",
         versions=(*BASE, *KERAS),
         examples=(

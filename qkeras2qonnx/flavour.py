@@ -30,6 +30,8 @@ from qonnx_ingest.errors import ConversionError, InputError
 KERAS2, KERAS3 = "keras2", "keras3"
 QKERAS3_PIN = "qkeras-v3==1.2.1"
 DIR_VARIABLE = "QKERAS2QONNX_QKERAS3_DIR"
+HGQ2_PIN = "hgq2==0.2.0"
+HGQ2_DIR_VARIABLE = "QKERAS2QONNX_HGQ2_DIR"
 # Layers only qkeras-v3 defines: a legacy HDF5 naming one cannot load in QKeras 0.9.
 QKERAS3_ONLY_LAYERS = frozenset(
     {"QDenseBatchnorm", "QDepthwiseConv2DTranspose", "QSeparableConv2DTranspose", "QScaleShift"}
@@ -41,6 +43,21 @@ def qkeras3_dir() -> Path | None:
     configured = os.environ.get(DIR_VARIABLE)
     candidate = Path(configured) if configured else Path(sys.prefix) / "qkeras-v3"
     return candidate if (candidate / "qkeras" / "__init__.py").is_file() else None
+
+
+def hgq2_dir() -> Path | None:
+    """The directory holding HGQ2's ``hgq`` package (``.venv/hgq2``, or
+    ``$QKERAS2QONNX_HGQ2_DIR``): apart, because the hgq2 wheel also ships a ``qkeras``."""
+    configured = os.environ.get(HGQ2_DIR_VARIABLE)
+    candidate = Path(configured) if configured else Path(sys.prefix) / "hgq2"
+    return candidate if (candidate / "hgq" / "__init__.py").is_file() else None
+
+
+def hgq2_missing_message() -> str:
+    return (
+        "this model uses HGQ2 layers, but hgq2 is not installed: run scripts/setup.sh, or "
+        f"pip install --no-deps --target .venv/hgq2 {HGQ2_PIN} (or set {HGQ2_DIR_VARIABLE})"
+    )
 
 
 def process_flavour() -> str | None:
@@ -138,6 +155,10 @@ def qkeras3_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     project = str(Path(__file__).resolve().parents[1])
     paths = [str(directory)] if directory is not None else []
     paths += [project, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    hgq2 = hgq2_dir()
+    if hgq2 is not None:
+        paths.append(str(hgq2))
+        env[HGQ2_DIR_VARIABLE] = str(hgq2)
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["TF_USE_LEGACY_KERAS"] = "0"
     if directory is not None:
@@ -150,8 +171,9 @@ def keras2_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     directory = qkeras3_dir()
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if directory is not None:
-        paths = [p for p in paths if Path(p).resolve() != directory.resolve()]
+    for apart in (directory, hgq2_dir()):
+        if apart is not None:
+            paths = [p for p in paths if Path(p).resolve() != apart.resolve()]
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), *paths])
     env["TF_USE_LEGACY_KERAS"] = "1"
     return env
@@ -162,6 +184,9 @@ _NAMES = {KERAS2: "QKeras 0.9 on Keras 2 (tf_keras)", KERAS3: "qkeras-v3 on Kera
 
 
 def _put_qkeras3_first() -> None:
+    hgq2 = hgq2_dir()  # HGQ2 is Keras 3 too; its directory holds only ``hgq``
+    if hgq2 is not None and str(hgq2) not in sys.path:
+        sys.path.append(str(hgq2))
     directory = qkeras3_dir()
     if directory is None:
         if _qkeras3_importable():

@@ -22,7 +22,8 @@ from qonnx_ingest.errors import ConversionError, InputError
 
 # Modules a configuration may name (``module`` keys): the frameworks' own, and builtins,
 # which tf_keras resolves to Keras functions by name without importing anything.
-_TRUSTED_MODULES = ("keras", "tf_keras", "tensorflow", "qkeras", "builtins")
+# hgq: HGQ2, installed beside the venv like qkeras-v3 (``flavour``)
+_TRUSTED_MODULES = ("keras", "tf_keras", "tensorflow", "qkeras", "hgq", "builtins")
 _FORMATS = (
     "a full-model .h5, a .keras archive, a Keras SavedModel directory or a .json architecture"
 )
@@ -232,6 +233,11 @@ def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
             str(path),
         )
     module, class_name = next(_untrusted_modules(config), (None, None))
+    if module is None and _names_hgq2(config):
+        import importlib.util
+
+        if flavour.hgq2_dir() is None and importlib.util.find_spec("hgq") is None:
+            raise InputError(flavour.hgq2_missing_message(), str(path))
     if module is not None:
         raise InputError(
             f"the configuration names module {module!r} (for {class_name!r}): loading imports "
@@ -254,6 +260,18 @@ def _untrusted_modules(obj: Any) -> Iterator[tuple[str, str]]:
         return
     for child in children:
         yield from _untrusted_modules(child)
+
+
+def _names_hgq2(obj: Any) -> bool:
+    """True if a (nested) Keras configuration names a class of HGQ2's ``hgq`` package."""
+    if isinstance(obj, dict):
+        module = obj.get("module")
+        if isinstance(module, str) and module.split(".")[0] == "hgq":
+            return True
+        return any(_names_hgq2(child) for child in obj.values())
+    if isinstance(obj, list):
+        return any(_names_hgq2(child) for child in obj)
+    return False
 
 
 def _find_lambda(obj: Any) -> str | None:

@@ -30,6 +30,8 @@ from qonnx_ingest.qcdq import check_format, in_format
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
 
+HGQ2_WIDTHS = "qkeras2qonnx.hgq2_widths"
+
 
 class OpsetRaised(ConversionWarning):
     """``from_keras`` was asked for an opset below the lowest it emits and used that one."""
@@ -214,6 +216,9 @@ def _metadata(layer_map: LayerMap) -> dict[str, str]:
     if layer_map.folded:
         metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
     composite = {node_name(e): e.spec.composite.form for e in layer_map.entries if e.spec.composite}
+    composite.update(layer_map.forms)
+    if layer_map.widths:  # HGQ2: per-element (k, i, f) of each Quant node, Keras layout
+        metadata[HGQ2_WIDTHS] = json.dumps(layer_map.widths)
     for plan in layer_map.recurrent:
         composite.update(plan.composite)
     if composite:  # quantizers emitted as exact standard ops followed by an identity Quant

@@ -16,10 +16,10 @@ import onnx
 
 from qkeras2qonnx.bidirectional import Bidirectional
 from qkeras2qonnx.composite import Builder
+from qkeras2qonnx.layer_map import LayerMap
 from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, quant_name
 from qkeras2qonnx.reinsert import spec_quant_node
 from qkeras2qonnx.spec import QuantSpec
-from qkeras2qonnx.strip import LayerMap
 from qonnx_ingest.errors import ConversionError
 
 _NAME_RE = re.compile(r"qkeras2qonnx_rnn_(in|out)_(\d+)")

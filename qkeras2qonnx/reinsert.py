@@ -9,9 +9,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qkeras2qonnx.composite import Builder
+from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.markers import decode_weight_markers, marker_id
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
-from qkeras2qonnx.strip import LayerMap, MapEntry
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import QUANT_OP_TYPES
 from qonnx_ingest.quant import QuantNode, make_bipolar_quant, make_quant

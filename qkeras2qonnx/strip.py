@@ -8,57 +8,21 @@ values and each layer with a quantizer gets an output marker (see ``markers``), 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from qkeras2qonnx import quantizer_proof
 from qkeras2qonnx.backend import custom_objects, keras, qkeras_call
+from qkeras2qonnx.hgq2_strip import clone_hgq2_layer, is_hgq2
+from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.layers import rule_for_layer
 from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
 from qkeras2qonnx.quantizers import QuantizerAnnotationLost, describe, rule_for
-from qkeras2qonnx.spec import LOST, QuantSpec
+from qkeras2qonnx.spec import LOST
 from qkeras2qonnx.stripped import Slot
 from qkeras2qonnx.subclassed import as_functional
 from qonnx_ingest.errors import ConversionError
-
-
-@dataclass(eq=False)
-class MapEntry:
-    """One quantizer: where it sits and the QONNX node it becomes.
-
-    ``values`` (Keras layout, in the shape QKeras quantizes the weight in; the markers number
-    the same elements in the same order) feed a weight's Quant node; None marks an activation
-    quantizer.
-    ``marker`` is the weight's first marker number, or the id of the layer's output marker.
-    """
-
-    layer: str
-    role: str
-    quantizer: str
-    spec: QuantSpec
-    values: np.ndarray | None
-    marker: int
-
-    @property
-    def where(self) -> str:
-        return f"{self.layer} {self.role} {self.quantizer}"
-
-
-@dataclass
-class LayerMap:
-    entries: list[MapEntry] = field(default_factory=list)
-    outputs: dict[int, str] = field(default_factory=dict)  # output marker id -> layer path
-    weight_count: int = 0  # marker numbers handed out so far
-    lost: dict[str, str] = field(default_factory=dict)  # "layer role" -> quantizer, no node
-    folded: dict[str, str] = field(default_factory=dict)  # quantizers of constants, exact
-    recurrent: list[Any] = field(default_factory=list)  # recurrent.Recurrent plans
-    grouped: dict[int, str] = field(default_factory=dict)  # grouped_transpose tag -> layer
-
-    def recurrent_nodes(self) -> dict[str, str]:
-        """Quant node name -> quantizer, of the unrolled recurrent cells."""
-        return {name: q for plan in self.recurrent for name, q in plan.nodes.items()}
 
 
 def strip_model(model: Any) -> tuple[Any, LayerMap]:
@@ -78,6 +42,8 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
         path = prefix + layer.name
         if isinstance(layer, k.Model):
             return _clone(as_functional(layer, path), path + "/", layer_map, assignments)
+        if is_hgq2(layer):
+            return clone_hgq2_layer(layer, path, layer_map, assignments)
         stripped = rule_for_layer(layer, path)(layer, path)
         layer_map.folded.update(stripped.folded)
         if stripped.recurrent is not None:

@@ -228,9 +228,19 @@ def _qdq_nodes(q: QuantizedTensor) -> list:
     lo, hi = q.storage_range
     info = np.iinfo(np_type)
     if (lo, hi) != (info.min, info.max):
-        bounds = [numpy_helper.from_array(np.array(v, np_type), f"{base}_qdq_{k}")
+        # onnxruntime has no 16-bit Clip kernel (its fallback, Clip's function body, needs a
+        # 16-bit Where it lacks too): 16-bit storage is clipped as int32 and cast back.
+        wide = proto_type in (TensorProto.INT16, TensorProto.UINT16)
+        clip_type = np.int32 if wide else np_type
+        bounds = [numpy_helper.from_array(np.array(v, clip_type), f"{base}_qdq_{k}")
                   for k, v in (("min", lo), ("max", hi))]  # fmt: skip
         nodes += [helper.make_node("Constant", [], [t.name], name=t.name, value=t) for t in bounds]
+        if wide:
+            nodes.append(
+                helper.make_node("Cast", [quantized], [f"{base}_qdq_q32"],
+                                 name=f"{base}_qdq_to_int32", to=TensorProto.INT32)
+            )  # fmt: skip
+            quantized = f"{base}_qdq_q32"
         clipped = f"{base}_qdq_clipped"
         nodes.append(
             helper.make_node(
@@ -238,6 +248,12 @@ def _qdq_nodes(q: QuantizedTensor) -> list:
             )  # fmt: skip
         )
         quantized = clipped
+        if wide:
+            nodes.append(
+                helper.make_node("Cast", [clipped], [f"{base}_qdq_clipped16"],
+                                 name=f"{base}_qdq_to_int16", to=proto_type)
+            )  # fmt: skip
+            quantized = f"{base}_qdq_clipped16"
     nodes.append(
         helper.make_node(
             "DequantizeLinear",

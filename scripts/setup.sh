@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11) and installs the project with every extra, pinned by
-# constraints.txt, and qkeras-v3 (QKeras for Keras 3) into .venv/qkeras-v3. Re-running is cheap:
-# it reinstalls only when the pins, setup.cfg or this script change.
+# constraints.txt, qkeras-v3 (QKeras for Keras 3) into .venv/qkeras-v3 and hgq2 (HGQ2) into
+# .venv/hgq2. Re-running is cheap: it reinstalls only when the pins, setup.cfg or this script change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +35,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     --target .venv/qkeras-v3 "$(grep '^qkeras-v3==' constraints.txt)"
   find .venv/qkeras-v3 -mindepth 1 -maxdepth 1 ! -name 'qkeras' ! -name 'qkeras_v3-*' \
     -exec rm -rf {} +
+  # hgq2 (HGQ2, Keras 3) also ships a top-level `qkeras` package that would replace QKeras 0.9,
+  # so it too gets a directory of its own, put on sys.path only in Keras 3 processes
+  # (qkeras2qonnx/flavour.py). Its dependencies (keras, quantizers, tqdm) are pinned above;
+  # only its `hgq` package is kept.
+  rm -rf .venv/hgq2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target .venv/hgq2 "$(grep '^hgq2==' constraints.txt)"
+  find .venv/hgq2 -mindepth 1 -maxdepth 1 ! -name 'hgq' ! -name 'hgq2-*' -exec rm -rf {} +
   echo "$want" > "$stamp"
 fi

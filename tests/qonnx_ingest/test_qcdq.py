@@ -129,6 +129,22 @@ def test_zero_point_on_a_narrow_4_bit_grid_keeps_its_clip():
     np.testing.assert_array_equal(execute_qonnx(model, {"x": x})["y"], [[-0.75, -0.25, 1.25, 3.0]])
 
 
+@pytest.mark.parametrize("signed", [True, False])
+def test_a_12_bit_activation_is_clipped_as_int32_and_runs_in_onnxruntime(signed):
+    """12 bits are stored as (u)int16 and need a Clip, which onnxruntime 1.31 cannot run on
+    16-bit integers (NOT_IMPLEMENTED Where(16)): the codes are clipped as int32."""
+    model = activation_model(4, relu=False, bits=12, signed=signed)
+    q = lowered_quietly(model)
+    clip = next(n for n in q.graph.node if n.op_type == "Clip")
+    assert clip.input[0].endswith("_qdq_q32")
+    x = np.array([[-2000.0, -0.3, 1.13, 2000.0]], np.float32)
+    top = 0.25 * (2047 if signed else 4095)
+    low = -0.25 * 2048 if signed else 0.0
+    want = [[low, -0.25 if signed else 0.0, 1.25, top]]
+    np.testing.assert_array_equal(run_ort(q, {"x": x})["y"], want)
+    np.testing.assert_array_equal(execute_qonnx(model, {"x": x})["y"], want)
+
+
 def test_strict_refuses_tie_changing_lowering():
     for model in (
         activation_model(rounding_mode="HALF_UP"),

@@ -1,0 +1,125 @@
+"""Run under Keras 3 with hgq2 (``qkeras3_support.run_qkeras3``), never imported by pytest.
+
+``python hgq2_hls4ml.py OUT`` builds seeded HGQ2 models and, per accepted model NAME, writes
+``NAME.npz``: inputs ``x`` (32 samples on a 1/16 grid), HGQ2's ``predict`` (``hgq2``), the
+``predict`` of hls4ml's own HGQ2 frontend (``hls4ml_hgq2``) and of hls4ml's QONNX frontend on
+our QONNX (``hls4ml_qonnx``; the README's recipe). For a model hls4ml's QONNX frontend refuses,
+``NAME.refused.txt`` holds the exception's message and the file:line that raised it.
+
+Accepted: activation quantizers with uniform widths, SAT overflow and RND_CONV rounding (each
+one plain Quant) and HGQ2's default per-weight kernel and bias widths (stored values and a
+covering Quant). Refused: HGQ2's default per-element WRAP activations, whose standard-op form
+hls4ml's ONNX frontend has no handler for.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import hls4ml
+import keras
+import numpy as np
+from hgq.config import QuantizerConfig
+from hgq.layers import QConv2D, QDense, QMaxPooling2D
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+from qonnx.util.cleanup import cleanup_model
+
+import qkeras2qonnx
+
+PRECISION = "fixed<32,16>"
+
+
+def uniform_sat() -> QuantizerConfig:
+    """One (k, i, f) = (1, 2, 4) for the whole tensor, saturating, ties to even."""
+    return QuantizerConfig(
+        "kif",
+        "datalane",
+        i0=2,
+        f0=4,
+        round_mode="RND_CONV",
+        overflow_mode="SAT",
+        homogeneous_axis=None,
+        heterogeneous_axis=(),
+    )
+
+
+def dense_sat() -> keras.Model:
+    inp = keras.Input((6,), name="x")
+    h = QDense(8, activation="relu", iq_conf=uniform_sat(), name="fc1")(inp)
+    h = QDense(3, iq_conf=uniform_sat(), name="fc2")(h)
+    return keras.Model(inp, h, name="dense_sat")
+
+
+def conv_sat() -> keras.Model:
+    inp = keras.Input((6, 6, 2), name="image")
+    h = QConv2D(3, 3, activation="relu", iq_conf=uniform_sat(), name="conv")(inp)
+    h = QMaxPooling2D(2, iq_conf=uniform_sat(), name="pool")(h)
+    h = keras.layers.Flatten(name="flat")(h)
+    h = QDense(2, iq_conf=uniform_sat(), name="fc")(h)
+    return keras.Model(inp, h, name="conv_sat")
+
+
+def dense_wrap() -> keras.Model:
+    inp = keras.Input((6,), name="x")
+    h = QDense(8, activation="relu", name="fc1")(inp)
+    return keras.Model(inp, QDense(3, name="fc2")(h), name="dense_wrap")
+
+
+def hls4ml_qonnx(model: keras.Model, out: Path) -> object:
+    """hls4ml's QONNX frontend on our QONNX of ``model`` (the README's recipe)."""
+    wrapper = cleanup_model(ModelWrapper(qkeras2qonnx.convert(model, channels_last=True)))
+    wrapper = wrapper.transform(ConvertToChannelsLastAndClean()).transform(GemmToMatMul())
+    wrapper = cleanup_model(wrapper)
+    config = hls4ml.utils.config_from_onnx_model(
+        wrapper, granularity="name", backend="Vivado", default_precision=PRECISION
+    )
+    hls = hls4ml.converters.convert_from_onnx_model(
+        wrapper, output_dir=str(out), io_type="io_parallel", backend="Vivado", hls_config=config
+    )
+    hls.compile()
+    return hls
+
+
+def hls4ml_hgq2(model: keras.Model, out: Path) -> object:
+    hls = hls4ml.converters.convert_from_keras_model(
+        model,
+        output_dir=str(out),
+        backend="Vivado",
+        io_type="io_parallel",
+        hls_config={"Model": {"Precision": PRECISION, "ReuseFactor": 1}},
+    )
+    hls.compile()
+    return hls
+
+
+def main(out: Path) -> None:
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(5)
+    for build in (dense_sat, conv_sat):
+        model = build()
+        x = (rng.integers(-96, 97, (32, *model.inputs[0].shape[1:])) / 16).astype(np.float32)
+        ours = hls4ml_qonnx(model, out / f"{model.name}_qonnx").predict(x)
+        theirs = hls4ml_hgq2(model, out / f"{model.name}_hgq2").predict(x)
+        shape = (len(x), -1)
+        np.savez(
+            out / f"{model.name}.npz",
+            x=x,
+            hgq2=np.asarray(model.predict(x, verbose=0)).reshape(shape),
+            hls4ml_hgq2=np.asarray(theirs).reshape(shape),
+            hls4ml_qonnx=np.asarray(ours).reshape(shape),
+        )
+    model = dense_wrap()
+    try:
+        hls4ml_qonnx(model, out / "dense_wrap_qonnx")
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{Path(frame.filename).name}:{frame.lineno}"
+        (out / "dense_wrap.refused.txt").write_text(f"{exc}\n{where}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

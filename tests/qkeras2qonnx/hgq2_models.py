@@ -1,0 +1,285 @@
+"""Run under Keras 3 with hgq2 (``hgq2_support.run_hgq2``), never imported by pytest itself.
+
+``python hgq2_models.py OUT`` builds the seeded HGQ2 models of the HGQ2 tests and writes, per
+model NAME: ``NAME.npz`` with seeded inputs (``x1_J`` / ``x8_J`` for input J) and HGQ2's own
+``predict`` at batch 1 and 8 (``y1 y8``), ``quantizers`` (how many quantizers HGQ2 applies,
+counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` from
+``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised.
+``saved.keras`` is the conv model saved, reloaded here (its predict checked equal) and left
+for the command-line test; ``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+from hgq.config import LayerConfigScope, QuantizerConfig
+from hgq.layers import (
+    QAdd,
+    QAveragePooling1D,
+    QAveragePooling2D,
+    QBatchNormalization,
+    QBatchNormDense,
+    QConv1D,
+    QConv2D,
+    QDense,
+    QEinsumDense,
+    QEinsumDenseBatchnorm,
+    QGlobalMaxPooling1D,
+    QMaxPooling2D,
+    QSoftmax,
+    QUnaryFunctionLUT,
+)
+from hgq.quantizer import Quantizer
+
+import qkeras2qonnx
+from qonnx_ingest.errors import ConversionError
+
+ROUNDS = ("TRN", "RND", "RND_CONV", "TRN_ZERO", "RND_ZERO", "RND_MIN_INF", "RND_INF")
+
+
+def dense() -> keras.Model:
+    inp = keras.Input((6,), name="x")
+    h = QDense(8, activation="relu", name="fc1")(inp)
+    h = QDense(4, enable_oq=True, name="fc2")(h)
+    return keras.Model(inp, h, name="dense")
+
+
+def conv2d_pool() -> keras.Model:
+    inp = keras.Input((8, 8, 2), name="image")
+    h = QConv2D(4, 3, activation="relu", name="conv1")(inp)
+    h = QMaxPooling2D(2, name="max")(h)
+    h = QConv2D(3, 2, name="conv2")(h)
+    h = QAveragePooling2D(2, name="avg")(h)
+    h = keras.layers.Flatten(name="flat")(h)
+    h = QDense(2, name="fc")(h)
+    return keras.Model(inp, h, name="conv2d_pool")
+
+
+def conv1d() -> keras.Model:
+    inp = keras.Input((10, 3), name="signal")
+    h = QConv1D(4, 3, padding="same", activation="relu", name="conv1")(inp)
+    h = QConv1D(2, 3, strides=2, name="conv2")(h)
+    h = QGlobalMaxPooling1D(name="gmax")(h)
+    h = QDense(2, name="fc")(h)
+    return keras.Model(inp, h, name="conv1d")
+
+
+def batchnorm() -> keras.Model:
+    inp = keras.Input((6,), name="x")
+    h = QBatchNormDense(6, activation="relu", name="bn_dense")(inp)
+    h = QDense(5, name="fc")(h)
+    h = QBatchNormalization(name="bn")(h)
+    h = QDense(2, name="out")(h)
+    model = keras.Model(inp, h, name="batchnorm")
+    _trained_statistics(model, seed=3)
+    return model
+
+
+def _trained_statistics(model: keras.Model, seed: int) -> None:
+    """Batch-norm statistics and affine weights away from 0 / 1: folding must use them."""
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
+        if w.path.endswith(("moving_mean", "beta")):
+            w.assign(rng.normal(0, 0.5, w.shape).astype("float32"))
+        elif w.path.endswith(("moving_variance", "gamma")):
+            w.assign(rng.uniform(0.3, 2.0, w.shape).astype("float32"))
+
+
+def trained() -> keras.Model:
+    """Per-weight widths after three epochs with a strong EBOPs penalty: they differ, and
+    some weights reach 0 bits (those output 0)."""
+    with LayerConfigScope(beta0=3e-3):
+        inp = keras.Input((8,), name="x")
+        h = QDense(8, activation="relu", kq_conf=QuantizerConfig("kbi", "weight", b0=3))(inp)
+        h = QDense(2, kq_conf=QuantizerConfig("kbi", "weight", b0=3), name="out")(h)
+    model = keras.Model(inp, h, name="trained")
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, (256, 8)).astype("float32")
+    y = np.stack([x[:, :2].sum(1), x[:, 2] - x[:, 3]], 1)
+    model.compile(keras.optimizers.Adam(0.05), "mse")
+    model.fit(x, y, epochs=3, batch_size=8, verbose=0)
+    return model
+
+
+def modes() -> keras.Model:
+    """Every rounding mode under WRAP, SAT and SAT_SYM, and WRAP_SM, each with its own random
+    per-element (k, i, f), some of zero width; two uniform saturating ones (plain Quant)."""
+    inp = keras.Input((12,), name="x")
+    branches = []
+    for overflow in ("WRAP", "SAT", "SAT_SYM"):
+        for rnd in ROUNDS:
+            branches.append(_quantizer(rnd, overflow)(inp))
+    for rnd in ("RND", "RND_CONV"):
+        branches.append(_quantizer(rnd, "WRAP_SM")(inp))
+    branches.append(_quantizer("RND_CONV", "SAT", name="uniform_sat")(inp))
+    branches.append(_quantizer("TRN", "SAT_SYM", name="uniform_sat_sym")(inp))
+    kbi = Quantizer(q_type="kbi", place="datalane", b0=4, i0=1, round_mode="RND",
+                    overflow_mode="SAT", name="kbi_sat")  # fmt: skip
+    branches.append(kbi(inp))
+    out = keras.layers.Concatenate(name="all")(branches)
+    model = keras.Model(inp, out, name="modes")
+    rng = np.random.default_rng(7)
+    for layer in model.layers:
+        inner = getattr(layer, "quantizer", None)
+        if inner is None or layer.name.startswith("uniform"):
+            continue
+        shape = inner._k.shape
+        inner._k.assign(rng.integers(0, 2, shape).astype("uint8"))
+        inner._i.assign(rng.integers(-2, 3, shape).astype("float32"))
+        if hasattr(inner, "_f"):
+            inner._f.assign(rng.integers(-1, 4, shape).astype("float32"))
+        else:
+            inner._b.assign(rng.integers(0, 5, shape).astype("float32"))
+    return model
+
+
+def _quantizer(rnd: str, overflow: str, name: str | None = None) -> Quantizer:
+    return Quantizer(q_type="kif", place="datalane", i0=1, f0=2, round_mode=rnd,
+                     overflow_mode=overflow, name=name or f"{rnd}_{overflow}".lower())  # fmt: skip
+
+
+def multi_input() -> keras.Model:
+    a = keras.Input((6,), name="a")
+    b = keras.Input((5,), name="b")
+    da = QDense(4, name="fa")(a)
+    db = QDense(4, name="fb")(b)
+    h = QAdd(name="add")([da, db])
+    h = QUnaryFunctionLUT("relu", name="lut")(h)
+    h = keras.layers.Concatenate(name="cat")([h, QDense(2, name="fb2")(b)])
+    h = QDense(3, name="out")(h)
+    return keras.Model([a, b], h, name="multi_input")
+
+
+def einsum() -> keras.Model:
+    """QEinsumDense, then QEinsumDenseBatchnorm with trained-looking statistics (folded)."""
+    inp = keras.Input((6,), name="x")
+    h = QEinsumDense("ab,bc->ac", output_shape=4, bias_axes="c", activation="relu", name="ed")(inp)
+    h = QEinsumDenseBatchnorm("ab,bc->ac", output_shape=3, bias_axes="c", name="ed_bn")(h)
+    h = QDense(2, name="out")(h)
+    model = keras.Model(inp, h, name="einsum")
+    _trained_statistics(model, seed=4)
+    return model
+
+
+def refuse_minifloat() -> keras.Model:
+    """HGQ2's minifloat quantizer on a data path. hgq2 0.2.0 cannot build it from a config
+    (``QuantizerConfig("float", ...)`` passes ``is_weight``, which FloatPointQuantizer
+    rejects), so the Quantizer gets the internal quantizer directly."""
+    from hgq.quantizer.internal import FloatPointQuantizer
+
+    inp = keras.Input((4,), name="x")
+    q = Quantizer(q_type="kif", place="datalane", name="mf")
+    q.quantizer = FloatPointQuantizer(2, 4, homogeneous_axis=(0,), name="mf_float")
+    h = QDense(2, name="fc")(q(inp))
+    return keras.Model(inp, h, name="refuse_minifloat")
+
+
+def refuse_softmax() -> keras.Model:
+    inp = keras.Input((4,), name="x")
+    return keras.Model(inp, QSoftmax(name="soft")(QDense(3, name="fc")(inp)), name="refuse_softmax")
+
+
+def refuse_tanh() -> keras.Model:
+    """tanh before the next layer's input quantizer (a last-bit difference can round away)."""
+    inp = keras.Input((4,), name="x")
+    h = QDense(2, activation="tanh", name="fc")(inp)
+    return keras.Model(inp, QDense(2, name="out")(h), name="refuse_tanh")
+
+
+def sigmoid_out() -> keras.Model:
+    """A float sigmoid on the model's output, no quantizer after it: within 1e-6."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(4, activation="relu", name="fc")(inp)
+    return keras.Model(inp, QDense(1, activation="sigmoid", name="out")(h), name="sigmoid_out")
+
+
+def refuse_avg3() -> keras.Model:
+    inp = keras.Input((6, 2), name="x")
+    h = keras.layers.Flatten(name="flat")(QAveragePooling1D(3, name="avg3")(inp))
+    return keras.Model(inp, QDense(2, name="fc")(h), name="refuse_avg3")
+
+
+MODELS = {
+    "dense": dense,
+    "conv2d_pool": conv2d_pool,
+    "conv1d": conv1d,
+    "batchnorm": batchnorm,
+    "trained": trained,
+    "modes": modes,
+    "multi_input": multi_input,
+    "einsum": einsum,
+    "sigmoid_out": sigmoid_out,
+    "refuse_minifloat": refuse_minifloat,
+    "refuse_softmax": refuse_softmax,
+    "refuse_tanh": refuse_tanh,
+    "refuse_avg3": refuse_avg3,
+}
+
+
+def inputs(model: keras.Model, batch: int, seed: int) -> list[np.ndarray]:
+    """Half on a fine grid (ties of every quantizer's rounding), half wide normal (overflow)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for tensor in model.inputs:
+        shape = (batch, *tensor.shape[1:])
+        grid = rng.integers(-96, 97, shape) / 16.0
+        wide = rng.normal(0, 3, shape)
+        out.append(np.where(rng.random(shape) < 0.5, grid, wide).astype(np.float32))
+    return out
+
+
+def count_quantizers(model: keras.Model) -> int:
+    """The quantizers HGQ2 applies, read from the layers."""
+    n = 0
+    for layer in model.layers:
+        if isinstance(layer, Quantizer):
+            n += 1
+            continue
+        n += sum(getattr(layer, attr, None) is not None for attr in ("kq", "bq"))
+        if getattr(layer, "enable_iq", False):
+            n += len(layer.iq) if hasattr(layer.iq, "quantizers") else 1
+        n += bool(getattr(layer, "enable_oq", False))
+    return n
+
+
+def facts(name: str, model: keras.Model) -> dict:
+    if name != "trained":
+        return {}
+    bits = np.concatenate(
+        [np.asarray(layer.kq.quantizer.b).ravel() for layer in model.layers if hasattr(layer, "kq")]
+    )
+    return {"kernel_bits": bits}
+
+
+def main(out: Path) -> None:
+    keras.utils.set_random_seed(0)
+    for name, build in MODELS.items():
+        model = build()
+        record = {"quantizers": count_quantizers(model), **facts(name, model)}
+        for batch, seed in ((1, 11), (8, 12)):
+            xs = inputs(model, batch, seed)
+            record[f"y{batch}"] = np.asarray(model.predict(xs, verbose=0))
+            record.update({f"x{batch}_{j}": x for j, x in enumerate(xs)})
+        np.savez(out / f"{name}.npz", **record)
+        try:
+            qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
+        except ConversionError as exc:
+            (out / f"{name}.error.txt").write_text(str(exc))
+        if name == "conv2d_pool":
+            _save_reload(model, out / "saved.keras", record)
+            qkeras2qonnx.convert(model, out / "conv2d_pool.channels_last.onnx", channels_last=True)
+
+
+def _save_reload(model: keras.Model, path: Path, record: dict) -> None:
+    model.save(path)
+    again = keras.models.load_model(path)
+    got = again.predict(record["x8_0"], verbose=0)
+    assert np.array_equal(got, record["y8"]), "the reloaded model predicts differently"
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,68 @@
+"""Running HGQ2 from the test process, which has imported QKeras 0.9 (see ``qkeras3_support``).
+
+HGQ2 is Keras 3: its models are built, run (HGQ2's own predict) and converted in memory by
+``hgq2_models.py`` in a subprocess with the Keras 3 environment (``flavour`` puts hgq2's
+directory on its path); this process compares the files, in qonnx's executor and in
+onnxruntime on the Quant nodes lowered to standard ops.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from qkeras3_support import run_qkeras3
+
+from qkeras2qonnx import flavour
+from qonnx_ingest.execute import execute_qonnx
+
+_made: list[Path] = []
+
+
+def made_hgq2_models(tmp_path_factory) -> Path:
+    """The directory ``hgq2_models.py`` filled, once per test session (~1 minute)."""
+    if flavour.hgq2_dir() is None:
+        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
+    if not _made:
+        root = tmp_path_factory.mktemp("hgq2")
+        run_qkeras3("hgq2_models.py", root)
+        _made.append(root)
+    return _made[0]
+
+
+def feeds(model: onnx.ModelProto, reference: dict, batch: int) -> dict[str, np.ndarray]:
+    return {vi.name: reference[f"x{batch}_{j}"] for j, vi in enumerate(model.graph.input)}
+
+
+def onnxruntime_forms(model: onnx.ModelProto) -> dict[str, object]:
+    """onnxruntime sessions (graph optimizations off: the files as written) on the model with
+    its Quant nodes lowered to standard ops (``--verify``'s runner) and on ``--format qcdq``."""
+    import onnxruntime as ort
+
+    from qonnx_ingest.qcdq import to_qcdq
+    from qonnx_ingest.quant_lowering import lower_quants
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return {
+        form: ort.InferenceSession(
+            lowered.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        for form, lowered in (("standard ops", lower_quants(model)), ("qcdq", to_qcdq(model)))
+    }
+
+
+def assert_exact_in_both_runtimes(model: onnx.ModelProto, reference: dict) -> None:
+    """qonnx's executor, and onnxruntime on the standard-op and the QCDQ form, equal HGQ2's
+    predict at batch 1 and 8 (1e-6 relative; the figures measured are 0)."""
+    sessions = onnxruntime_forms(model)
+    for batch in (1, 8):
+        inputs, want = feeds(model, reference, batch), reference[f"y{batch}"]
+        tolerance = 1e-6 * max(1.0, float(np.abs(want).max()))
+        got = execute_qonnx(model, inputs)[model.graph.output[0].name]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance)
+        for form, session in sessions.items():
+            got = session.run(None, inputs)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance, err_msg=form)

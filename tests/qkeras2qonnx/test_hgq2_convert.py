@@ -1,0 +1,197 @@
+"""HGQ2 models convert exactly: qonnx's executor and onnxruntime equal HGQ2's own predict.
+
+The models are built, run and converted in memory by ``hgq2_models.py`` in a Keras 3
+subprocess (``hgq2_support``); this process (QKeras 0.9) compares the files, and converts the
+saved ``.keras`` file on the command line and through ``convert(path)``'s subprocess.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from hgq2_support import assert_exact_in_both_runtimes, made_hgq2_models
+from onnx import numpy_helper
+from qkeras_helpers import quant_nodes
+
+from qonnx_ingest.execute import execute_qonnx
+
+pytestmark = pytest.mark.keras
+
+CONVERTED = (
+    "dense",
+    "conv2d_pool",
+    "conv1d",
+    "batchnorm",
+    "trained",
+    "modes",
+    "multi_input",
+    "einsum",
+    "sigmoid_out",
+)
+WIDTHS = "qkeras2qonnx.hgq2_widths"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    return made_hgq2_models(tmp_path_factory)
+
+
+def reference(made, name):
+    return dict(np.load(made / f"{name}.npz"))
+
+
+def converted(made, name):
+    return onnx.load(made / f"{name}.inmemory.onnx")
+
+
+def metadata(model):
+    return {p.key: p.value for p in model.metadata_props}
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_hgq2_model_matches_hgq2_predict_in_qonnx_and_onnxruntime(made, name):
+    model = converted(made, name)
+    onnx.checker.check_model(model)
+    ref = reference(made, name)
+    assert len(quant_nodes(model)) == int(ref["quantizers"])  # one node per HGQ2 quantizer
+    assert_exact_in_both_runtimes(model, ref)
+
+
+def test_trained_widths_differ_and_zero_width_weights_are_zero(made):
+    """After three epochs with an EBOPs penalty, kernel widths differ and some reach 0 bits;
+    those weights are 0 in the graph and the recorded widths say so."""
+    bits = reference(made, "trained")["kernel_bits"]
+    assert len(np.unique(bits)) >= 2 and np.any(bits == 0), np.unique(bits)
+    model = converted(made, "trained")
+    widths = json.loads(metadata(model)[WIDTHS])
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    zero_width = 0
+    for node in quant_nodes(model):
+        if not node.name.endswith("kernel_quantizer"):
+            continue
+        w = widths[node.name]
+        i, f = (np.reshape(w[key], w["shape"]) for key in "if")
+        weight = values[node.input[0]]  # Dense kernel: same (in, out) layout as Keras
+        assert weight.shape == tuple(w["shape"])
+        dead = (i + f) <= 0  # b = i + f = 0 magnitude bits: SAT_SYM's range is [0, 0]
+        zero_width += int(dead.sum())
+        assert np.all(weight[dead] == 0)
+    assert zero_width == int(np.sum(bits == 0))
+
+
+def test_every_quant_node_has_its_widths_in_the_metadata(made):
+    model = converted(made, "modes")
+    widths = json.loads(metadata(model)[WIDTHS])
+    assert set(widths) == {n.name for n in quant_nodes(model)}
+    trn_wrap = widths["trn_wrap/input_quantizer"]
+    assert trn_wrap["shape"] == [1, 12] and trn_wrap["overflow_mode"] == "WRAP"
+    assert len(set(trn_wrap["f"])) > 1  # per element, as randomized
+
+
+def _attributes(node):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def test_uniform_saturating_quantizers_are_one_plain_quant(made):
+    """Uniform (k, i, f) = (1, 1, 2) with SAT / RND_CONV is Quant(4-bit signed, scale 1/4,
+    ROUND) on the input itself; SAT_SYM / TRN is the narrow FLOOR Quant."""
+    model = converted(made, "modes")
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    nodes = {n.name: n for n in model.graph.node}
+    graph_input = model.graph.input[0].name
+    for name, rounding, narrow in (("uniform_sat", b"ROUND", 0), ("uniform_sat_sym", b"FLOOR", 1)):
+        node = nodes[f"{name}/input_quantizer"]
+        assert node.input[0] == graph_input
+        assert float(inits[node.input[1]]) == 0.25 and float(inits[node.input[3]]) == 4
+        attrs = _attributes(node)
+        assert (attrs["rounding_mode"], attrs["signed"], attrs["narrow"]) == (rounding, 1, narrow)
+
+
+def test_wrapping_quantizers_are_standard_ops_then_a_covering_quant(made):
+    """WRAP / RND has no Quant form: standard ops compute it, a Quant as wide as the widest
+    element (identity on the result's grid) follows; the metadata names the form."""
+    model = converted(made, "modes")
+    producers = {o: n for n in model.graph.node for o in n.output}
+    node = next(n for n in model.graph.node if n.name == "rnd_wrap/input_quantizer")
+    ops = set()
+    frontier = [node.input[0]]
+    while frontier:
+        producer = producers.get(frontier.pop())
+        if producer is not None and producer.op_type != "Concat":
+            ops.add(producer.op_type)
+            frontier.extend(producer.input)
+    assert {"Floor", "Mul", "Sub"} <= ops and "Quant" not in ops
+    widths = json.loads(metadata(model)[WIDTHS])["rnd_wrap/input_quantizer"]
+    kif = zip(widths["k"], widths["i"], widths["f"], strict=True)
+    active = [f for k, i, f in kif if k + i + f > 0]
+    scale = numpy_helper.to_array(
+        next(t for t in model.graph.initializer if t.name == node.input[1])
+    )
+    assert float(scale) == 2.0 ** -max(active)
+    forms = json.loads(metadata(model)["qonnx_ingest.composite_quantizers"])
+    assert "RND/WRAP" in forms["rnd_wrap/input_quantizer"]
+
+
+def test_batch_norm_is_folded_not_an_onnx_batchnormalization(made):
+    ops = {n.op_type for n in converted(made, "batchnorm").graph.node}
+    assert "BatchNormalization" not in ops
+
+
+def test_channels_last_conv_model_stays_exact(made):
+    """qonnx's channels-last pass (batch fixed to 1) on the per-element quantizer ops."""
+    model = onnx.load(made / "conv2d_pool.channels_last.onnx")
+    onnx.checker.check_model(model)
+    ref = reference(made, "conv2d_pool")
+    inputs = {model.graph.input[0].name: ref["x1_0"]}
+    got = execute_qonnx(model, inputs)[model.graph.output[0].name]
+    np.testing.assert_allclose(got, ref["y1"], rtol=1e-6, atol=1e-6)
+
+
+def test_cli_converts_a_saved_hgq2_keras_file(made, tmp_path):
+    """A fresh ``qkeras2qonnx`` process reads the .keras file (Keras 3, hgq2 on its path)."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    out = tmp_path / "saved.onnx"
+    done = subprocess.run(
+        [sys.executable, "-m", "qkeras2qonnx", made / "saved.keras", "-o", out, "--verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "-> ok" in done.stdout
+    model = onnx.load(out)
+    onnx.checker.check_model(model)
+    assert_exact_in_both_runtimes(model, reference(made, "conv2d_pool"))
+
+
+def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
+    import qkeras
+
+    import qkeras2qonnx
+
+    assert qkeras.__version__.startswith("0.9")
+    model = qkeras2qonnx.convert(made / "saved.keras")
+    assert_exact_in_both_runtimes(model, reference(made, "conv2d_pool"))
+
+
+@pytest.mark.parametrize(
+    "name, fragments",
+    [
+        ("refuse_minifloat", ("mf", "minifloat", "no exact QONNX form")),
+        ("refuse_softmax", ("soft", "unsupported HGQ2 layer QSoftmax")),
+        ("refuse_tanh", ("fc", "activation 'tanh'")),
+        ("refuse_avg3", ("avg3", "not a power of two")),
+    ],
+)
+def test_unsupported_hgq2_models_are_refused_naming_the_layer(made, name, fragments):
+    """The in-memory ``convert(model, path)`` raised, naming the layer, and wrote nothing."""
+    message = (made / f"{name}.error.txt").read_text()
+    assert not (made / f"{name}.inmemory.onnx").exists()
+    for fragment in fragments:
+        assert fragment in message, message

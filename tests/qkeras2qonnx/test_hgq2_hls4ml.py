@@ -1,0 +1,41 @@
+"""hls4ml acceptance for HGQ2: our QONNX of an HGQ2 model compiles in hls4ml 1.3.0 (QONNX
+frontend, g++ emulation) and predicts what hls4ml's own HGQ2 frontend and HGQ2's ``predict``
+predict from the same model, bit for bit; where hls4ml refuses our graph, the refusal is the
+known one (message and file:line).
+
+Everything runs in one Keras 3 subprocess (``hgq2_hls4ml.py``: hls4ml's HGQ2 frontend needs
+``hgq``); this process compares its files. About a minute on 2 cores (four g++ builds).
+"""
+
+import numpy as np
+import pytest
+from qkeras3_support import run_qkeras3
+
+from qkeras2qonnx import flavour
+
+pytestmark = [pytest.mark.keras, pytest.mark.hls4ml]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    if flavour.hgq2_dir() is None:
+        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
+    root = tmp_path_factory.mktemp("hgq2_hls4ml")
+    run_qkeras3("hgq2_hls4ml.py", root)
+    return root
+
+
+@pytest.mark.parametrize("name", ["dense_sat", "conv_sat"])
+def test_hls4ml_on_our_qonnx_equals_hls4ml_hgq2_frontend_and_hgq2(built, name):
+    d = np.load(built / f"{name}.npz")
+    assert len(np.unique(d["hgq2"])) > 10  # not a degenerate (constant) output
+    np.testing.assert_array_equal(d["hls4ml_qonnx"], d["hls4ml_hgq2"])
+    np.testing.assert_array_equal(d["hls4ml_qonnx"], d["hgq2"])
+
+
+def test_default_wrap_activations_are_refused_by_hls4ml_where_known(built):
+    """HGQ2's default per-element WRAP activations are standard ops (Floor, ...) before a
+    covering Quant; hls4ml 1.3.0's ONNX frontend has no handler for them."""
+    message, where = (built / "dense_wrap.refused.txt").read_text().splitlines()
+    assert message == "ERROR: Unsupported operation type: Floor"
+    assert where == "onnx_to_hls.py:239"
