@@ -7,6 +7,7 @@ own predict, in-memory conversion) runs as a subprocess with the environment
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,20 @@ from qonnx_ingest.execute import execute_qonnx
 
 HERE = Path(__file__).resolve().parent
 _made: list[Path] = []
+
+
+def run_cli_on_keras3_file(*args: str | Path) -> subprocess.CompletedProcess:
+    """``python -m qkeras2qonnx args`` in a fresh process without TF_USE_LEGACY_KERAS, as a
+    user runs it on a Keras 3 file (the converter picks the flavour from the file)."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "qkeras2qonnx", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def run_qkeras3(script: str, *args: str | Path, timeout: float = 900) -> None:

@@ -6,15 +6,13 @@ saved ``.keras`` file on the command line and through ``convert(path)``'s subpro
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import pytest
 from hgq2_support import assert_exact_in_both_runtimes, made_hgq2_models
 from onnx import numpy_helper
+from qkeras3_support import run_cli_on_keras3_file
 from qkeras_helpers import quant_nodes
 
 from qonnx_ingest.execute import execute_qonnx
@@ -153,16 +151,8 @@ def test_channels_last_conv_model_stays_exact(made):
 
 def test_cli_converts_a_saved_hgq2_keras_file(made, tmp_path):
     """A fresh ``qkeras2qonnx`` process reads the .keras file (Keras 3, hgq2 on its path)."""
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("TF_USE_LEGACY_KERAS", None)
     out = tmp_path / "saved.onnx"
-    done = subprocess.run(
-        [sys.executable, "-m", "qkeras2qonnx", made / "saved.keras", "-o", out, "--verify"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli_on_keras3_file(made / "saved.keras", "-o", out, "--verify")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "-> ok" in done.stdout
     model = onnx.load(out)

@@ -6,14 +6,15 @@ The models are built, run (qkeras-v3's own predict) and converted in memory by
 ``qkeras3_models.py`` under qkeras-v3; this process only compares files.
 """
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import pytest
-from qkeras3_support import assert_matches_reference, keras2_era_hdf5, made_models
+from qkeras3_support import (
+    assert_matches_reference,
+    keras2_era_hdf5,
+    made_models,
+    run_cli_on_keras3_file,
+)
 from qkeras_helpers import quant_nodes
 
 from qonnx_ingest.errors import ConversionError
@@ -152,16 +153,8 @@ def test_load_model_refuses_a_keras3_file_in_a_qkeras09_process(made):
 
 def test_cli_converts_a_keras3_file_and_verifies(made, tmp_path):
     """A fresh ``qkeras2qonnx`` process picks Keras 3 from the file and runs it in-process."""
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("TF_USE_LEGACY_KERAS", None)
     out = tmp_path / "dense.onnx"
-    done = subprocess.run(
-        [sys.executable, "-m", "qkeras2qonnx", made / "conv_bn.keras", "-o", out, "--verify"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli_on_keras3_file(made / "conv_bn.keras", "-o", out, "--verify")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "-> ok" in done.stdout
     assert_matches_reference(onnx.load(out), reference(made, "conv_bn"))
