@@ -14,6 +14,13 @@ from qonnx_ingest.cli import ModelScan, default_output, make_parser, positive_in
 from qonnx_ingest.versions import BASE, KERAS
 
 
+def _isolated_versions() -> dict:
+    """qkeras-v3 and hgq2 live in directories of their own (each ships a ``qkeras``)."""
+    from qkeras2qonnx import flavour
+
+    return {"qkeras-v3": flavour.qkeras3_dir(), "hgq2": flavour.hgq2_dir()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser(
         "qkeras2qonnx",
@@ -23,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "QKeras or HGQ2 model: full-model .h5, .keras, Keras SavedModel directory, or .json "
         "architecture (with --weights)",
         versions=(*BASE, *KERAS),
+        isolated_versions=_isolated_versions,
         examples=(
             ("model.h5", "write model.onnx beside model.h5"),
             (

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from qonnx_ingest import DEFAULT_OPSET
@@ -45,9 +45,11 @@ def make_parser(
     input_help: str,
     versions: Sequence[str] = BASE,
     examples: Sequence[tuple[str, str]] = (),
+    isolated_versions: Callable[[], Mapping[str, Path | None]] | None = None,
 ) -> argparse.ArgumentParser:
     """The options every converter has: inputs, -o, --opset, --verbose, --version, ...,
-    in argument groups; ``versions`` are the libraries ``--version`` lists after ours;
+    in argument groups; ``versions`` are the libraries ``--version`` lists after ours (then
+    ``isolated_versions()``: name -> the directory of its own a library is installed in);
     ``examples`` (command, what it does) and the exit codes make the epilog. The tool's own
     options go to ``parser`` (listed under "options")."""
     parser = argparse.ArgumentParser(
@@ -165,6 +167,7 @@ def make_parser(
         "--version",
         action=_VersionAction,
         libraries=tuple(versions),
+        isolated=isolated_versions,
         help="show our version and those of the libraries a conversion uses, and exit",
     )
     return parser
@@ -186,14 +189,15 @@ def _epilog(prog: str, examples: Sequence[tuple[str, str]]) -> str:
 class _VersionAction(argparse.Action):
     """Like argparse's version action, with several lines kept as they are."""
 
-    def __init__(self, option_strings, dest, libraries=(), help=None):
+    def __init__(self, option_strings, dest, libraries=(), isolated=None, help=None):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
-        self.libraries = libraries
+        self.libraries, self.isolated = libraries, isolated
 
     def __call__(self, parser, namespace, values, option_string=None):
         from qonnx_ingest.versions import version_text
 
-        print(version_text(parser.prog, self.libraries))
+        isolated = self.isolated() if self.isolated is not None else None
+        print(version_text(parser.prog, self.libraries, isolated))
         parser.exit()
 
 

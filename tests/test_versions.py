@@ -65,6 +65,22 @@ def test_version_lists_the_libraries_without_importing_tensorflow(tool, librarie
     assert "HEAVY []" in out
 
 
+def test_qkeras2qonnx_version_reads_qkeras_v3_and_hgq2_from_their_own_directories():
+    """Both install a top-level ``qkeras``, so they live outside site-packages (setup.sh):
+    their versions come from the dist-info there, pinned in constraints.txt."""
+    pins = dict(
+        line.strip().split("==")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.startswith(("qkeras-v3==", "hgq2=="))
+    )
+    assert sorted(pins) == ["hgq2", "qkeras-v3"]
+    lines = version_screen("qkeras2qonnx").splitlines()
+    for name, version in pins.items():
+        directory = ROOT / ".venv" / name
+        want = f"  {name} {version} (in {directory})" if directory.is_dir() else f"  {name} "
+        assert any(line.startswith(want) for line in lines), (want, lines)
+
+
 @pytest.mark.parametrize("package", ["qonnx_ingest", "tflite2qonnx", "qkeras2qonnx"])
 def test_each_package_exports_its_version_and_the_public_exceptions(package):
     from qonnx_ingest import errors
