@@ -12,8 +12,11 @@ import sys
 
 import numpy as np
 import pytest
+
+import qkeras2qonnx  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from support import EXAMPLES, ROOT
 
+pytestmark = pytest.mark.keras  # the quick start converts a QKeras model too
 TOOLS = {"tflite2qonnx", "qkeras2qonnx"}
 # Setup lines a fresh machine needs and this test does not run: it runs in the venv the suite
 # runs in, where the project and its pinned dependencies are installed already.
@@ -117,7 +120,6 @@ def test_quick_start_tflite_output_is_what_the_tflite_interpreter_computes(run):
 
 
 def test_quick_start_qkeras_output_is_what_qkeras_predict_computes(run):
-    import qkeras2qonnx  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
     from qkeras.utils import load_qmodel
 
     _, _, conversions, printed = run
