@@ -3,8 +3,9 @@
 ``python hgq2_hls4ml.py OUT`` builds seeded HGQ2 models and, per accepted model NAME, writes
 ``NAME.npz``: inputs ``x`` (32 samples on a 1/16 grid), HGQ2's ``predict`` (``hgq2``), the
 ``predict`` of hls4ml's own HGQ2 frontend (``hls4ml_hgq2``) and of hls4ml's QONNX frontend on
-our QONNX (``hls4ml_qonnx``; the README's recipe). For a model hls4ml's QONNX frontend refuses,
-``NAME.refused.txt`` holds the exception's message and the file:line that raised it.
+our QONNX (``hls4ml_qonnx``; the recipe in docs/hls4ml.md). For a model hls4ml's QONNX
+frontend refuses, ``NAME.refused.txt`` holds the exception's message and the file:line that
+raised it.
 
 Accepted: activation quantizers with uniform widths, SAT overflow and RND_CONV rounding (each
 one plain Quant) and HGQ2's default per-weight kernel and bias widths (stored values and a
@@ -70,7 +71,7 @@ def dense_wrap() -> keras.Model:
 
 
 def hls4ml_qonnx(model: keras.Model, out: Path) -> object:
-    """hls4ml's QONNX frontend on our QONNX of ``model`` (the README's recipe)."""
+    """hls4ml's QONNX frontend on our QONNX of ``model`` (the recipe in docs/hls4ml.md)."""
     wrapper = cleanup_model(ModelWrapper(qkeras2qonnx.convert(model, channels_last=True)))
     wrapper = wrapper.transform(ConvertToChannelsLastAndClean()).transform(GemmToMatMul())
     wrapper = cleanup_model(wrapper)

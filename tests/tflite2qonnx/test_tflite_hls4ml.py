@@ -1,5 +1,5 @@
 """TFLite models through hls4ml 1.3.0's QONNX frontend (issue 17): what works and the
-documented limits (README, "hls4ml").
+documented limits (docs/hls4ml.md).
 
 Our channels-last output is the graph hls4ml's QONNX recipe asks for: the recipe's qonnx
 preparation (cleanup, ConvertToChannelsLastAndClean, GemmToMatMul) leaves its channels-last
@@ -23,7 +23,7 @@ hls4ml's ``ScaleDownConv`` cannot move a per-channel (not power-of-two) weight s
 Conv that has a bias, and the weight Constant is left for the same IndexError.
 
 Each limit is asserted as it stands, so a fixed hls4ml fails a test here and asks for the
-README entry to go.
+docs/hls4ml.md entry to go.
 """
 
 from __future__ import annotations
