@@ -7,7 +7,9 @@ much faster than qonnx's executor (a session per node), in a form that computes 
 after QCDQ lowering when that is exact (every activation quantizer 8 bits or less, rounding
 half to even, no zero point), else with each Quant rewritten as qonnx evaluates it
 (``quant_lowering``); qonnx's executor runs what neither form holds (bipolar, Trunc). A tie
-rounded differently by QuantizeLinear is thus never blamed on the conversion.
+rounded differently by QuantizeLinear is thus never blamed on the conversion. A model of
+standard ops only (a ``--format qcdq`` file, a float model) runs as written, in a default
+session: what its users load.
 """
 
 from __future__ import annotations
@@ -136,8 +138,12 @@ def _onnxruntime_session(model: onnx.ModelProto):
     None when no such form exists here (then qonnx's executor, which reads every QONNX op,
     runs it).
 
-    Graph optimizations are off: onnxruntime would otherwise fuse the QCDQ pattern into
-    integer kernels with their own requantization rounding, which is not what the file says.
+    A model of standard ops only (a ``--format qcdq`` file, a float model) is run as written
+    and as its users run it: in a default session, graph optimizations on. One a default
+    session refuses is an error, not a fallback. A model with quantizers runs in a form
+    computing what qonnx's executor computes (one session per node, nothing to fuse), so
+    optimizations are off there: onnxruntime would otherwise fuse the QCDQ pattern into
+    integer kernels with their own requantization rounding.
     """
     try:
         import onnxruntime as ort
@@ -147,6 +153,18 @@ def _onnxruntime_session(model: onnx.ModelProto):
     from qonnx_ingest.qcdq import to_qcdq
     from qonnx_ingest.quant_lowering import NotLowerable, lower_quants
 
+    options = ort.SessionOptions()
+    if _standard_only(model):
+        try:
+            session = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # what users of the file would meet: say so
+            text = " ".join(str(exc).split())
+            raise ConversionError(
+                f"a default onnxruntime session cannot load the converted model: {text[:300]}"
+            ) from None
+        return session, "onnxruntime"
     lowered, runner = model, "onnxruntime"
     if any(n.op_type in QUANT_OP_TYPES for n in model.graph.node):
         try:
@@ -156,7 +174,6 @@ def _onnxruntime_session(model: onnx.ModelProto):
                 lowered, runner = lower_quants(model), "onnxruntime, Quant as standard ops"
             except NotLowerable:
                 return None, ""
-    options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         session = ort.InferenceSession(
@@ -165,6 +182,22 @@ def _onnxruntime_session(model: onnx.ModelProto):
     except Exception:  # an op onnxruntime lacks: qonnx's executor is the fallback
         return None, ""
     return session, runner
+
+
+def _standard_only(model: onnx.ModelProto) -> bool:
+    """Whether every node, subgraphs included, is a standard ONNX op."""
+
+    def standard(graph: onnx.GraphProto) -> bool:
+        for node in graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                return False
+            for attr in node.attribute:
+                subgraphs = (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
+                if not all(standard(g) for g in subgraphs):
+                    return False
+        return True
+
+    return standard(model.graph)
 
 
 def load_inputs(path: str | Path, names: Sequence[str]) -> list[Feeds]:
