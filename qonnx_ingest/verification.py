@@ -8,8 +8,8 @@ after QCDQ lowering when that is exact (every activation quantizer 8 bits or les
 half to even, no zero point), else with each Quant rewritten as qonnx evaluates it
 (``quant_lowering``); qonnx's executor runs what neither form holds (bipolar, Trunc). A tie
 rounded differently by QuantizeLinear is thus never blamed on the conversion. A model of
-standard ops only (a ``--format qcdq`` file, a float model) runs as written, in a default
-session: what its users load.
+standard ops only (a ``--format qcdq`` file, a float model) runs as written under --verify,
+in a default session: what its users load.
 """
 
 from __future__ import annotations
@@ -122,9 +122,16 @@ def within_relative(agreement: Agreement, reference: Sequence[np.ndarray], rtol:
     return agreement.max_abs_error <= rtol * max(1.0, peak)
 
 
-def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[Feeds], str]:
-    """Outputs of the converted model on each feed, and which runner produced them."""
-    session, runner = _onnxruntime_session(model)
+def run_converted(
+    model: onnx.ModelProto, feeds: Sequence[Feeds], *, as_written: bool = False
+) -> tuple[list[Feeds], str]:
+    """Outputs of the converted model on each feed, and which runner produced them.
+
+    ``as_written`` (--verify): a model of standard ops only runs as its users run it, in a
+    default onnxruntime session (graph optimizations on), and one such a session refuses is a
+    ConversionError. Otherwise (tests comparing kernels bit for bit) optimizations stay off:
+    onnxruntime's fusions move float results by ulps."""
+    session, runner = _onnxruntime_session(model, as_written)
     if session is not None:
         names = [o.name for o in model.graph.output]
         return [dict(zip(names, session.run(names, f), strict=True)) for f in feeds], runner
@@ -133,13 +140,13 @@ def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[
     return [execute_qonnx(model, f) for f in feeds], "qonnx's executor"
 
 
-def _onnxruntime_session(model: onnx.ModelProto):
+def _onnxruntime_session(model: onnx.ModelProto, as_written: bool = False):
     """An onnxruntime session on a form of ``model`` computing its bits, and that form's name;
     None when no such form exists here (then qonnx's executor, which reads every QONNX op,
     runs it).
 
-    A model of standard ops only (a ``--format qcdq`` file, a float model) is run as written
-    and as its users run it: in a default session, graph optimizations on. One a default
+    ``as_written``: a model of standard ops only (a ``--format qcdq`` file, a float model) is
+    run as its users run it: in a default session, graph optimizations on. One a default
     session refuses is an error, not a fallback. A model with quantizers runs in a form
     computing what qonnx's executor computes (one session per node, nothing to fuse), so
     optimizations are off there: onnxruntime would otherwise fuse the QCDQ pattern into
@@ -154,7 +161,7 @@ def _onnxruntime_session(model: onnx.ModelProto):
     from qonnx_ingest.quant_lowering import NotLowerable, lower_quants
 
     options = ort.SessionOptions()
-    if _standard_only(model):
+    if as_written and _standard_only(model):
         try:
             session = ort.InferenceSession(
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]

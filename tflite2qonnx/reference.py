@@ -87,7 +87,7 @@ def verify(
         {d["name"]: _to_stored(_real(s[d["name"]], d), perms.get(d["name"])) for d in in_details}
         for s in samples
     ]
-    ours_stored, runner = run_converted(model, feeds)
+    ours_stored, runner = run_converted(model, feeds, as_written=True)
     results = []
     for d in out_details:
         name, grid = d["name"], _grid(d)
