@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from quant_models import ort_session
 
-from qonnx_ingest.compact import NODE_NAME_LIMIT, _tail, needs_compacting
+from qonnx_ingest.compact import NODE_NAME_LIMIT, _tail, compact, needs_compacting
 from qonnx_ingest.finish import finish_model
 
 
@@ -59,6 +59,24 @@ def test_large_structure_on_small_weights_is_compacted_and_computes_the_same():
     for name in internal:
         assert recorded[name].elem_type == TensorProto.FLOAT, name
         assert [d.dim_value for d in recorded[name].shape.dim] == [1, 4], name
+
+
+def test_qonnx_executor_runs_the_compact_form_as_written():
+    """qonnx's execute_onnx reads every tensor's shape from value_info ("Found unspecified
+    tensor shapes" otherwise): x -> 20 x (x + c, relu), compacted, by hand."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+
+    small = finish_model(chain(20))
+    compact(small.graph)  # what finishing does past the size threshold
+    assert small.graph.node[0].output[0] == "t0"
+    c = np.array([0.5, -0.25, 0.125, -1.0], np.float32)
+    x = np.array([[1.0, 2.0, -3.0, 4.0]], np.float32)
+    expected = x
+    for _ in range(20):
+        expected = np.maximum(expected + c, 0)
+    got = execute_onnx(ModelWrapper(small), {"x": x})["y"]
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_small_graph_keeps_its_names_and_value_info():
