@@ -353,7 +353,9 @@ class GraphBuilder:
         names: dict[int, str] = {}
         seen: set[str] = set()
         for t in self.subgraph.tensors:
-            name = t.name or f"tensor_{t.index}"
+            # not tensor_<k>: qonnx's GiveUniqueTensorNames (in cleanup_model) renames every
+            # tensor to tensor_<i> in turn, and one already so named would merge with another
+            name = t.name or f"unnamed_{t.index}"
             if name in seen:
                 name = f"{name}:{t.index}"
             seen.add(name)

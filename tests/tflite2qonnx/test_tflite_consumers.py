@@ -171,3 +171,17 @@ def test_qonnx_cleanup_takes_a_hybrid_convolution_in_channels_last_form():
     )
     got = execute_onnx(cleaned, {name_in: it.get_tensor(op.inputs[0])})[name_out]
     np.testing.assert_array_equal(got, it.get_tensor(op.outputs[0]))
+
+
+def test_qonnx_cleanup_takes_a_model_with_an_unnamed_tensor():
+    """The keyword spotter's input tensor has the empty string for a name. Named tensor_52,
+    it met qonnx's GiveUniqueTensorNames (in cleanup_model), which renames every tensor to
+    tensor_<i> in turn without checking: two tensors merged, and SortGraph found a cycle."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.util.cleanup import cleanup_model
+
+    source = CORPUS / "tflite" / "tflm__keyword_scrambled.tflite"
+    model = tflite2qonnx.convert(source, channels_last=True)
+    cleaned = cleanup_model(ModelWrapper(model))
+    assert [v.name for v in cleaned.graph.input] == ["global_in"]
+    assert len(cleaned.graph.node) > 0
