@@ -66,7 +66,7 @@ def verify(
         {n: np.stack([np.asarray(s[n], np.float32) for s in padded[i : i + batch]]) for n in names}
         for i in range(0, len(padded), batch)
     ]
-    ours, runner = run_converted(model, feeds)
+    ours, runner = run_converted(model, feeds, as_written=True)
     reference = [_predict(keras_model, [f[n] for n in order]) for f in feeds]
     grids = output_grids(model)
     results = []

@@ -6,11 +6,10 @@ hierarchical names run to 60 characters and each appears as a node name, a tenso
 reader and a value_info entry. Past a threshold the graph keeps what identifies it and drops
 what can be recomputed:
 
-- intermediate value_info goes (graph inputs and outputs keep their shapes): onnxruntime and
-  onnx infer shapes, and qonnx's cleanup (InferShapes), which hls4ml's QONNX flow runs first,
-  writes them back;
 - internal tensors and initializers get short names (``t<k>``, ``w<k>``; graph inputs and
-  outputs keep theirs);
+  outputs keep theirs); value_info stays, under the short names (a few bytes a tensor):
+  qonnx's executor refuses a graph without it, and re-inferring it with qonnx's InferShapes
+  takes minutes on such a graph (133 s on dp_net);
 - nodes keep readable names: the last '/'-separated parts of their TFLite-derived name that
   fit in ``NODE_NAME_LIMIT`` characters (the tail names the op; the head is the Keras model's
   scope), made unique.
@@ -56,8 +55,7 @@ def needs_compacting(model: onnx.ModelProto) -> bool:
 
 
 def compact(graph: onnx.GraphProto) -> None:
-    """Drop intermediate value_info, name tensors ``t<k>``/``w<k>``, shorten node names."""
-    del graph.value_info[:]
+    """Name tensors ``t<k>``/``w<k>`` (value_info follows), shorten node names."""
     keep = {v.name for v in graph.input} | {v.name for v in graph.output}
     taken = TakenNames(keep)
     mapping: dict[str, str] = {}
@@ -70,7 +68,7 @@ def compact(graph: onnx.GraphProto) -> None:
             if name and name not in keep and name not in mapping:
                 mapping[name] = unique_name(f"t{count}", taken)
                 count += 1
-    for t in graph.initializer:
+    for t in (*graph.initializer, *graph.value_info):
         t.name = mapping.get(t.name, t.name)
     for a in graph.quantization_annotation:
         a.tensor_name = mapping.get(a.tensor_name, a.tensor_name)

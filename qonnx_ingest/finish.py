@@ -282,8 +282,15 @@ def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
 
 
 def _drop_shapeless_value_info(graph: onnx.GraphProto) -> None:
-    """Inference leaves type-only entries for data-dependent shapes; the checker rejects them."""
-    keep = [vi for vi in graph.value_info if vi.type.tensor_type.HasField("shape")]
+    """Inference leaves type-only entries for data-dependent shapes; the checker rejects them.
+    A second entry for one tensor goes too: qonnx's ModelWrapper refuses a model with one
+    ("Multiple ValueInfoProto found")."""
+    seen: set[str] = set()
+    keep = []
+    for vi in graph.value_info:
+        if vi.type.tensor_type.HasField("shape") and vi.name not in seen:
+            seen.add(vi.name)
+            keep.append(vi)
     if len(keep) != len(graph.value_info):
         del graph.value_info[:]
         graph.value_info.extend(keep)

@@ -31,6 +31,7 @@ from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
 from qonnx_ingest.qcdq_rewrite import lower_quants
+from qonnx_ingest.qcdq_unsigned import store_int8_as_uint8
 from qonnx_ingest.quant_info import (
     ACTIVATION,
     INPUT,
@@ -77,6 +78,7 @@ def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
             else "qonnx QuantToQCDQ did not lower it",
             f"{node.op_type} {node.name or node.output[0]}",
         )  # fmt: skip
+    store_int8_as_uint8(model)  # what a default onnxruntime session loads at opset >= 21
     _drop_qonnx_domain(model)
     check_model(model)
     return model

@@ -7,7 +7,9 @@ much faster than qonnx's executor (a session per node), in a form that computes 
 after QCDQ lowering when that is exact (every activation quantizer 8 bits or less, rounding
 half to even, no zero point), else with each Quant rewritten as qonnx evaluates it
 (``quant_lowering``); qonnx's executor runs what neither form holds (bipolar, Trunc). A tie
-rounded differently by QuantizeLinear is thus never blamed on the conversion.
+rounded differently by QuantizeLinear is thus never blamed on the conversion. A model of
+standard ops only (a ``--format qcdq`` file, a float model) runs as written under --verify,
+in a default session: what its users load.
 """
 
 from __future__ import annotations
@@ -120,9 +122,16 @@ def within_relative(agreement: Agreement, reference: Sequence[np.ndarray], rtol:
     return agreement.max_abs_error <= rtol * max(1.0, peak)
 
 
-def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[Feeds], str]:
-    """Outputs of the converted model on each feed, and which runner produced them."""
-    session, runner = _onnxruntime_session(model)
+def run_converted(
+    model: onnx.ModelProto, feeds: Sequence[Feeds], *, as_written: bool = False
+) -> tuple[list[Feeds], str]:
+    """Outputs of the converted model on each feed, and which runner produced them.
+
+    ``as_written`` (--verify): a model of standard ops only runs as its users run it, in a
+    default onnxruntime session (graph optimizations on), and one such a session refuses is a
+    ConversionError. Otherwise (tests comparing kernels bit for bit) optimizations stay off:
+    onnxruntime's fusions move float results by ulps."""
+    session, runner = _onnxruntime_session(model, as_written)
     if session is not None:
         names = [o.name for o in model.graph.output]
         return [dict(zip(names, session.run(names, f), strict=True)) for f in feeds], runner
@@ -131,13 +140,17 @@ def run_converted(model: onnx.ModelProto, feeds: Sequence[Feeds]) -> tuple[list[
     return [execute_qonnx(model, f) for f in feeds], "qonnx's executor"
 
 
-def _onnxruntime_session(model: onnx.ModelProto):
+def _onnxruntime_session(model: onnx.ModelProto, as_written: bool = False):
     """An onnxruntime session on a form of ``model`` computing its bits, and that form's name;
     None when no such form exists here (then qonnx's executor, which reads every QONNX op,
     runs it).
 
-    Graph optimizations are off: onnxruntime would otherwise fuse the QCDQ pattern into
-    integer kernels with their own requantization rounding, which is not what the file says.
+    ``as_written``: a model of standard ops only (a ``--format qcdq`` file, a float model) is
+    run as its users run it: in a default session, graph optimizations on. One a default
+    session refuses is an error, not a fallback. A model with quantizers runs in a form
+    computing what qonnx's executor computes (one session per node, nothing to fuse), so
+    optimizations are off there: onnxruntime would otherwise fuse the QCDQ pattern into
+    integer kernels with their own requantization rounding.
     """
     try:
         import onnxruntime as ort
@@ -147,6 +160,18 @@ def _onnxruntime_session(model: onnx.ModelProto):
     from qonnx_ingest.qcdq import to_qcdq
     from qonnx_ingest.quant_lowering import NotLowerable, lower_quants
 
+    options = ort.SessionOptions()
+    if as_written and _standard_only(model):
+        try:
+            session = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # what users of the file would meet: say so
+            text = " ".join(str(exc).split())
+            raise ConversionError(
+                f"a default onnxruntime session cannot load the converted model: {text[:300]}"
+            ) from None
+        return session, "onnxruntime"
     lowered, runner = model, "onnxruntime"
     if any(n.op_type in QUANT_OP_TYPES for n in model.graph.node):
         try:
@@ -156,7 +181,6 @@ def _onnxruntime_session(model: onnx.ModelProto):
                 lowered, runner = lower_quants(model), "onnxruntime, Quant as standard ops"
             except NotLowerable:
                 return None, ""
-    options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         session = ort.InferenceSession(
@@ -165,6 +189,22 @@ def _onnxruntime_session(model: onnx.ModelProto):
     except Exception:  # an op onnxruntime lacks: qonnx's executor is the fallback
         return None, ""
     return session, runner
+
+
+def _standard_only(model: onnx.ModelProto) -> bool:
+    """Whether every node, subgraphs included, is a standard ONNX op."""
+
+    def standard(graph: onnx.GraphProto) -> bool:
+        for node in graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                return False
+            for attr in node.attribute:
+                subgraphs = (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
+                if not all(standard(g) for g in subgraphs):
+                    return False
+        return True
+
+    return standard(model.graph)
 
 
 def load_inputs(path: str | Path, names: Sequence[str]) -> list[Feeds]:

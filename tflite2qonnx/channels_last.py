@@ -219,6 +219,12 @@ def _weight_to_last(node, graph, producer, consumers, inits, infos) -> str:
         raise ConversionError("the rank of this Conv weight is unknown", name)
     moved = f"{name}_ohwi"
     graph.node.append(_transpose(name, moved, perm))
+    # its shape on record: qonnx's channels-last Conv reads it in InferShapes (cleanup_model)
+    dims = _dims(infos.get(name)) or _dims_init(inits.get(name))
+    elem_type = infos[name].type.tensor_type.elem_type if name in infos else inits[name].data_type
+    info = helper.make_tensor_value_info(moved, elem_type, [dims[i] for i in perm])
+    graph.value_info.append(info)
+    infos[moved] = info
     return moved
 
 

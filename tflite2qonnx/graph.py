@@ -393,13 +393,15 @@ class GraphBuilder:
 
 
 def unique_tensor_names(subgraph: Subgraph) -> dict[int, str]:
-    """Each tensor's ONNX name: its TFLite name, ``tensor_<index>`` when that is empty, and
+    """Each tensor's ONNX name: its TFLite name, ``unnamed_<index>`` when that is empty, and
     ``<name>:<index>`` for a repeat (TFLite allows both; --verify, --verify-inputs, the
-    metadata and the reports key tensors by these)."""
+    metadata and the reports key tensors by these). Not ``tensor_<index>``: qonnx's
+    GiveUniqueTensorNames (in cleanup_model) renames every tensor to ``tensor_<i>`` in turn,
+    and one already so named would merge with another."""
     names: dict[int, str] = {}
     seen: set[str] = set()
     for t in subgraph.tensors:
-        name = t.name or f"tensor_{t.index}"
+        name = t.name or f"unnamed_{t.index}"
         if name in seen:
             name = f"{name}:{t.index}"
         seen.add(name)

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.utils import Extractor
@@ -185,6 +186,51 @@ def test_16_bit_activation_is_stored_as_int16_at_opset_21():
     codes = np.array([[-102, 26, 95, 166, 289, 538, 998, 25600]], np.float32)
     np.testing.assert_array_equal(run_ort(q, {"x": X})["y"], codes / 256)
     np.testing.assert_array_equal(execute_qonnx(model, {"x": X})["y"], codes / 256)
+
+
+def test_int8_chains_at_opset_21_are_stored_as_uint8_so_a_default_session_loads_them():
+    # a 16-bit activation lifts the model to opset 21, where onnxruntime's QDQ propagation
+    # (on in a default session) refuses an int8 QuantizeLinear it inserts behind a
+    # DequantizeLinear read by Unsqueezes; the int8 grid stored as uint8 (+128) is the same
+    graph = helper.make_graph(
+        [],
+        "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8])],
+    )
+    make_quant("x", "x16", 2.0**-8, 0, 16, name="wide_quant").add_to(graph)
+    make_quant("x16", "x8", 0.25, -3, 8, name="narrow_quant").add_to(graph)
+    graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "axes"))
+    graph.node.extend(
+        [
+            helper.make_node("Unsqueeze", ["x8", "axes"], ["u0"], name="u0"),
+            helper.make_node("Unsqueeze", ["x8", "axes"], ["u1"], name="u1"),
+            helper.make_node("Concat", ["u0", "u1"], ["y"], name="cat", axis=1),
+        ]
+    )
+    model = finished(graph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConversionWarning)  # the zero point's ties: none here
+        q = lowered(model)
+    assert {(o.domain, o.version) for o in q.opset_import} == {("", 21)}
+    inits = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    constants = {
+        n.output[0]: numpy_helper.to_array(n.attribute[0].t)
+        for n in q.graph.node
+        if n.op_type == "Constant"
+    }
+    zero_points = [
+        (constants | inits)[n.input[2]] for n in q.graph.node if n.op_type == "QuantizeLinear"
+    ]
+    assert sorted((z.dtype.name, int(z)) for z in zero_points) == [("int16", 0), ("uint8", 125)]
+    session = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"])
+    # x / 0.25 - 3 = [-4.6, -2.6, -1.52, -0.4, 1.52, 5.4, 12.6, 397] -> int8 codes
+    # [-5, -3, -2, 0, 2, 5, 13, 127] (x read on the 2^-8 grid first: no tie moves)
+    codes = np.array([-5, -3, -2, 0, 2, 5, 13, 127], np.float32)
+    expected = np.stack([(codes + 3) * 0.25] * 2)[None]
+    (got,) = session.run(None, {"x": X})
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(execute_qonnx(model, {"x": X})["y"], expected)
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,44 @@ def test_runner_choice_and_results(model, runner):
         np.testing.assert_array_equal(out["y"], execute_qonnx(model, feed)["y"])
 
 
+def qdq_model_default_sessions_refuse() -> onnx.ModelProto:
+    """Q/DQ int8 at opset 21, the DequantizeLinear read by two Unsqueezes: onnxruntime 1.31's
+    QDQ propagation (default session options) inserts a QuantizeLinear there that its own type
+    check refuses; with graph optimizations off the model loads and runs."""
+    scale = helper.make_tensor("s", TensorProto.FLOAT, [], [0.25])
+    zero = helper.make_tensor("z", TensorProto.INT8, [], [0])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    graph = helper.make_graph(
+        [
+            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+            helper.make_node("Unsqueeze", ["d", "axes"], ["u0"]),
+            helper.make_node("Unsqueeze", ["d", "axes"], ["u1"]),
+            helper.make_node("Concat", ["u0", "u1"], ["y"], axis=1),
+        ],
+        "refused",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8])],
+        [scale, zero, axes],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+def test_a_model_of_standard_ops_runs_as_users_run_it_in_a_default_session():
+    # the file as written is what users load: a default session refusing it is an error
+    # (with optimizations off, as --verify ran it before, it loaded and "passed")
+    import onnxruntime as ort
+
+    model = qdq_model_default_sessions_refuse()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    with pytest.raises(ConversionError, match="a default onnxruntime session cannot load"):
+        run_converted(model, [{"x": np.zeros((1, 8), np.float32)}], as_written=True)
+
+
 # ----------------------------------------------------------------------------- the error
 
 

@@ -249,3 +249,23 @@ def test_hls4ml_compatible_refuses_bias_off_its_grid(mlp):
     with pytest.raises(ConversionError, match="not on its quantizer's grid") as failure:
         hls4ml_compatible(model)
     assert bias.input[0] in str(failure.value)
+
+
+# corpus models and the first thing hls4ml 1.3.0's QONNX frontend refuses in each (docs/hls4ml.md)
+HLS4ML_REFUSALS = {
+    "tfexamples__recommendation_history10_top100": "ERROR: Unsupported operation type: Equal",
+    "armzoo__ds_cnn_small_int16": "ERROR: Unsupported operation type: Floor",
+    "tflm__dtln_noise_suppression": "ERROR: Merging more than two tensors is not yet supported.",
+}
+
+
+def test_hls4ml_refuses_corpus_models_for_its_own_reasons(tmp_path):
+    """The recipe's qonnx preparation takes each channels-last file; hls4ml's parser then stops
+    at an op or form it has no handler for (hls4ml/converters/onnx_to_hls.py, line 239;
+    onnx/merge.py, line 40): the messages docs/hls4ml.md lists, asserted as they stand."""
+    for name, message in HLS4ML_REFUSALS.items():
+        model = tflite2qonnx.convert(CORPUS / "tflite" / f"{name}.tflite", channels_last=True)
+        prepared = _prepare(model)
+        with pytest.raises(Exception) as failure:
+            _hls4ml(prepared, tmp_path / name)
+        assert str(failure.value) == message, name

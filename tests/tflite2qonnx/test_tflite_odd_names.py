@@ -30,13 +30,13 @@ def odd(tmp_path_factory):
 def test_converted_graph_names_empty_and_repeated_tensors_uniquely(odd) -> None:
     model = convert(odd)
     onnx.checker.check_model(model)
-    assert [i.name for i in model.graph.input] == ["tensor_0", "tensor_1"]
+    assert [i.name for i in model.graph.input] == ["unnamed_0", "unnamed_1"]
     assert [o.name for o in model.graph.output] == OUTPUTS
     values = [o for n in model.graph.node for o in n.output]
     assert len(values) == len(set(values))
     assert any(v.startswith("dup:3") for v in values)  # the second "dup" (MUL, tensor 3)
     io = json.loads({p.key: p.value for p in model.metadata_props}["tflite2qonnx.io_quantization"])
-    assert io["tensor_1"] == {"dtype": "int8", "scale": [pytest.approx(0.04)], "zero_point": [-7]}
+    assert io["unnamed_1"] == {"dtype": "int8", "scale": [pytest.approx(0.04)], "zero_point": [-7]}
 
 
 def test_cli_verify_report_and_encodings_on_odd_names(odd, tmp_path, capsys) -> None:
@@ -46,13 +46,13 @@ def test_cli_verify_report_and_encodings_on_odd_names(odd, tmp_path, capsys) -> 
     verdicts = [line for line in text.splitlines() if " -> " in line]
     assert len(verdicts) == 3 and all("-> ok" in v for v in verdicts), text
     assert verdicts[1].lstrip().startswith("ausgabe_ü∂_出力:")
-    assert "tensor_0 " in text and "tensor_1 " in text  # the report's input rows
+    assert "unnamed_0 " in text and "unnamed_1 " in text  # the report's input rows
     names = {e["name"] for e in json.loads(enc.read_text(encoding="utf-8"))["encodings"]}
     model = onnx.load(out)
     graph_values = {i.name for i in model.graph.input} | {
         o for n in model.graph.node for o in n.output
     }
-    assert {"tensor_0", "tensor_1"} <= names <= graph_values
+    assert {"unnamed_0", "unnamed_1"} <= names <= graph_values
 
 
 @pytest.mark.parametrize("keys", ["converted", "positional"])
@@ -61,7 +61,7 @@ def test_verify_inputs_keyed_by_converted_name_or_position(odd, tmp_path, capsys
     a, b = (rng.integers(-128, 128, (5, 1, 6)).astype(np.int8) for _ in range(2))
     npz = tmp_path / f"{keys}.npz"
     if keys == "converted":
-        np.savez(npz, tensor_0=a, tensor_1=b)
+        np.savez(npz, unnamed_0=a, unnamed_1=b)
     else:
         np.savez(npz, a, b)
     argv = [str(odd), "-o", str(tmp_path / "o.onnx"), "--verify-inputs", str(npz)]
@@ -78,7 +78,7 @@ def test_verify_inputs_under_other_names_is_a_one_line_error_naming_the_keys(
     before = snapshot(tmp_path)
     assert main([str(odd), "-o", str(tmp_path / "o.onnx"), "--verify-inputs", str(npz)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "expected arrays named tensor_0, tensor_1" in err, err
+    assert err.count("\n") == 1 and "expected arrays named unnamed_0, unnamed_1" in err, err
     assert snapshot(tmp_path) == before  # no output file
 
 
@@ -87,6 +87,6 @@ def test_keyword_model_with_an_empty_named_input_verifies(tmp_path, capsys) -> N
     """Was: internal error: Required inputs (['tensor_52']) are missing from input feed ([''])."""
     assert main([str(KEYWORD), "-o", str(tmp_path / "kw.onnx"), "--verify"]) == 0
     captured = capsys.readouterr()
-    assert "tensor_53:" in captured.out and "-> ok" in captured.out
+    assert "unnamed_53:" in captured.out and "-> ok" in captured.out
     warnings = [line for line in captured.err.splitlines() if "stateful" in line]
-    assert len(warnings) == 1 and "tensor_4, tensor_12, tensor_20 and 4 more" in warnings[0]
+    assert len(warnings) == 1 and "unnamed_4, unnamed_12, unnamed_20 and 4 more" in warnings[0]
