@@ -145,3 +145,13 @@ def _custom_inside(graph: onnx.GraphProto) -> bool:
 
 def _name(elem_type: int) -> str:
     return TensorProto.DataType.Name(elem_type).lower()
+
+
+def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
+    """A graph input / output: the tensor's ONNX type, a dynamic dim named after it."""
+    elem = elem_type(tensor)
+    dims = [
+        ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
+        for k, d in enumerate(tensor.shape_signature)
+    ]
+    return helper.make_tensor_value_info(name, elem, dims)

@@ -18,7 +18,12 @@ from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.names import TakenNames, short_name, unique_name
 from qonnx_ingest.quant import make_quant
 from tflite2qonnx.dtypes import ONNX_TYPES
-from tflite2qonnx.element_types import INTEGER_ELEM_TYPES, check_element_types, elem_type
+from tflite2qonnx.element_types import (
+    INTEGER_ELEM_TYPES,
+    check_element_types,
+    elem_type,
+    tensor_value_info,
+)
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 from tflite2qonnx.state import StateIO
@@ -419,12 +424,3 @@ def _io_record(tensor: Tensor) -> dict:
     if q.per_axis:
         record["axis"] = q.quantized_dimension
     return record
-
-
-def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
-    elem = elem_type(tensor)
-    dims = [
-        ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
-        for k, d in enumerate(tensor.shape_signature)
-    ]
-    return helper.make_tensor_value_info(name, elem, dims)

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING
+from typing import Any
 
 import onnx
 from onnx import helper
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.names import short_name
+from tflite2qonnx.element_types import tensor_value_info
 
-if TYPE_CHECKING:
-    from tflite2qonnx.graph import GraphBuilder
+# the builder is a tflite2qonnx.graph.GraphBuilder, typed Any: graph imports this module
+GraphBuilder = Any
 
 STATE_IO_KEY = "tflite2qonnx.state_io"
 
@@ -87,8 +88,6 @@ def state_after(b: GraphBuilder, idx: int, value: str) -> None:
 
 def finish(b: GraphBuilder) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
     """The state graph inputs and outputs (each output an Identity named ``<input>_next``)."""
-    from tflite2qonnx.graph import tensor_value_info
-
     states = b.states
     inputs, outputs = [], []
     for idx, name in states.inputs.items():
