@@ -67,8 +67,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv,
         extra_inputs=lambda a: [a.weights] if a.weights else [],
         verify=_verify,
-        scan=ModelScan((".h5", ".keras"), marker="saved_model.pb"),
+        scan=ModelScan(
+            (".h5", ".keras"),
+            marker="saved_model.pb",
+            pairs={".json": ("_weights.h5", ".weights.h5")},
+            pair_option="--weights",
+            workers="qkeras2qonnx.cli",
+            route=_worker_kind,
+        ),
     )
+
+
+def _worker_kind(model: str) -> str:
+    """A folder's models go to reused workers (``qonnx_ingest.batch_workers``), each of one
+    QKeras flavour: a process cannot import both (``flavour``)."""
+    from pathlib import Path
+
+    from qkeras2qonnx import flavour
+
+    path = Path(model)
+    return flavour.file_flavour(path) if path.exists() else flavour.KERAS2
+
+
+def between_models() -> None:
+    """A reused worker forgets the last model, so the next converts as in a fresh process:
+    Keras's session (generated layer names, graphs) and tf2onnx's node-name counter."""
+    import sys
+
+    from qkeras2qonnx import flavour
+
+    utils = sys.modules.get("tf2onnx.utils")
+    if utils is not None:
+        utils.INTERNAL_NAME = 1  # its starting value: names like Relu__5 come from it
+    if flavour.process_flavour() is not None and "qkeras2qonnx.backend" in sys.modules:
+        from qkeras2qonnx.backend import keras
+
+        keras().backend.clear_session()
 
 
 # what loading and converting a QKeras model imports: all in the keras extra (h5py with TF)
