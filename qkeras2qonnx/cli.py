@@ -89,6 +89,29 @@ def _worker_kind(model: str) -> str:
     return flavour.file_flavour(path) if path.exists() else flavour.KERAS2
 
 
+def warm_up(kind: str) -> None:
+    """A reused worker's imports (TensorFlow, QKeras, tf2onnx) for models of flavour ``kind``,
+    made before its first model's clock starts."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from qkeras2qonnx import flavour
+
+    flavour.enter(kind)
+    from qkeras2qonnx.backend import custom_objects
+    from qkeras2qonnx.pipeline import convert  # noqa: F401  (the layer table)
+
+    custom_objects()
+    # tf2onnx names a few things when its modules are imported (rewriter constants): all of
+    # them now, so the counter below is the one each model starts from in a fresh process
+    import tf2onnx.tfonnx  # noqa: F401
+    import tf2onnx.utils
+
+    global _FRESH_NAME_COUNTER
+    _FRESH_NAME_COUNTER = tf2onnx.utils.INTERNAL_NAME
+
+
+_FRESH_NAME_COUNTER = 1  # tf2onnx's node-name counter once its modules are imported
+
+
 def between_models() -> None:
     """A reused worker forgets the last model, so the next converts as in a fresh process:
     Keras's session (generated layer names, graphs) and tf2onnx's node-name counter."""
@@ -98,7 +121,7 @@ def between_models() -> None:
 
     utils = sys.modules.get("tf2onnx.utils")
     if utils is not None:
-        utils.INTERNAL_NAME = 1  # its starting value: names like Relu__5 come from it
+        utils.INTERNAL_NAME = _FRESH_NAME_COUNTER  # names like Relu__5 come from it
     if flavour.process_flavour() is not None and "qkeras2qonnx.backend" in sys.modules:
         from qkeras2qonnx.backend import keras
 

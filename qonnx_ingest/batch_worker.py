@@ -1,13 +1,15 @@
-"""A reused worker of a batch: ``python -m qonnx_ingest.batch_worker CLI_MODULE``.
+"""A reused worker of a batch: ``python -m qonnx_ingest.batch_worker CLI_MODULE KIND``.
 
 It converts one model after another in this one process, so the converter's heavy imports
-(TensorFlow) are paid once. Each job is a JSON line on stdin: ``argv`` for the CLI module's
-``main`` (the same command line a process of its own would get) and the files that take the
-job's stdout and stderr (file descriptors 1 and 2, so native libraries' output goes there
-too). The reply is a JSON line ``{"code": exit code}`` on the stdout this process started
-with. Between jobs it calls the module's ``between_models()`` (if any), which drops what one
-model left behind (a Keras session, name counters). A crash or a kill ends the worker; the
-batch (``batch_workers``) reports that model and starts another worker for the rest.
+(TensorFlow) are paid once: first the module's ``warm_up(KIND)`` (if any), so a model's
+--timeout counts its own conversion, then ``{"ready": true}``. Each job is a JSON line on
+stdin: ``argv`` for the CLI module's ``main`` (the command line a process of its own would
+get) and the files that take the job's stdout and stderr (file descriptors 1 and 2, so native
+libraries' output goes there too). The reply is a JSON line ``{"code": exit code}`` on the
+stdout this process started with. Between jobs it calls the module's ``between_models()`` (if
+any), which drops what one model left behind (a Keras session, name counters). A crash or a
+kill ends the worker; the batch (``batch_workers``) reports that model and starts another
+worker for the rest.
 """
 
 from __future__ import annotations
@@ -20,12 +22,18 @@ import sys
 from collections.abc import Callable, Iterator
 
 
-def serve(cli_module: str) -> None:
-    module = importlib.import_module(cli_module)
+def serve(cli_module: str, kind: str) -> None:
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     _point(1, os.devnull)  # stray output between jobs never reaches the reply channel
-    between: Callable[[], None] | None = getattr(module, "between_models", None)
     try:
+        module = importlib.import_module(cli_module)
+        warm_up: Callable[[str], None] | None = getattr(module, "warm_up", None)
+        if warm_up is not None:
+            # a failure here is the first model's run's to report, in its own words
+            with _redirected(os.devnull, os.devnull), contextlib.suppress(Exception):
+                warm_up(kind)
+        reply.write(json.dumps({"ready": True}) + "\n")
+        between: Callable[[], None] | None = getattr(module, "between_models", None)
         for line in sys.stdin.buffer:
             job = json.loads(line)
             code = _run(module.main, job)
@@ -73,4 +81,4 @@ def _point(fd: int, path: str, append: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], sys.argv[2])

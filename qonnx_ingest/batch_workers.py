@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from qonnx_ingest.batch_pool import Children
 
 WORKER_MODULE = "qonnx_ingest.batch_worker"
+STARTUP_SECONDS = 600.0  # a worker's imports; past this it counts as its model's timeout
 
 
 class Worker:
@@ -36,7 +37,7 @@ class Worker:
     def __init__(self, cli_module: str, kind: str):
         self.kind = kind
         self.process = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE, cli_module],
+            [sys.executable, "-m", WORKER_MODULE, cli_module, kind],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # each job's stderr goes to a file of its own
@@ -44,6 +45,13 @@ class Worker:
         )
         self.pid = self.process.pid
         self._pending = b""
+        self._ready = False
+
+    def start(self) -> bool:
+        """Wait until the worker has made its imports; False if it died meanwhile."""
+        if not self._ready:
+            self._ready = self._reply(STARTUP_SECONDS) is not None
+        return self._ready
 
     def run(self, job: dict, timeout: float | None) -> int | None:
         """The job's exit code, or None if the worker died; ``subprocess.TimeoutExpired`` if
@@ -53,19 +61,23 @@ class Worker:
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             return None
+        reply = self._reply(timeout)
+        return None if reply is None else int(reply["code"])
+
+    def _reply(self, timeout: float | None) -> dict | None:
         end = None if timeout is None else time.monotonic() + timeout
         fd = self.process.stdout.fileno()
         while b"\n" not in self._pending:
             left = None if end is None else max(0.0, end - time.monotonic())
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
-                raise subprocess.TimeoutExpired(job["argv"], timeout)
+                raise subprocess.TimeoutExpired(self.process.args, timeout)
             chunk = os.read(fd, 4096)
             if not chunk:
                 return None
             self._pending += chunk
         line, self._pending = self._pending.split(b"\n", 1)
-        return int(json.loads(line)["code"])
+        return json.loads(line)
 
     def exit_code(self) -> int:
         """The exit code of a worker that died (negative: the signal that killed it)."""
@@ -153,18 +165,28 @@ def convert_in_worker(
         argv = [model, *(["-o", output] if output is not None else []), *options, "--quiet"]
         argv += ["--result-file", str(result_file)]
         request = {"prog": prog, "argv": argv, "stdout": os.devnull, "stderr": str(err_file)}
-        start = time.perf_counter()
         worker = workers.acquire(kind)
         running.add(worker.process)
+        start = time.perf_counter()
         try:
+            # a model's --timeout and seconds are its own: the clock starts once the worker's
+            # imports are done
+            started = worker.start()
+            start = time.perf_counter()
             code = worker.run(request, timeout + KILL_GRACE_SECONDS if timeout else None)
+            code = code if started else None
         except subprocess.TimeoutExpired:
             workers.release(worker, reusable=False)
-            return timed_out(model, output, timeout, time.perf_counter() - start, worker.pid)
+            limit = timeout if timeout else STARTUP_SECONDS  # or its imports never ended
+            return timed_out(model, output, limit, time.perf_counter() - start, worker.pid)
         finally:
             running.discard(worker.process)
-        if code is None:  # the worker died with this model (a crash, a kill)
+        if code is None:  # the worker died with this model (a crash, a kill, a Ctrl-C)
             code = worker.exit_code()
+            if running.stopped:
+                workers.release(worker, reusable=False)
+                seconds = time.perf_counter() - start
+                return Result(model, None, "interrupted", EXIT_INTERRUPTED, seconds, "interrupted")
         # a model that timed out or was interrupted inside may leave the worker in any state
         workers.release(worker, reusable=code >= 0 and code not in (4, EXIT_INTERRUPTED))
         written = json.loads(result_file.read_text()) if result_file.is_file() else {}

@@ -111,7 +111,7 @@ def test_a_crash_and_a_hang_cost_their_own_model_and_fresh_workers_go_on(tmp_pat
     (site / "sitecustomize.py").write_text(FAULTS)
     for name in ("a.h5", "b.h5", "c_crash.h5", "d_hang.h5", "e.h5"):
         shutil.copyfile(JET, models / name)
-    args = (models, "-o", f"{out}/", "--jobs", "1", "--timeout", "1", "--json")
+    args = (models, "-o", f"{out}/", "--jobs", "1", "--timeout", "5", "--json")
     done = run_module("qkeras2qonnx", *args, cwd=tmp_path, path_first=[site])
     document = json.loads(done.stdout)
     got = {Path(m["input"]).name: m for m in document["models"]}
