@@ -89,16 +89,6 @@ class Worker:
         self.process.wait()
         self._close_pipes()
 
-    def close(self) -> None:
-        """End of input: the worker leaves its loop; killed if it does not within seconds."""
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        self._close_pipes()
-
     def _close_pipes(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
@@ -127,8 +117,8 @@ class Workers:
                 retired = self._idle.pop(0)
                 self._alive -= 1
             self._alive += 1
-        if retired is not None:
-            retired.close()
+        if retired is not None:  # idle: nothing of its own to finish
+            retired.kill()
         return Worker(self._cli_module, kind)
 
     def release(self, worker: Worker, reusable: bool) -> None:
@@ -144,8 +134,8 @@ class Workers:
         with self._lock:
             idle, self._idle = self._idle, []
             self._alive -= len(idle)
-        for worker in idle:
-            worker.close()
+        for worker in idle:  # idle: every job answered, nothing half-written; TensorFlow's
+            worker.kill()  # teardown at exit would only add seconds to the batch
 
 
 def convert_in_worker(
