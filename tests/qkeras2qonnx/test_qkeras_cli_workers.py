@@ -138,3 +138,52 @@ def _unnamed(path: Path) -> bytes:
     assert model.graph.name == path.stem
     model.graph.name = ""
     return model.SerializeToString()
+
+
+KERAS3_MODEL = """
+import sys
+from qkeras2qonnx import flavour
+flavour.enter(flavour.KERAS3)
+import keras
+from qkeras import QActivation, QDense, quantized_bits
+x = keras.Input((6,), name="x")
+h = QDense(4, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="qfc")(x)
+keras.Model(x, QActivation("quantized_relu(4,1)", name="act")(h)).save(sys.argv[1])
+"""
+
+
+@requires_corpus
+@pytest.mark.keras
+def test_models_of_both_qkeras_generations_go_to_workers_of_their_own(tmp_path):
+    import subprocess
+    import sys
+
+    from qkeras2qonnx import flavour
+
+    if flavour.qkeras3_dir() is None:
+        pytest.skip("qkeras-v3 is not installed beside the venv (scripts/setup.sh)")
+    models, out = tmp_path / "models", tmp_path / "out"
+    models.mkdir()
+    env = flavour.qkeras3_environment()
+    made = subprocess.run(
+        [sys.executable, "-c", KERAS3_MODEL, str(models / "b3.keras")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    shutil.copyfile(JET, models / "a.h5")
+    shutil.copyfile(JET, models / "c.h5")
+    args = (models, "-o", f"{out}/", "--jobs", "1", "--json")
+    done = run_module("qkeras2qonnx", *args, cwd=tmp_path)
+    got = {Path(m["input"]).name: m for m in json.loads(done.stdout)["models"]}
+    assert done.returncode == 0, got
+    assert [got[n]["status"] for n in ("a.h5", "b3.keras", "c.h5")] == ["converted"] * 3
+    # one worker at a time (--jobs 1): the Keras 3 model ends the first, needs one of its own
+    assert len({got[n]["pid"] for n in got}) == 3
+    assert _unnamed(out / "a.onnx") == _unnamed(out / "c.onnx")
+    single = tmp_path / "single.onnx"
+    done = run_module("qkeras2qonnx", models / "b3.keras", "-o", single, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (out / "b3.onnx").read_bytes() == single.read_bytes()
