@@ -37,7 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "arch.json --weights arch_weights.h5 -o model.onnx --verify",
                 "a JSON architecture and its weights, compared with Keras predict",
             ),
-            ("models/ -o out/ --jobs 2", "every .h5 / .keras in models/ into out/"),
+            (
+                "models/ -o out/ --jobs 2",
+                "each model in models/ (X.json with X_weights.h5) into out/",
+            ),
         ),
     )
     parser.add_argument(
