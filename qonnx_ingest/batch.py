@@ -3,7 +3,10 @@ model, run the same command on each model in a process of its own (--jobs at a t
 a one-line result per model and a summary table (or --json), and exit with the worst code.
 
 A process per model means a crash, a hang in a native library or leaked global state in one
-model can never stop or corrupt the others; each child writes its own output atomically.
+model can never stop or corrupt the others; each child writes its own output atomically. A
+tool whose imports are heavy (qkeras2qonnx: TensorFlow) names a worker module instead
+(``ModelScan.workers``): ``batch_workers`` runs the same command in reused processes, each
+replaced when its model crashes or times out.
 """
 
 from __future__ import annotations

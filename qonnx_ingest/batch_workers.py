@@ -3,8 +3,8 @@ models so TensorFlow is imported once per worker, not once per model.
 
 A worker is of one kind (``ModelScan.route``: the QKeras flavour a process commits to) and
 takes only models of that kind. Isolation stays per model where it matters: a worker that
-crashes or passes its model's --timeout is killed and replaced, and so is one that timed out
-or was interrupted inside (its state is no longer trusted); the next model gets a new one.
+crashes, passes its model's --timeout (it is killed), or timed out or was interrupted inside
+(its state is no longer trusted) takes no other model; the next one gets a new worker.
 """
 
 from __future__ import annotations
