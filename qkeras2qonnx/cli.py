@@ -37,7 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "arch.json --weights arch_weights.h5 -o model.onnx --verify",
                 "a JSON architecture and its weights, compared with Keras predict",
             ),
-            ("models/ -o out/ --jobs 2", "every .h5 / .keras in models/ into out/"),
+            (
+                "models/ -o out/ --jobs 2",
+                "each model in models/ (X.json with X_weights.h5) into out/",
+            ),
         ),
     )
     parser.add_argument(
@@ -67,8 +70,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv,
         extra_inputs=lambda a: [a.weights] if a.weights else [],
         verify=_verify,
-        scan=ModelScan((".h5", ".keras"), marker="saved_model.pb"),
+        scan=ModelScan(
+            (".h5", ".keras"),
+            marker="saved_model.pb",
+            pairs={".json": ("_weights.h5", ".weights.h5")},
+            pair_option="--weights",
+            workers="qkeras2qonnx.cli",
+            route=_worker_kind,
+        ),
     )
+
+
+def _worker_kind(model: str) -> str:
+    """A folder's models go to reused workers (``qonnx_ingest.batch_workers``), each of one
+    QKeras flavour: a process cannot import both (``flavour``)."""
+    from pathlib import Path
+
+    from qkeras2qonnx import flavour
+
+    path = Path(model)
+    return flavour.file_flavour(path) if path.exists() else flavour.KERAS2
+
+
+def warm_up(kind: str) -> None:
+    """A reused worker's imports (TensorFlow, QKeras, tf2onnx) for models of flavour ``kind``,
+    made before its first model's clock starts."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from qkeras2qonnx import flavour
+
+    flavour.enter(kind)
+    from qkeras2qonnx.backend import custom_objects
+    from qkeras2qonnx.pipeline import convert  # noqa: F401  (the layer table)
+
+    custom_objects()
+    # tf2onnx names a few things when its modules are imported (rewriter constants): all of
+    # them now, so the counter below is the one each model starts from in a fresh process
+    import tf2onnx.tfonnx  # noqa: F401
+    import tf2onnx.utils
+
+    global _FRESH_NAME_COUNTER
+    _FRESH_NAME_COUNTER = tf2onnx.utils.INTERNAL_NAME
+
+
+_FRESH_NAME_COUNTER = 1  # tf2onnx's node-name counter once its modules are imported
+
+
+def between_models() -> None:
+    """A reused worker forgets the last model, so the next converts as in a fresh process:
+    Keras's session (generated layer names, graphs) and tf2onnx's node-name counter."""
+    import sys
+
+    from qkeras2qonnx import flavour
+
+    utils = sys.modules.get("tf2onnx.utils")
+    if utils is not None:
+        utils.INTERNAL_NAME = _FRESH_NAME_COUNTER  # names like Relu__5 come from it
+    if flavour.process_flavour() is not None and "qkeras2qonnx.backend" in sys.modules:
+        from qkeras2qonnx.backend import keras
+
+        keras().backend.clear_session()
 
 
 # what loading and converting a QKeras model imports: all in the keras extra (h5py with TF)

@@ -3,7 +3,10 @@ model, run the same command on each model in a process of its own (--jobs at a t
 a one-line result per model and a summary table (or --json), and exit with the worst code.
 
 A process per model means a crash, a hang in a native library or leaked global state in one
-model can never stop or corrupt the others; each child writes its own output atomically.
+model can never stop or corrupt the others; each child writes its own output atomically. A
+tool whose imports are heavy (qkeras2qonnx: TensorFlow) names a worker module instead
+(``ModelScan.workers``): ``batch_workers`` runs the same command in reused processes, each
+replaced when its model crashes or times out.
 """
 
 from __future__ import annotations
@@ -12,19 +15,25 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qonnx_ingest import __version__
 from qonnx_ingest.batch_pool import Children, run_all
+from qonnx_ingest.batch_result import (  # noqa: F401  (STATUS: what each exit code reads as)
+    KILL_GRACE_SECONDS,
+    STATUS,
+    Result,
+    outcome,
+    timed_out,
+)
+from qonnx_ingest.batch_workers import Workers, convert_in_worker
 from qonnx_ingest.cli_options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output, fail
 from qonnx_ingest.errors import InputError
 
@@ -43,30 +52,9 @@ SINGLE_ONLY = {
 NOT_FORWARDED = {
     *("inputs", "output", "recursive", "jobs", "json", "quiet", "help", "version", "result_file")
 }
-# exit code 5 (verification skipped) is a conversion: the model was written
-STATUS = {0: "converted", 1: "refused", 2: "refused", 3: "failed verification", 4: "timed out"}
-STATUS[EXIT_UNVERIFIED] = "converted"
-STATUS[EXIT_INTERRUPTED] = "interrupted"
 WRITTEN = ("converted", "failed verification")  # the model is on disk (the latter to inspect)
 ORDER = ("converted", "refused", "failed verification", "timed out", "crashed", "interrupted")
 ORDER += ("not run",)
-# a child stuck in native code past its own --timeout is killed this much later
-KILL_GRACE_SECONDS = 10.0
-
-
-@dataclass
-class Result:
-    """One model's outcome; ``output`` only when the file was written."""
-
-    input: str
-    output: str | None
-    status: str = "converted"
-    exit_code: int = 0
-    seconds: float = 0.0
-    message: str = ""
-    warnings: list[str] = field(default_factory=list)
-    verification: dict | None = None  # the figures, as Verification.as_dict()
-    verification_skipped: str | None = None  # why --verify could not run the source model
 
 
 def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: ModelScan) -> int:
@@ -83,18 +71,28 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
     err = sys.stderr
     lines = err if args.json else sys.stdout
     running = Children()
+    workers = Workers(scan.workers, args.jobs) if scan.workers else None
 
     def one(item: tuple[str, str | None, Result | None]) -> Result | None:
         model, output, refused = item
         if running.stopped:
             return None  # started as Ctrl-C came: not run
-        result = refused or _convert_one(prog, model, output, options, args.timeout, running)
-        print(_line(prog, result), file=lines, flush=True)
-        return result
+        if refused is None:
+            argv = [*options, *scan.companion_args(model)]
+            kind = scan.route(model) if workers is not None else None
+            if kind is None:
+                result = _convert_one(prog, model, output, argv, args.timeout, running)
+            else:
+                job = (workers, kind)
+                result = convert_in_worker(prog, model, output, argv, args.timeout, running, job)
+        print(_line(prog, refused or result), file=lines, flush=True)
+        return refused or result
 
     try:
         done, interrupted = run_all(plan, one, args.jobs, running)
     finally:
+        if workers is not None:
+            workers.close()
         for folder in reversed(created):  # directories made for outputs that never came
             with contextlib.suppress(OSError):
                 folder.rmdir()
@@ -154,13 +152,18 @@ def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tupl
 
 def _scan(folder: Path, scan: ModelScan, recursive: bool) -> list[Path]:
     found = []
-    for entry in sorted(folder.iterdir()):
+    entries = sorted(folder.iterdir())
+    # X.json + X_weights.h5 is one model (the .json, run with the weights); a lone .json is not
+    paired = {scan.companion(e) for e in entries if e.suffix.lower() in scan.pairs} - {None}
+    for entry in entries:
         if entry.is_dir() and scan.is_model_dir(entry):
             found.append(entry)
         elif entry.is_dir():
             if recursive:
                 found.extend(_scan(entry, scan, recursive))
-        elif entry.suffix.lower() in scan.suffixes:
+        elif entry in paired:
+            continue
+        elif entry.suffix.lower() in scan.suffixes or scan.companion(entry) is not None:
             found.append(entry)
     return found
 
@@ -253,56 +256,12 @@ def _convert_one(
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.communicate()
-                _remove_staging(child.pid, output or str(default_output(model)))
-                message = f"no answer within --timeout {timeout:g} s; killed"
-                return Result(model, None, "timed out", 4, time.perf_counter() - start, message)
+                return timed_out(model, output, timeout, time.perf_counter() - start, child.pid)
             finally:
                 running.discard(child)
         written = json.loads(result_file.read_text()) if result_file.is_file() else {}
     seconds = time.perf_counter() - start
-    for line in stderr.splitlines():
-        if line.startswith(f"{prog}: warning: "):
-            print(line, file=sys.stderr)
-    code = child.returncode
-    if code < 0:  # killed (a second Ctrl-C, the OOM killer): what it left half-written
-        _remove_staging(child.pid, output or str(default_output(model)))
-    if written:
-        status = STATUS.get(code, "crashed")
-        result = Result(model, written["output"], status, code, seconds, written["summary"])
-        result.warnings = written["warnings"]
-        result.verification = written["verification"]
-        result.verification_skipped = written["verification_skipped"]
-        if code == 3:
-            result.message = _error(prog, stderr) or result.message
-        return result
-    if code == -signal.SIGINT:  # interrupted while Python was starting or importing
-        return Result(model, None, "interrupted", EXIT_INTERRUPTED, seconds, "interrupted")
-    message = _error(prog, stderr)
-    if code in STATUS and code not in (0, EXIT_UNVERIFIED) and "internal error" not in message:
-        return Result(model, None, STATUS[code], code, seconds, message)
-    tail = (stderr.strip().splitlines() or [""])[-1]
-    message = message or (f"killed by signal {-code}" if code < 0 else tail or f"exit {code}")
-    return Result(model, None, "crashed", max(code, 1), seconds, message)
-
-
-def _error(prog: str, stderr: str) -> str:
-    """The child's last error line, without the prefix and the --verbose hint."""
-    errors = [ln for ln in stderr.splitlines() if ln.startswith(f"{prog}: error: ")]
-    message = errors[-1][len(f"{prog}: error: ") :] if errors else ""
-    return message.removesuffix(" (--verbose for details)")
-
-
-def _remove_staging(pid: int, output: str) -> None:
-    """What a killed child left half-written: its own staging files beside the output (they
-    carry its pid, so a sibling's are never touched)."""
-    from qonnx_ingest.save import STAGING_PREFIX
-
-    folder = Path(output).parent
-    for leftover in folder.glob(f"{STAGING_PREFIX}{pid}-*"):
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
-        else:
-            leftover.unlink(missing_ok=True)
+    return outcome(prog, model, output, child.returncode, stderr, written, seconds, child.pid)
 
 
 def _line(prog: str, r: Result) -> str:

@@ -249,11 +249,29 @@ def output_path(output: str | None, input_path: str) -> tuple[Path, Path | None]
 
 class ModelScan:
     """Which files in a directory given as MODEL are models (``suffixes``), and which
-    directories are models themselves (a SavedModel: ``marker`` inside)."""
+    directories are models themselves (a SavedModel: ``marker`` inside).
 
-    def __init__(self, suffixes: Sequence[str] = (), marker: str | None = None):
+    ``pairs`` maps a suffix to the names of its companion file (``{".json": ("_weights.h5",
+    ".weights.h5")}``: ``X.json`` with ``X_weights.h5`` is one model, converted with
+    ``pair_option X_weights.h5``; the companion is not a model of its own). ``workers`` names
+    the CLI module a reused worker process runs (``batch_workers``), and ``route`` the kind
+    of worker a model needs (None: a process of its own)."""
+
+    def __init__(
+        self,
+        suffixes: Sequence[str] = (),
+        marker: str | None = None,
+        pairs: dict[str, tuple[str, ...]] | None = None,
+        pair_option: str = "",
+        workers: str | None = None,
+        route: Callable[[str], str | None] | None = None,
+    ):
         self.suffixes = tuple(suffixes)
         self.marker = marker
+        self.pairs = dict(pairs or {})
+        self.pair_option = pair_option
+        self.workers = workers
+        self.route = route or (lambda model: "")
 
     def is_model_dir(self, path: str | Path) -> bool:
         return self.marker is not None and (Path(path) / self.marker).is_file()
@@ -261,6 +279,20 @@ class ModelScan:
     def is_folder(self, path: str | Path) -> bool:
         """A directory of models (not a model directory itself)."""
         return Path(path).is_dir() and not self.is_model_dir(path)
+
+    def companion(self, path: str | Path) -> Path | None:
+        """The file that makes one model with ``path`` (its weights), if it exists beside it."""
+        path = Path(path)
+        for ending in self.pairs.get(path.suffix.lower(), ()):
+            candidate = path.with_name(path.stem + ending)
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def companion_args(self, path: str | Path) -> list[str]:
+        """The option a paired model's run needs (``--weights X_weights.h5``), else none."""
+        found = self.companion(path)
+        return [self.pair_option, str(found)] if found is not None else []
 
 
 def fail(prog: str, message: str, code: int, verbose: bool) -> int:
