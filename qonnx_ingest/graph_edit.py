@@ -12,9 +12,19 @@ def set_nodes(
 ) -> None:
     """Make ``nodes`` the graph's node list and drop the value_info of the ``stale`` tensor
     names, whose shapes the rewrite changed (finishing infers them again)."""
-    nodes = list(nodes)
-    del graph.node[:]
-    graph.node.extend(nodes)
+    replace_nodes(graph, nodes)
     infos = [v for v in graph.value_info if v.name not in stale]
     del graph.value_info[:]
     graph.value_info.extend(infos)
+
+
+def replace_nodes(graph: onnx.GraphProto, nodes: Iterable[onnx.NodeProto]) -> None:
+    """Make ``nodes`` the graph's node list. They are copied first: they may be the graph's own
+    nodes, which clearing the list would otherwise take with it."""
+    copies = []
+    for node in nodes:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copies.append(copy)
+    del graph.node[:]
+    graph.node.extend(copies)

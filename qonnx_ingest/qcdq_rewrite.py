@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import TakenNames, unique_name
 
 # the domains qonnx's rule matches (its brevitas and qonnx patterns)
@@ -43,13 +44,7 @@ def lower_quants(graph: onnx.GraphProto) -> int:
         else:
             nodes.extend(replacement)
     if len(nodes) != len(graph.node):
-        copies = []
-        for node in nodes:
-            copy = onnx.NodeProto()
-            copy.CopyFrom(node)
-            copies.append(copy)
-        del graph.node[:]
-        graph.node.extend(copies)
+        replace_nodes(graph, nodes)
     return left
 
 

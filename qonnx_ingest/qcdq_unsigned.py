@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from qonnx_ingest.finish import remove_unused_tensors, subgraph_reads
+from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import TakenNames, unique_name
 
 # the first default-domain opset whose QuantizeLinear onnxruntime propagates with output_dtype
@@ -143,11 +144,5 @@ def _drop_unread_constants(graph: onnx.GraphProto) -> None:
     read |= {o.name for o in graph.output} | subgraph_reads(graph)
     kept = [n for n in graph.node if n.op_type != "Constant" or n.output[0] in read]
     if len(kept) != len(graph.node):
-        copies = []
-        for node in kept:
-            copy = onnx.NodeProto()
-            copy.CopyFrom(node)
-            copies.append(copy)
-        del graph.node[:]
-        graph.node.extend(copies)
+        replace_nodes(graph, kept)
     remove_unused_tensors(graph)
