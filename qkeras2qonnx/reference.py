@@ -9,12 +9,13 @@ batches of the converted model's fixed batch size (``--batch-size``).
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import numpy as np
 import onnx
 
-from qonnx_ingest.errors import InputError
+from qonnx_ingest.errors import InputError, ReferenceUnavailable
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
     Verification,
@@ -67,12 +68,15 @@ def verify(
         for i in range(0, len(padded), batch)
     ]
     ours, runner = run_converted(model, feeds, as_written=True)
-    reference = [_predict(keras_model, [f[n] for n in order]) for f in feeds]
+    # the user's samples failing is their input's fault; seeded ones failing, the model's
+    unusable = InputError if inputs_path is not None else ReferenceUnavailable
+    reference = [_predict(keras_model, [f[n] for n in order], unusable) for f in feeds]
     grids = output_grids(model)
     results = []
     for index, out in enumerate(model.graph.output):
         refs = [r[index] for r in reference]
         agreement = measure(out.name, refs, [o[out.name] for o in ours], grids.get(out.name))
+        agreement.reference = "the Keras model"
         agreement.passed = within_relative(agreement, refs, RTOL)
         agreement.tolerance = f"max abs error <= {RTOL:g} * max(1, |QKeras|)"
         results.append(agreement)
@@ -115,8 +119,20 @@ def _fixed_batch(graph_inputs: list[onnx.ValueInfoProto]) -> int:
     return 1
 
 
-def _predict(keras_model: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    out = keras_model(arrays if len(arrays) > 1 else arrays[0], training=False)
+def _predict(
+    keras_model: Any, arrays: list[np.ndarray], unusable: type[InputError]
+) -> list[np.ndarray]:
+    """The Keras model's outputs; ``unusable`` when Keras cannot run it on ``arrays`` (a layer
+    that raises at run time): the conversion stands, the comparison cannot be made."""
+    try:
+        out = keras_model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    except Exception as exc:  # TensorFlow's errors, and whatever a layer's call raises
+        text = str(exc).split("Call arguments received")[0]  # tf_keras appends the inputs
+        text = " ".join(re.sub(r"\{\{function_node [^}]*\}\}", "", text).split()) or "no message"
+        raise unusable(
+            f"the Keras model cannot run on the verification inputs "
+            f"({type(exc).__name__}: {text[:300]})"
+        ) from exc
     outs = out if isinstance(out, list | tuple) else [out]
     return [np.asarray(o, np.float32) for o in outs]
 

@@ -34,7 +34,13 @@ from qonnx_ingest.batch_result import (  # noqa: F401  (STATUS: what each exit c
     timed_out,
 )
 from qonnx_ingest.batch_workers import Workers, convert_in_worker
-from qonnx_ingest.cli_options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output, fail
+from qonnx_ingest.cli_options import (
+    EXIT_INTERRUPTED,
+    EXIT_UNVERIFIED,
+    default_output,
+    fail,
+    output_path,
+)
 from qonnx_ingest.errors import InputError
 
 if TYPE_CHECKING:
@@ -62,9 +68,12 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
     start = time.perf_counter()
     created: list[Path] = []
     try:
-        _refuse_single_only(args)
+        # one model file (--json): -o names its file and --report-json and the like work, as
+        # without --json
+        single = len(args.inputs) == 1 and not scan.is_folder(args.inputs[0])
+        _refuse_single_only(args, single)
         models = expand(args.inputs, scan, args.recursive)
-        plan = plan_outputs(models, args.output, created)
+        plan = plan_outputs(models, args.output, created, single)
     except InputError as exc:
         return fail(prog, str(exc), exc.exit_code, False)
     options = forwarded_options(parser, args)
@@ -120,10 +129,15 @@ def worst_code(codes: Iterable[int]) -> int:
     return failed or (EXIT_UNVERIFIED if EXIT_UNVERIFIED in codes else 0)
 
 
-def _refuse_single_only(args: argparse.Namespace) -> None:
+def _refuse_single_only(args: argparse.Namespace, single: bool = False) -> None:
+    """Options for one model; with one model (--json), those that print on stdout, which
+    holds the JSON document alone."""
     for dest, option in SINGLE_ONLY.items():
-        if getattr(args, dest, None):
+        value = getattr(args, dest, None)
+        if value and not single:
             raise InputError(f"{option} works on one model at a time: give a single MODEL")
+        if value is True or value == "-":
+            raise InputError(f"--json keeps stdout for its JSON document: {option} cannot print")
     if args.output == "-":
         raise InputError("-o - writes one model to stdout: give a single MODEL")
 
@@ -140,6 +154,8 @@ def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tupl
             models.append((given, path.name))
             continue
         found = _scan(path, scan, recursive)
+        if not found and scan.foreign_kind(path):
+            raise InputError(scan.foreign_kind(path), given)
         if not found:
             where = "in it or below it" if recursive else "in it (--recursive looks below it)"
             wanted = " or ".join(scan.suffixes) or "model"
@@ -169,9 +185,16 @@ def _scan(folder: Path, scan: ModelScan, recursive: bool) -> list[Path]:
 
 
 def plan_outputs(
-    models: list[tuple[str, str]], output: str | None, created: list[Path]
+    models: list[tuple[str, str]], output: str | None, created: list[Path], single: bool = False
 ) -> list[tuple[str, str | None, Result | None]]:
-    """(model, its output, or a refusal when another model already writes there)."""
+    """(model, its output, or a refusal when another model already writes there); ``single``:
+    one model, whose -o is a file or a directory as ``output_path`` reads it."""
+    if single:
+        (model, _), = models
+        out, make_dir = output_path(output, model)
+        if make_dir is not None:
+            _mkdir(make_dir, created)
+        return [(model, str(out), None)]
     folder = None
     if output:
         folder = Path(output)

@@ -255,7 +255,9 @@ class ModelScan:
     ".weights.h5")}``: ``X.json`` with ``X_weights.h5`` is one model, converted with
     ``pair_option X_weights.h5``; the companion is not a model of its own). ``workers`` names
     the CLI module a reused worker process runs (``batch_workers``), and ``route`` the kind
-    of worker a model needs (None: a process of its own)."""
+    of worker a model needs (None: a process of its own). ``foreign`` maps a file that marks
+    a directory as another tool's model (``saved_model.pb`` for tflite2qonnx) to what to tell
+    a user who gave that directory."""
 
     def __init__(
         self,
@@ -265,6 +267,7 @@ class ModelScan:
         pair_option: str = "",
         workers: str | None = None,
         route: Callable[[str], str | None] | None = None,
+        foreign: Mapping[str, str] | None = None,
     ):
         self.suffixes = tuple(suffixes)
         self.marker = marker
@@ -272,6 +275,11 @@ class ModelScan:
         self.pair_option = pair_option
         self.workers = workers
         self.route = route or (lambda model: "")
+        self.foreign = dict(foreign or {})
+
+    def foreign_kind(self, path: str | Path) -> str | None:
+        """What to tell a user who gave directory ``path``, another tool's model, if it is one."""
+        return next((v for k, v in self.foreign.items() if (Path(path) / k).is_file()), None)
 
     def is_model_dir(self, path: str | Path) -> bool:
         return self.marker is not None and (Path(path) / self.marker).is_file()

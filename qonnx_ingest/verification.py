@@ -29,7 +29,10 @@ DEFAULT_INPUTS = 16
 
 @dataclass
 class Agreement:
-    """One output over all verification inputs."""
+    """One output over all verification inputs.
+
+    ``baseline`` holds the same figures between two runs of the source itself (TFLite's
+    XNNPACK path against its builtin kernels), where the tolerance is relative to them."""
 
     name: str
     max_abs_error: float
@@ -38,7 +41,52 @@ class Agreement:
     argmax_agreement: float | None = None  # for [batch, classes] outputs
     passed: bool = True
     tolerance: str = ""
-    extra: dict = field(default_factory=dict)
+    reference: str = "the source model"  # what the output was compared with
+    rms_error: float | None = None
+    non_finite: int | None = None  # values infinite or NaN in the converted model's output
+    baseline: dict = field(default_factory=dict)  # equal_fraction, max_steps, max_abs_error, ...
+    baseline_name: str = ""  # "TFLite's own CPU paths (XNNPACK, builtin)"
+
+    def figures(self) -> str:
+        """The measurements as one phrase, the comparison first, the baseline after."""
+        base = self.baseline
+        if "equal_fraction" in base:  # held to the source's own spread in grid steps
+            text = (
+                f"{100 * self.equal_fraction:.2f}% of output values equal to {self.reference}, "
+                f"max {_steps(self.max_steps)} apart"
+            )
+        else:
+            text = f"max abs error {self.max_abs_error:.3g} from {self.reference}"
+            if self.rms_error is not None:
+                text += f" (rms {self.rms_error:.3g})"
+            if self.equal_fraction is not None:
+                text += (
+                    f", {100 * self.equal_fraction:.2f}% equal on the output grid, "
+                    f"max {_steps(self.max_steps)} apart"
+                )
+        if self.argmax_agreement is not None:
+            text += f", argmax agrees on {100 * self.argmax_agreement:.1f}%"
+        if self.non_finite is not None:
+            text += f", {self.non_finite} values infinite or NaN"
+        if "equal_fraction" in base:
+            if base["equal_fraction"] == 1.0:
+                text += f"; {self.baseline_name} agree on every value"
+            else:
+                text += (
+                    f"; {self.baseline_name} differ on {100 * (1 - base['equal_fraction']):.2f}%"
+                    f", by up to {_steps(base['max_steps'])}"
+                )
+        elif "max_abs_error" in base:
+            text += f"; {self.baseline_name} differ by up to {base['max_abs_error']:.3g}"
+            if "rms_error" in base:
+                text += f" (rms {base['rms_error']:.3g})"
+            if "non_finite" in base:
+                text += f", {base['non_finite']} values infinite or NaN"
+        return text
+
+
+def _steps(n: int | None) -> str:
+    return "1 step" if n == 1 else f"{n} steps"
 
 
 @dataclass
@@ -57,20 +105,28 @@ class Verification:
             raise VerificationError(self)
 
     def as_text(self) -> str:
-        lines = [f"verify: {self.inputs} inputs, converted model run by {self.runner}"]
-        for a in self.outputs:
-            parts = [f"max abs error {a.max_abs_error:.3g}"]
-            if a.equal_fraction is not None:
-                parts.append(f"{100 * a.equal_fraction:.2f}% equal on the grid")
-                parts.append(f"max {a.max_steps} steps apart")
-            if a.argmax_agreement is not None:
-                parts.append(f"argmax agrees on {100 * a.argmax_agreement:.1f}%")
-            parts.extend(f"{k} {v}" for k, v in a.extra.items())
-            verdict = "ok" if a.passed else "FAILED"
-            lines.append(f"  {a.name}: {', '.join(parts)} -> {verdict} ({a.tolerance})")
+        """The verdict first (``verify: ok, ...`` / ``verify: FAILED, ...``), then per output
+        (several) its verdict and figures, then what ran; a failed output names its rule."""
+
+        def verdict(a: Agreement) -> str:
+            rule = "" if a.passed else f" (needs: {a.tolerance})" if a.tolerance else ""
+            return f"{'ok' if a.passed else 'FAILED'}, {a.figures()}{rule}"
+
+        if len(self.outputs) == 1:
+            lines = [f"verify: {verdict(self.outputs[0])}"]
+        else:
+            failed = [a.name for a in self.outputs if not a.passed]
+            head = (
+                f"FAILED, {len(failed)} of {len(self.outputs)} outputs: {', '.join(failed)}"
+                if failed
+                else f"ok, all {len(self.outputs)} outputs"
+            )
+            lines = [f"verify: {head}", *(f"  {a.name}: {verdict(a)}" for a in self.outputs)]
+        lines.append(f"  on {self.inputs} inputs; converted model run by {self.runner}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict:
+        """Every figure ``as_text`` prints, and each output's rule (``tolerance``)."""
         return {
             "inputs": self.inputs,
             "runner": self.runner,

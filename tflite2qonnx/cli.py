@@ -99,8 +99,32 @@ def _input_shapes(pairs: list[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+# where a user who gave a Keras or TensorFlow model should go instead
+ELSEWHERE = (
+    "for a QKeras or HGQ2 model use qkeras2qonnx; convert any other to .tflite first "
+    "(tf.lite.TFLiteConverter)"
+)
+
+
+def _refuse_keras(path: str) -> None:
+    """A Keras file (HDF5, .keras zip, JSON) names the tool that reads it, in one line."""
+    from qonnx_ingest.errors import InputError
+    from tflite2qonnx.flatbuffer import _keras_file_kind
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return  # reading the model says what is wrong
+    kind = _keras_file_kind(head)
+    if kind is not None:
+        raise InputError(f"this is {kind}, not TFLite: {ELSEWHERE}", path)
+
+
 def _convert(args: argparse.Namespace):
     from tflite2qonnx.api import convert
+
+    _refuse_keras(args.input)
 
     return convert(
         args.input,
@@ -123,5 +147,6 @@ def _verify(args: argparse.Namespace, model):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    scan = cli.ModelScan((".tflite",))
+    savedmodel = f"this is a TensorFlow SavedModel directory, not TFLite: {ELSEWHERE}"
+    scan = cli.ModelScan((".tflite",), foreign={"saved_model.pb": savedmodel})
     return cli.run(build_parser(), _convert, argv, verify=_verify, scan=scan)

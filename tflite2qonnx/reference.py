@@ -119,6 +119,7 @@ def verify(
         refs = [_real(o[name], d) for o in ref_outs]
         ours = [_from_stored(o[name], perms.get(name)) for o in ours_stored]
         agreement = measure(name, refs, ours, grid)
+        agreement.reference = f"TFLite's {reference_name}"
         if grid is None:
             agreement.passed = within_relative(agreement, refs, FLOAT_RTOL)
             agreement.tolerance = f"float: max abs error <= {FLOAT_RTOL:g} * max(1, |reference|)"
@@ -144,8 +145,14 @@ def _renamed(source, details: list[dict]) -> list[dict]:
     return [{**d, "name": names[int(d["index"])]} for d in details]
 
 
+BASELINE = "TFLite's own CPU paths (XNNPACK, builtin)"
+
+
 def _against_xnnpack(ours: Agreement, xnn: Agreement) -> None:
-    ours.extra["XNNPACK"] = f"{100 * xnn.equal_fraction:.2f}% / {xnn.max_steps} steps"
+    ours.baseline_name = BASELINE
+    ours.baseline = {"equal_fraction": xnn.equal_fraction, "max_steps": xnn.max_steps}
+    if xnn.argmax_agreement is not None:
+        ours.baseline["argmax_agreement"] = xnn.argmax_agreement
     ok = ours.equal_fraction >= xnn.equal_fraction - EQUAL_FRACTION_MARGIN
     ok &= ours.max_steps <= max(1, math.ceil(MAX_STEPS_FACTOR * xnn.max_steps))
     if ours.argmax_agreement is not None:
@@ -181,12 +188,12 @@ def _float_against_xnnpack(
         float(np.sqrt(np.mean(np.square(a - ref)[finite]))) if finite.any() else 0.0
         for a in (got, xnn)
     )
-    ours.extra["XNNPACK"] = f"max abs error {xnn_max:.3g}"
-    ours.extra["rms error"] = f"{ours_rms:.3g} (XNNPACK {xnn_rms:.3g})"
+    ours.rms_error = ours_rms
+    ours.baseline_name = BASELINE
+    ours.baseline = {"max_abs_error": xnn_max, "rms_error": xnn_rms}
     if np.any(~np.isfinite(ref) | ~np.isfinite(xnn)):
-        ours.extra["non-finite"] = (
-            f"{int(np.sum(~np.isfinite(got)))} (XNNPACK {int(np.sum(~np.isfinite(xnn)))})"
-        )
+        ours.non_finite = int(np.sum(~np.isfinite(got)))
+        ours.baseline["non_finite"] = int(np.sum(~np.isfinite(xnn)))
     within = ours_max <= MAX_STEPS_FACTOR * xnn_max or ours_rms <= MAX_STEPS_FACTOR * xnn_rms
     ours.passed = bool(within and not odd.any())
     ours.tolerance = (
