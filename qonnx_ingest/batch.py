@@ -292,6 +292,8 @@ def _line(prog: str, r: Result) -> str:
         line = f"{prog}: converted {r.input} -> {r.output} ({r.message}) in {r.seconds:.2f} s"
         if r.verification_skipped:
             line += f"; verification skipped: {r.verification_skipped}"
+        elif r.verification:
+            line += "; verify: ok"
         return line
     if r.status == "interrupted":
         return f"{prog}: interrupted {r.input}"

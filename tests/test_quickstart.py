@@ -91,7 +91,7 @@ def test_quick_start_converts_one_tflite_and_one_qkeras_model_into_different_fil
         written.append(argv[argv.index("-o") + 1])
         assert (work / written[-1]).is_file(), written[-1]
         if "--verify" in argv:
-            assert "-> ok" in done.stdout + done.stderr, done.stdout + done.stderr
+            assert "verify: ok, " in done.stdout, done.stdout + done.stderr
     assert len(set(written)) == len(written) == 2, written
 
 

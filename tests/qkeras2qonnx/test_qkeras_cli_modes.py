@@ -1,6 +1,7 @@
 """qkeras2qonnx modes that keep the user's work: a model without a single quantizer warns
-(``--strict`` refuses it), a missing qkeras-v3 is exit 2 with a hint for this environment, and
-the Python API's format="qcdq" and convert_and_verify."""
+(``--strict`` refuses it), a Keras model that cannot run under --verify is still written
+(exit 5), a missing qkeras-v3 is exit 2 with a hint for this environment, and the Python API's
+format="qcdq" and convert_and_verify."""
 
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ from qkeras_helpers import keras, set_seeded_weights
 from support import assert_cli_fails, run_module, snapshot
 
 NO_QUANTIZER = "no quantizer: the ONNX model is float"
+CANNOT_RUN = "the Keras model cannot run on the verification inputs (InvalidArgumentError: "
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """plain.h5: a float Keras Dense model; jet.h5: a QKeras one (quantized weights and
-    activation)."""
+    activation); raises.h5: jet with a Lambda after it that fails when run eagerly."""
     from qkeras import QActivation, QDense, quantized_bits
 
     k = keras()
@@ -35,6 +37,16 @@ def models(tmp_path_factory):
     quantized = k.Model(inp, QActivation("quantized_relu(4,1)", name="act")(h))
     set_seeded_weights(quantized, 7)
     quantized.save(root / "jet.h5")
+    # raises when Keras runs it eagerly (--verify's reference), not when traced to ONNX
+    tf = "tensorflow"
+    eager_only = k.layers.Lambda(
+        lambda t: t
+        if not __import__(tf).executing_eagerly()
+        else __import__(tf).debugging.check_numerics(t / 0.0, "checked"),
+        name="eager_only",
+    )
+    raises = eager_only(quantized.output)
+    k.Model(inp, raises).save(root / "raises.h5")
     return root, quantized
 
 
@@ -69,6 +81,47 @@ def test_a_quantized_model_has_no_such_warning(models, tmp_path, capsys):
 
 
 @pytest.mark.keras
+def test_verify_whose_keras_model_cannot_run_writes_the_model_and_exits_5(models, tmp_path, capsys):
+    """Was: "internal error: InvalidArgumentError ...", exit 1, nothing written."""
+    root, quantized = models
+    out = tmp_path / "raises.onnx"
+    assert run([root / "raises.h5", "-o", out, "--allow-lambda", "--verify", "-q"]) == 5
+    captured = capsys.readouterr()
+    assert f"wrote {out}" in captured.out and "verify:" not in captured.out
+    (last,) = captured.err.splitlines()[-1:]
+    assert last.startswith(f"qkeras2qonnx: verification skipped: {CANNOT_RUN}"), captured.err
+    assert "Tensor had" in last and "error:" not in captured.err
+    # the conversion stands: what the traced layer computes (the identity) after jet
+    model = onnx.load(out)
+    x = np.random.default_rng(1).uniform(-2, 2, (4, 6)).astype(np.float32)
+    from qonnx_ingest.verification import run_converted
+
+    (got,), _ = run_converted(model, [{model.graph.input[0].name: x}])
+    expected = np.asarray(quantized(x, training=False))
+    np.testing.assert_allclose(got[model.graph.output[0].name], expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.keras
+def test_given_inputs_the_keras_model_cannot_run_on_are_an_input_error(models, tmp_path, capsys):
+    """The user's own samples failing are theirs to fix (exit 2, nothing written), as in
+    tflite2qonnx; and the Python API raises ReferenceUnavailable for seeded ones."""
+    import qkeras2qonnx
+    from qonnx_ingest.errors import ReferenceUnavailable
+
+    root, _ = models
+    npz = tmp_path / "x.npz"
+    np.savez(npz, x=np.zeros((2, 6), np.float32))
+    out = tmp_path / "raises.onnx"
+    before = snapshot(tmp_path)
+    argv = [root / "raises.h5", "-o", out, "--allow-lambda", "--verify-inputs", npz, "-q"]
+    assert_cli_fails(capsys, run, "qkeras2qonnx", argv, 2, CANNOT_RUN)
+    assert snapshot(tmp_path) == before
+    with pytest.raises(ReferenceUnavailable, match="cannot run on the verification inputs"):
+        qkeras2qonnx.convert_and_verify(root / "raises.h5", out, inputs=2, allow_lambda=True)
+    assert not out.exists()
+
+
+@pytest.mark.keras
 def test_convert_format_qcdq_computes_what_qkeras_computes(models):
     import qkeras2qonnx
     from qonnx_ingest.verification import run_converted
@@ -95,7 +148,9 @@ def test_convert_and_verify_returns_the_figures_it_checked(models, tmp_path):
     assert figures.passed and figures.inputs == 5
     (agreement,) = figures.outputs
     assert agreement.name == model.graph.output[0].name and agreement.max_abs_error < 1e-6
-    assert figures.as_text().startswith("verify: 5 inputs")
+    assert figures.as_text().startswith("verify: ok, max abs error ")
+    assert figures.as_text().endswith("\n  on 5 inputs; converted model run by onnxruntime "
+                                      "after QCDQ lowering; source: QKeras predict")
     assert json.loads(json.dumps(figures.as_dict()))["passed"] is True
     assert onnx.load(out).graph == model.graph
 

@@ -130,8 +130,13 @@ def test_convert_verify_true(monkeypatch, tmp_path):
 def test_cli_verify_prints_the_figures(tmp_path, capsys):
     assert run(MODEL, "-o", tmp_path / "jet.onnx", "--verify") == 0
     out = capsys.readouterr().out
-    assert "verify: 16 inputs, converted model run by onnxruntime after QCDQ lowering" in out
-    assert "  softmax: max abs error " in out and "argmax agrees on 100.0% -> ok" in out
+    verdict, context = out.splitlines()[1:3]  # after the "wrote" line: the verdict first
+    assert verdict.startswith("verify: ok, max abs error ") and " from the Keras model, " in verdict
+    assert verdict.endswith("argmax agrees on 100.0%")
+    assert context == (
+        "  on 16 inputs; converted model run by onnxruntime after QCDQ lowering; "
+        "source: QKeras predict"
+    )
 
 
 def test_cli_disagreement_exits_3_and_writes_the_model(monkeypatch, tmp_path, capsys, converted):
@@ -145,7 +150,8 @@ def test_cli_disagreement_exits_3_and_writes_the_model(monkeypatch, tmp_path, ca
     assert captured.err.endswith(
         "qkeras2qonnx: error: --verify: verification failed on output softmax\n"
     )
-    assert "-> FAILED" in captured.out
+    assert "verify: FAILED, max abs error " in captured.out
+    assert "(needs: max abs error <= 1e-06 * max(1, |QKeras|))" in captured.out
     assert onnx.load(out).SerializeToString() == bad.SerializeToString()
 
 
@@ -165,7 +171,7 @@ def test_cli_verify_inputs(tmp_path, capsys, form):
     path = tmp_path / "jets.npz"
     np.savez(path, jets=samples) if form == "named" else np.savez(path, samples)
     assert run(MODEL, "-o", tmp_path / "jet.onnx", "--verify", "--verify-inputs", path) == 0
-    assert "verify: 5 inputs" in capsys.readouterr().out
+    assert "  on 5 inputs; " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("sample", [(12,), (4, 4)], ids=["fewer_values", "as_many_values"])

@@ -249,13 +249,49 @@ def test_verification_error_names_the_failed_output():
     assert isinstance(error, ConversionError) and error.exit_code == 3
     assert str(error) == "--verify: verification failed on output y"
     text = verification(False).as_text().splitlines()
-    assert text[0] == "verify: 2 inputs, converted model run by r"
-    assert text[1] == (
-        "  y: max abs error 0.25, 50.00% equal on the grid, max 1 steps apart -> FAILED (t)"
-    )
-    assert text[2] == "  z: max abs error 0 -> ok (t)"
+    assert text == [
+        "verify: FAILED, 1 of 2 outputs: y",
+        "  y: FAILED, max abs error 0.25 from the source model, 50.00% equal on the output "
+        "grid, max 1 step apart (needs: t)",
+        "  z: ok, max abs error 0 from the source model",
+        "  on 2 inputs; converted model run by r",
+    ]
     d = verification(False).as_dict()
     assert d["passed"] is False and d["inputs"] == 2 and d["outputs"][0]["name"] == "y"
+
+
+def quantized_output(passed: bool, equal: float, steps: int) -> Verification:
+    """One int8 output held to TFLite's own spread (XNNPACK 99.25% equal, 11 steps)."""
+    a = Agreement("out", 0.0586, equal_fraction=equal, max_steps=steps, argmax_agreement=1.0,
+                  passed=passed, tolerance="rule", reference="TFLite's builtin kernels",
+                  baseline={"equal_fraction": 0.9925, "max_steps": 11},
+                  baseline_name="TFLite's own CPU paths (XNNPACK, builtin)")  # fmt: skip
+    return Verification([a], inputs=16, runner="onnxruntime")
+
+
+def test_one_output_leads_with_the_verdict_then_the_figures_and_the_sources_own_spread():
+    """Was: "max 15 steps apart, ..., XNNPACK 99.25% / 11 steps -> ok (quantized: equal
+    fraction within 0.1 pt and max steps within 1.5x of ...)", the verdict at the far end."""
+    text = quantized_output(True, 0.9926, 15).as_text().splitlines()
+    assert text == [
+        "verify: ok, 99.26% of output values equal to TFLite's builtin kernels, max 15 steps "
+        "apart, argmax agrees on 100.0%; TFLite's own CPU paths (XNNPACK, builtin) differ on "
+        "0.75%, by up to 11 steps",
+        "  on 16 inputs; converted model run by onnxruntime",
+    ]
+    failed = quantized_output(False, 0.5, 40).as_text().splitlines()[0]
+    assert failed.startswith("verify: FAILED, 50.00% of output values equal to TFLite's")
+    assert failed.endswith("by up to 11 steps (needs: rule)")
+
+
+def test_the_json_form_has_every_figure_the_text_prints():
+    import json
+
+    (out,) = json.loads(json.dumps(quantized_output(True, 0.9926, 15).as_dict()))["outputs"]
+    assert (out["equal_fraction"], out["max_steps"], out["argmax_agreement"]) == (0.9926, 15, 1)
+    assert out["baseline"] == {"equal_fraction": 0.9925, "max_steps": 11}
+    assert out["reference"] == "TFLite's builtin kernels" and out["tolerance"] == "rule"
+    assert out["passed"] is True
 
 
 # ----------------------------------------------------------------------------- the CLI side
@@ -273,14 +309,14 @@ def test_disagreement_exits_3_and_keeps_the_model_for_inspection(tmp_path, capsy
     assert run_tool(tmp_path, lambda args, model: verification(False)) == 3
     out, err = capsys.readouterr()
     assert err == "tool: error: --verify: verification failed on output y\n"
-    assert "-> FAILED" in out and "tool: wrote" in out
+    assert "verify: FAILED, 1 of 2 outputs: y\n" in out and "tool: wrote" in out
     assert onnx.load(tmp_path / "model.onnx").graph.node  # written for inspection
 
 
 def test_agreement_exits_0(tmp_path, capsys):
     assert run_tool(tmp_path, lambda args, model: verification(True)) == 0
     out, err = capsys.readouterr()
-    assert err == "" and "  y: max abs error 0.25" in out and "-> ok" in out
+    assert err == "" and "verify: ok, all 2 outputs\n  y: ok, max abs error 0.25" in out
 
 
 def test_what_is_verified_is_what_is_written(tmp_path):

@@ -125,4 +125,4 @@ def test_verify_inputs_in_the_wrong_layout_are_refused_naming_both_shapes(verify
 def test_verify_inputs_in_the_source_layout_are_taken(name, verify_inputs, capsys):
     tmp = verify_inputs
     assert main([str(CONV), "-o", str(tmp / "m.onnx"), "--verify-inputs", str(tmp / name)]) == 0
-    assert "verify: 2 inputs" in capsys.readouterr().out
+    assert "  on 2 inputs; " in capsys.readouterr().out

@@ -135,8 +135,45 @@ def test_a_keras_file_is_sent_to_qkeras2qonnx(tmp_path, capsys, make, kind):
     make(source)
     before = snapshot(tmp_path)
     argv = [source, "-q"]
-    assert_cli_fails(capsys, main, "tflite2qonnx", argv, 2, "model.tflite", kind, "qkeras2qonnx")
+    assert_cli_fails(capsys, main, "tflite2qonnx", argv, 2, "model.tflite", kind, ELSEWHERE)
     assert snapshot(tmp_path) == before
+
+
+ELSEWHERE = (
+    "not TFLite: for a QKeras or HGQ2 model use qkeras2qonnx; convert any other to .tflite "
+    "first (tf.lite.TFLiteConverter)"
+)
+
+
+def test_a_savedmodel_directory_is_sent_to_qkeras2qonnx_or_the_tflite_converter(tmp_path, capsys):
+    """Was: "is a directory with no .tflite file in it (--recursive looks below it)"."""
+    saved = tmp_path / "exported"
+    (saved / "variables").mkdir(parents=True)
+    (saved / "saved_model.pb").write_bytes(b"\x08\x01")  # what tf.saved_model.save writes
+    before = snapshot(tmp_path)
+    for argv in ([saved, "-q"], [saved, "-o", tmp_path / "out/", "--json"]):
+        err = assert_cli_fails(capsys, main, "tflite2qonnx", argv, 2, ELSEWHERE)
+        assert err.startswith(f"tflite2qonnx: error: {saved}: this is a TensorFlow SavedModel ")
+    assert snapshot(tmp_path) == before
+
+
+def test_json_with_one_model_writes_the_file_o_names_with_its_verify_verdict(tmp_path):
+    """--json takes one model as the command does without it (was: "with several models, -o
+    names a directory"), and its figures are the verdict's numbers."""
+    result = run_module("tflite2qonnx", HELLO, "-o", "hello.onnx", "--verify", "--json",
+                        cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (model,) = json.loads(result.stdout)["models"]
+    assert model["output"] == "hello.onnx" and (tmp_path / "hello.onnx").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.onnx"]
+    (output,) = model["verification"]["outputs"]
+    assert output["reference"] == "TFLite's builtin kernels" and output["passed"] is True
+    assert output["equal_fraction"] == 1.0 and output["max_steps"] == 0
+    assert output["baseline"] == {"equal_fraction": 1.0, "max_steps": 0}
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"tflite2qonnx: converted {HELLO} -> hello.onnx (") and line.endswith(
+        "; verify: ok"
+    )
 
 
 @pytest.mark.parametrize("target", ["-", "/dev/stdout"])
@@ -254,7 +291,7 @@ def test_convert_and_verify_returns_the_figures_and_the_interpreter_stays_quiet(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "ModelProto True 4 ['StatefulPartitionedCall:0']"
-    assert lines[1].startswith("verify: 4 inputs")
+    assert lines[1].startswith("verify: ok, 100.00% of output values equal to TFLite's builtin")
     # was "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." (C++, on fd 2)
     assert "XNNPACK delegate" not in result.stderr and "INFO" not in result.stderr
 

@@ -6,6 +6,7 @@ graph names an empty-named tensor ``tensor_<index>`` and a repeat ``<name>:<inde
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -43,9 +44,10 @@ def test_cli_verify_report_and_encodings_on_odd_names(odd, tmp_path, capsys) -> 
     out, enc = tmp_path / "odd.onnx", tmp_path / "enc.json"
     assert main([str(odd), "-o", str(out), "--verify", "--report", "--encodings", str(enc)]) == 0
     text = capsys.readouterr().out
-    verdicts = [line for line in text.splitlines() if " -> " in line]
-    assert len(verdicts) == 3 and all("-> ok" in v for v in verdicts), text
-    assert verdicts[1].lstrip().startswith("ausgabe_ü∂_出力:")
+    assert "verify: ok, all 3 outputs\n" in text, text
+    verdicts = [line for line in text.splitlines() if re.match(r"  \S.*: (ok|FAILED), ", line)]
+    assert len(verdicts) == 3 and all(": ok, " in v for v in verdicts), text
+    assert verdicts[1].lstrip().startswith("ausgabe_ü∂_出力: ok, ")
     assert "unnamed_0 " in text and "unnamed_1 " in text  # the report's input rows
     names = {e["name"] for e in json.loads(enc.read_text(encoding="utf-8"))["encodings"]}
     model = onnx.load(out)
@@ -67,7 +69,7 @@ def test_verify_inputs_keyed_by_converted_name_or_position(odd, tmp_path, capsys
     argv = [str(odd), "-o", str(tmp_path / "o.onnx"), "--verify-inputs", str(npz)]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "verify: 5 inputs" in text and text.count("-> ok") == 3, text
+    assert "verify: ok, all 3 outputs" in text and "  on 5 inputs; " in text, text
 
 
 def test_verify_inputs_under_other_names_is_a_one_line_error_naming_the_keys(
@@ -87,6 +89,6 @@ def test_keyword_model_with_an_empty_named_input_verifies(tmp_path, capsys) -> N
     """Was: internal error: Required inputs (['tensor_52']) are missing from input feed ([''])."""
     assert main([str(KEYWORD), "-o", str(tmp_path / "kw.onnx"), "--verify"]) == 0
     captured = capsys.readouterr()
-    assert "unnamed_53:" in captured.out and "-> ok" in captured.out
+    assert "  unnamed_53: ok, " in captured.out and "verify: ok, " in captured.out
     warnings = [line for line in captured.err.splitlines() if "stateful" in line]
     assert len(warnings) == 1 and "unnamed_4, unnamed_12, unnamed_20 and 4 more" in warnings[0]

@@ -97,7 +97,8 @@ def test_a_corrupted_model_fails(conv_model, corrupt, steps):
     assert not checked.passed
     (a,) = checked.outputs
     assert a.equal_fraction < 0.99 and steps(a.max_steps)
-    assert "-> FAILED" in checked.as_text()
+    assert checked.as_text().startswith("verify: FAILED, ")
+    assert "(needs: quantized: equal fraction within 0.1 pt" in checked.as_text()
     assert str(VerificationError(checked)) == "--verify: verification failed on output output"
 
 
@@ -124,10 +125,14 @@ def test_cli_verify_prints_per_output_figures(tmp_path, capsys):
     out = tmp_path / "hello.onnx"
     assert main([str(HELLO), "-o", str(out), "--verify"]) == 0
     stdout = capsys.readouterr().out
-    assert "verify: 16 inputs, converted model run by onnxruntime, Quant as standard ops" in stdout
-    assert (
-        "  StatefulPartitionedCall:0: max abs error 0, 100.00% equal on the grid, "
-        "max 0 steps apart, XNNPACK 100.00% / 0 steps -> ok" in stdout
+    verdict, context = stdout.splitlines()[1:3]  # after the "wrote" line: the verdict first
+    assert verdict == (
+        "verify: ok, 100.00% of output values equal to TFLite's builtin kernels, max 0 steps "
+        "apart; TFLite's own CPU paths (XNNPACK, builtin) agree on every value"
+    )
+    assert context == (
+        "  on 16 inputs; converted model run by onnxruntime, Quant as standard ops; "
+        "TFLite reference: builtin kernels"
     )
     assert out.exists()
 
@@ -141,7 +146,7 @@ def test_cli_disagreement_exits_3_and_writes_the_model(monkeypatch, tmp_path, ca
     assert captured.err == (
         "tflite2qonnx: error: --verify: verification failed on output StatefulPartitionedCall:0\n"
     )
-    assert "verify: 4 inputs" in captured.out and "-> FAILED" in captured.out
+    assert "verify: FAILED, " in captured.out and "  on 4 inputs; " in captured.out
     assert onnx.load(out).SerializeToString() == bad.SerializeToString()  # kept for inspection
 
 
@@ -151,7 +156,7 @@ def test_cli_verifies_the_written_qcdq_model(tmp_path, capsys):
     stdout = capsys.readouterr().out
     # the QCDQ file itself runs in onnxruntime; its tie changes do not show on these inputs
     assert "converted model run by onnxruntime; TFLite reference: builtin kernels" in stdout
-    assert "100.00% equal on the grid" in stdout
+    assert "verify: ok, 100.00% of output values equal to TFLite's builtin kernels" in stdout
     assert "Quant" not in {n.op_type for n in onnx.load(out).graph.node}
 
 
@@ -172,7 +177,7 @@ def test_cli_verify_inputs(tmp_path, capsys, form):
     out = tmp_path / "conv.onnx"
     assert main([str(CONV), "-o", str(out), "--verify", "--verify-inputs", str(path)]) == 0
     stdout = capsys.readouterr().out
-    assert "verify: 3 inputs" in stdout and "output: max abs error 0, 100.00% equal" in stdout
+    assert "verify: ok, 100.00% of output values equal" in stdout and "  on 3 inputs; " in stdout
 
 
 def test_verify_inputs_raw_codes_and_reals_agree(conv_model, tmp_path):
@@ -300,6 +305,6 @@ def test_dp_net_verifies_against_the_interpreter(tmp_path, capsys):
 def test_the_ssd_detector_verifies_against_the_interpreter():
     ssd = CORPUS / "tflite" / "tfexamples__ssd_mobilenet_v1_coco_quant_detect.tflite"
     result = verify(ssd, tflite2qonnx.api.convert(ssd), inputs=2)
-    assert result.passed, [(a.name, a.max_abs_error, a.extra) for a in result.outputs]
+    assert result.passed, result.as_text()
     count = next(a for a in result.outputs if a.name == "TFLite_Detection_PostProcess:3")
     assert count.max_abs_error == 0  # the number of detections is equal
