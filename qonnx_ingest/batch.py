@@ -190,7 +190,7 @@ def plan_outputs(
     """(model, its output, or a refusal when another model already writes there); ``single``:
     one model, whose -o is a file or a directory as ``output_path`` reads it."""
     if single:
-        (model, _), = models
+        ((model, _),) = models
         out, make_dir = output_path(output, model)
         if make_dir is not None:
             _mkdir(make_dir, created)

@@ -40,9 +40,11 @@ def models(tmp_path_factory):
     # raises when Keras runs it eagerly (--verify's reference), not when traced to ONNX
     tf = "tensorflow"
     eager_only = k.layers.Lambda(
-        lambda t: t
-        if not __import__(tf).executing_eagerly()
-        else __import__(tf).debugging.check_numerics(t / 0.0, "checked"),
+        lambda t: (
+            t
+            if not __import__(tf).executing_eagerly()
+            else __import__(tf).debugging.check_numerics(t / 0.0, "checked")
+        ),
         name="eager_only",
     )
     raises = eager_only(quantized.output)
@@ -149,8 +151,10 @@ def test_convert_and_verify_returns_the_figures_it_checked(models, tmp_path):
     (agreement,) = figures.outputs
     assert agreement.name == model.graph.output[0].name and agreement.max_abs_error < 1e-6
     assert figures.as_text().startswith("verify: ok, max abs error ")
-    assert figures.as_text().endswith("\n  on 5 inputs; converted model run by onnxruntime "
-                                      "after QCDQ lowering; source: QKeras predict")
+    assert figures.as_text().endswith(
+        "\n  on 5 inputs; converted model run by onnxruntime "
+        "after QCDQ lowering; source: QKeras predict"
+    )
     assert json.loads(json.dumps(figures.as_dict()))["passed"] is True
     assert onnx.load(out).graph == model.graph
 
