@@ -7,6 +7,7 @@ from qonnx_ingest.errors import (
     ConversionError,
     ConversionWarning,
     InputError,
+    ReferenceUnavailable,
     VerificationError,
 )
 
@@ -19,6 +20,7 @@ __all__ = [
     "ConversionError",
     "ConversionWarning",
     "InputError",
+    "ReferenceUnavailable",
     "VerificationError",
     "__version__",
 ]

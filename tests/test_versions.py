@@ -87,7 +87,8 @@ def test_each_package_exports_its_version_and_the_public_exceptions(package):
 
     module = importlib.import_module(package)
     assert module.__version__ == importlib.import_module("qonnx_ingest").__version__ != ""
-    for name in ("ConversionError", "InputError", "VerificationError", "ConversionWarning"):
+    public = ("ConversionError", "InputError", "VerificationError", "ConversionWarning")
+    for name in (*public, "ReferenceUnavailable"):
         assert getattr(module, name) is getattr(errors, name), name
         assert name in module.__all__
     assert issubclass(module.VerificationError, module.ConversionError)
