@@ -54,9 +54,15 @@ def hgq2_dir() -> Path | None:
 
 
 def hgq2_missing_message() -> str:
+    """Where ``hgq2_dir`` looks by default: beside this interpreter's environment, any venv
+    (was ``--target .venv/hgq2``, right only from a project root holding that venv)."""
+    import shlex
+
+    target = shlex.quote(str(Path(sys.prefix) / "hgq2"))
     return (
-        "this model uses HGQ2 layers, but hgq2 is not installed: run scripts/setup.sh, or "
-        f"pip install --no-deps --target .venv/hgq2 {HGQ2_PIN} (or set {HGQ2_DIR_VARIABLE})"
+        "this model uses HGQ2 layers, but hgq2 is not installed: "
+        f"pip install --no-deps --target {target} {HGQ2_PIN} (or set {HGQ2_DIR_VARIABLE} to "
+        "where it is)"
     )
 
 

@@ -4,7 +4,7 @@ linked from the README, every relative link resolves, and the README stays a sho
 import importlib.util
 import re
 
-from support import ROOT
+from support import CORPUS, ROOT, requires_corpus
 
 DOCS = ROOT / "docs"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -65,4 +65,33 @@ def test_every_relative_link_in_readme_and_docs_resolves_with_its_anchor():
 
 def test_readme_is_a_short_users_page():
     lines = (ROOT / "README.md").read_text().splitlines()
-    assert len(lines) <= 260, f"README.md has {len(lines)} lines; move reference text to docs/"
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move reference text to docs/"
+
+
+def test_readme_and_docs_list_every_exit_code_the_tools_use():
+    from qonnx_ingest.cli_options import EXIT_CODES
+
+    for page in (ROOT / "README.md", DOCS / "cli.md"):
+        section = re.search(r"^## Exit codes.*?\n(.*?)^## ", page.read_text(), re.S | re.M)
+        codes = " ".join(section.group(1).split()).split("With several models")[0]
+        listed = re.findall(r"(?:^|[ (,])(\d+) (?=[a-z`])", codes)
+        assert [int(c) for c in listed] == [code for code, _ in EXIT_CODES], (page, listed)
+
+
+@requires_corpus
+def test_the_cli_pages_report_and_verify_example_is_what_the_command_prints(tmp_path, capsys):
+    """docs/cli.md's hello_world example (abridged: its "..." stands for rows left out):
+    every other line, the figures included, as `--verify --report` prints it today."""
+    from tflite2qonnx.cli import main
+
+    text = (DOCS / "cli.md").read_text()
+    command = "tflite2qonnx tflm__hello_world_int8.tflite --verify --report"
+    block = re.search(rf"`{command}`, abridged\):\n\n```\n(.*?)^```", text, re.S | re.M)
+    assert block, "docs/cli.md lost its --verify --report example"
+    model = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"
+    assert main([str(model), "-o", str(tmp_path / "m.onnx"), "--verify", "--report", "-q"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    shown = [ln for ln in block.group(1).splitlines() if ln != "..."]
+    assert len(shown) >= 10 and all(line in printed for line in shown), [
+        line for line in shown if line not in printed
+    ]

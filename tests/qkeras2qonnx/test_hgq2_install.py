@@ -4,6 +4,7 @@ No TensorFlow is imported here."""
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,5 +43,8 @@ def test_a_file_naming_hgq_classes_without_hgq2_is_refused_with_the_install_comm
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
     layer = {"module": "hgq.layers.core.dense", "class_name": "QDense", "config": {}}
     path = tmp_path / "m.keras"
-    with pytest.raises(InputError, match=r"hgq2 is not installed.*--target \.venv/hgq2"):
+    with pytest.raises(InputError, match="hgq2 is not installed") as info:
         load._refuse_lambda({"config": {"layers": [layer]}}, False, path)
+    # where hgq2_dir looks without the variable: beside this environment, wherever its venv is
+    target = Path(sys.prefix) / "hgq2"
+    assert f"pip install --no-deps --target {target} {flavour.HGQ2_PIN}" in str(info.value)
