@@ -95,6 +95,28 @@ def test_quick_start_converts_one_tflite_and_one_qkeras_model_into_different_fil
     assert len(set(written)) == len(written) == 2, written
 
 
+def test_quick_start_installs_the_pinned_stack_into_a_fresh_venv():
+    """The setup lines this test skips: a venv first, then every pip line pinned by the
+    project's constraints.txt to extras the project declares (was: no venv, no pins, and an
+    unpublished package name)."""
+    import configparser
+
+    lines, _ = quick_start()
+    setup = [shlex.split(line, comments=True) for line in lines]
+    setup = [argv for argv in setup if argv[0] not in TOOLS]
+    assert setup[0][:3] == ["python3.11", "-m", "venv"], setup[0]
+    pips = [argv for argv in setup if "pip" in argv]
+    assert pips and all(argv[argv.index("-c") + 1] == "constraints.txt" for argv in pips), pips
+    assert (ROOT / "constraints.txt").is_file()
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    declared = set(config["options.extras_require"])
+    for argv in pips:
+        (target,) = [a for a in argv if a.startswith(".")]  # the clone itself, not an index
+        extras = re.fullmatch(r"\.(?:\[(.*)\])?", target)[1] or ""
+        assert set(filter(None, extras.split(","))) <= declared, target
+
+
 def test_quick_start_snippet_runs_the_written_files_with_the_input_the_test_rebuilds(run):
     work, snippet, conversions, printed = run
     assert INPUT in snippet, "the snippet's input changed: update INPUT and snippet_input"

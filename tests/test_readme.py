@@ -95,3 +95,20 @@ def test_the_cli_pages_report_and_verify_example_is_what_the_command_prints(tmp_
     assert len(shown) >= 10 and all(line in printed for line in shown), [
         line for line in shown if line not in printed
     ]
+
+
+def test_the_project_layout_lists_every_top_level_directory():
+    """Was: a "Project layout" without ``layout/``."""
+    text = (DOCS / "development.md").read_text()
+    section = re.search(r"^## Project layout\n(.*?)(?:^## |\Z)", text, re.S | re.M).group(1)
+    listed = set(re.findall(r"^\| `([\w.-]+)/` \|", section, re.M))
+    made = {"build", "dist", "out", "__pycache__"}  # what builds and the demo write
+    present = {
+        p.name
+        for p in ROOT.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and p.name not in made
+        and not p.name.endswith(".egg-info")
+    }
+    assert present <= listed, sorted(present - listed)
