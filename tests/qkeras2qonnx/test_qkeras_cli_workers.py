@@ -5,6 +5,7 @@ weights file is one model; a crash or a hang still costs only its own model."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -187,3 +188,40 @@ def test_models_of_both_qkeras_generations_go_to_workers_of_their_own(tmp_path):
     done = run_module("qkeras2qonnx", models / "b3.keras", "-o", single, "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (out / "b3.onnx").read_bytes() == single.read_bytes()
+
+
+@pytest.mark.keras
+def test_ctrl_c_stops_the_reused_workers_and_prints_what_finished_and_what_did_not(tmp_path):
+    """As for processes of their own (tflite2qonnx's test): the models a reused worker had not
+    reached are "not run", the one it was converting "interrupted", and nothing "crashed"."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from support import EXAMPLES, ROOT
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for k in range(4):
+        shutil.copyfile(EXAMPLES / "qkeras_jet_dnn.h5", models / f"m{k}.h5")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "qkeras2qonnx", "models", "-o", "out/"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a user's shell
+    )
+    first = child.stdout.readline()  # one model done in the worker
+    child.send_signal(signal.SIGINT)
+    rest, err = child.communicate(timeout=300)
+    assert first.startswith("qkeras2qonnx: converted models/m0.h5"), (first, err)
+    assert child.returncode == 130, err
+    assert "crashed" not in rest + err and "Traceback" not in err
+    table = {m[1]: int(m[2]) for m in re.finditer(r"^(\w[\w ]*?) +(\d+) ", rest, re.M)}
+    unfinished = table.get("interrupted", 0) + table.get("not run", 0)
+    assert table["converted"] + unfinished == table["total"] == 4 and unfinished >= 1
+    assert f"qkeras2qonnx: interrupted: {unfinished} of 4 models not converted" in err
+    assert len(list((tmp_path / "out").iterdir())) == table["converted"]
