@@ -30,7 +30,9 @@ def convert_and_verify(
     ``as_dict()``).
 
     Raises ``VerificationError`` (carrying the figures as ``.verification``; nothing saved)
-    on a disagreement. ``output_path`` is written only after the verification passed. A
+    on a disagreement, ``ReferenceUnavailable`` when Keras cannot run the model on the seeded
+    inputs (an ``InputError`` on ``inputs_path``'s). ``output_path`` is written only after the
+    verification passed. A
     model of the other QKeras generation is converted and verified in a subprocess, as
     ``convert`` does.
     """
