@@ -138,6 +138,8 @@ def _refuse_single_only(args: argparse.Namespace, single: bool = False) -> None:
             raise InputError(f"{option} works on one model at a time: give a single MODEL")
         if value is True or value == "-":
             raise InputError(f"--json keeps stdout for its JSON document: {option} cannot print")
+    if args.output == "-" and single:
+        raise InputError("--json keeps stdout for its JSON document: -o - cannot write there")
     if args.output == "-":
         raise InputError("-o - writes one model to stdout: give a single MODEL")
 

@@ -125,7 +125,6 @@ def _convert(args: argparse.Namespace):
     from tflite2qonnx.api import convert
 
     _refuse_keras(args.input)
-
     return convert(
         args.input,
         opset=args.opset,

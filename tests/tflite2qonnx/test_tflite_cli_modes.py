@@ -317,3 +317,17 @@ def test_given_inputs_the_interpreter_refuses_are_the_users_to_fix_not_a_skip(tm
     with pytest.raises(InputError, match="interpreter failed") as info:
         verify(source, convert(source), inputs_path=path)
     assert not isinstance(info.value, ReferenceUnavailable)
+
+
+@pytest.mark.parametrize(
+    "extra, option",
+    [(["--report"], "--report"), (["--report-json", "-"], "--report-json"), (["-o", "-"], "-o -")],
+)
+def test_json_with_one_model_refuses_what_would_print_beside_its_document(
+    tmp_path, capsys, extra, option
+):
+    before = snapshot(tmp_path)
+    output = [] if "-o" in extra else ["-o", tmp_path / "m.onnx"]
+    argv = [HELLO, *output, "--json", *extra]
+    assert_cli_fails(capsys, main, "tflite2qonnx", argv, 2, "--json keeps stdout", option)
+    assert snapshot(tmp_path) == before
