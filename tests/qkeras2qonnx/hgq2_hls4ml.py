@@ -23,7 +23,16 @@ import hls4ml
 import keras
 import numpy as np
 from hgq.config import QuantizerConfig
-from hgq.layers import QConv2D, QDense, QMaxPooling2D
+from hgq.layers import (
+    QAveragePow2,
+    QConv2D,
+    QDense,
+    QMaxPooling2D,
+    QMaximum,
+    QMinimum,
+    QSoftmax,
+    QUnaryFunctionLUT,
+)
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.transformation.gemm_to_matmul import GemmToMatMul
@@ -64,6 +73,29 @@ def conv_sat() -> keras.Model:
     return keras.Model(inp, h, name="conv_sat")
 
 
+def merge_sat() -> keras.Model:
+    """QAveragePow2, QMaximum and QMinimum of two dense branches (uniform SAT inputs)."""
+    a = keras.Input((6,), name="a")
+    b = keras.Input((6,), name="b")
+    da = QDense(4, iq_conf=uniform_sat(), name="fa")(a)
+    db = QDense(4, iq_conf=uniform_sat(), name="fb")(b)
+    merged = [
+        layer(iq_conf=uniform_sat(), name=name)([da, db])
+        for layer, name in ((QAveragePow2, "avg"), (QMaximum, "max"), (QMinimum, "min"))
+    ]
+    h = keras.layers.Concatenate(name="cat")(merged)
+    return keras.Model([a, b], QDense(2, iq_conf=uniform_sat(), name="out")(h), name="merge_sat")
+
+
+def tables_sat() -> keras.Model:
+    """A tanh table and a QSoftmax on uniform SAT inputs: exact Gathers in our QONNX."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(4, iq_conf=uniform_sat(), name="fc")(inp)
+    h = QUnaryFunctionLUT("tanh", iq_conf=uniform_sat(), name="lut")(h)
+    h = QSoftmax(enable_iq=True, iq_conf=uniform_sat(), name="soft")(h)
+    return keras.Model(inp, QDense(2, iq_conf=uniform_sat(), name="out")(h), name="tables_sat")
+
+
 def dense_wrap() -> keras.Model:
     inp = keras.Input((6,), name="x")
     h = QDense(8, activation="relu", name="fc1")(inp)
@@ -100,26 +132,30 @@ def hls4ml_hgq2(model: keras.Model, out: Path) -> object:
 def main(out: Path) -> None:
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(5)
-    for build in (dense_sat, conv_sat):
+    for build in (dense_sat, conv_sat, merge_sat):
         model = build()
-        x = (rng.integers(-96, 97, (32, *model.inputs[0].shape[1:])) / 16).astype(np.float32)
+        x = [
+            (rng.integers(-96, 97, (32, *t.shape[1:])) / 16).astype(np.float32)
+            for t in model.inputs
+        ]
+        x = x[0] if len(x) == 1 else x
         ours = hls4ml_qonnx(model, out / f"{model.name}_qonnx").predict(x)
         theirs = hls4ml_hgq2(model, out / f"{model.name}_hgq2").predict(x)
-        shape = (len(x), -1)
+        shape = (32, -1)
         np.savez(
             out / f"{model.name}.npz",
-            x=x,
             hgq2=np.asarray(model.predict(x, verbose=0)).reshape(shape),
             hls4ml_hgq2=np.asarray(theirs).reshape(shape),
             hls4ml_qonnx=np.asarray(ours).reshape(shape),
         )
-    model = dense_wrap()
-    try:
-        hls4ml_qonnx(model, out / "dense_wrap_qonnx")
-    except Exception as exc:
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = f"{Path(frame.filename).name}:{frame.lineno}"
-        (out / "dense_wrap.refused.txt").write_text(f"{exc}\n{where}")
+    for build in (dense_wrap, tables_sat):
+        model = build()
+        try:
+            hls4ml_qonnx(model, out / f"{model.name}_qonnx")
+        except Exception as exc:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            (out / f"{model.name}.refused.txt").write_text(f"{exc}\n{where}")
 
 
 if __name__ == "__main__":
