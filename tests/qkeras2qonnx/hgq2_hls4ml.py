@@ -27,8 +27,8 @@ from hgq.layers import (
     QAveragePow2,
     QConv2D,
     QDense,
-    QMaxPooling2D,
     QMaximum,
+    QMaxPooling2D,
     QMinimum,
     QSoftmax,
     QUnaryFunctionLUT,
@@ -80,7 +80,7 @@ def merge_sat() -> keras.Model:
     da = QDense(4, iq_conf=uniform_sat(), name="fa")(a)
     db = QDense(4, iq_conf=uniform_sat(), name="fb")(b)
     merged = [
-        layer(iq_conf=uniform_sat(), name=name)([da, db])
+        layer(iq_confs=uniform_sat(), name=name)([da, db])
         for layer, name in ((QAveragePow2, "avg"), (QMaximum, "max"), (QMinimum, "min"))
     ]
     h = keras.layers.Concatenate(name="cat")(merged)

@@ -31,8 +31,9 @@ def _model():
     q4 = "quantized_bits(4, 0, alpha=1)"
     return k.Sequential(
         [
-            q.QConv2D(3, 3, input_shape=(6, 6, 2), kernel_quantizer=q4, bias_quantizer=q4,
-                      name="conv"),  # fmt: skip
+            q.QConv2D(
+                3, 3, input_shape=(6, 6, 2), kernel_quantizer=q4, bias_quantizer=q4, name="conv"
+            ),  # fmt: skip
             q.QActivation("quantized_relu(4, 0)", name="act"),
             k.layers.Flatten(name="flat"),
             q.QDense(3, kernel_quantizer=q4, bias_quantizer=q4, name="out"),
