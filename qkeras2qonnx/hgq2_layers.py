@@ -5,6 +5,8 @@ An HGQ2 layer quantizes its inputs (``iq``), computes with quantized weights (``
 HGQ2 computes them) and, when enabled, quantizes its output (``oq``). A rule returns the plain
 layer (class, config, the quantized weight values in ``get_weights()`` order with the
 quantizer of each) and the input / output quantizers; ``hgq2_strip`` builds and records it.
+Float functions of a quantized input (QUnaryFunctionLUT, QSoftmax) become exact tables
+(``hgq2_tables``); operations Keras has no layer for, ``hgq2_ops``.
 Adding a layer family = one rule and one entry in ``HGQ2_LAYERS``, one test.
 """
 
@@ -145,8 +147,8 @@ def _weighted(plain: str) -> Rule:
 
 
 def _plain_op(plain: str) -> Rule:
-    """Pooling, merges (QAdd, ...) and QUnaryFunctionLUT: the plain Keras layer between the
-    input and output quantizers."""
+    """Pooling, merges (QAdd, ..., QDot) and an exact QUnaryFunctionLUT: the plain Keras
+    layer between the input and output quantizers."""
 
     def strip(layer: Any, where: str) -> Plan:
         import keras
