@@ -202,11 +202,19 @@ def _unary_lut(layer: Any, where: str) -> Plan:
     (iq,) = _input_quantizers(layer, where)
     if iq is None:
         raise ConversionError(f"{name}: its input quantizer is the identity, no grid", where)
-    shape = tuple(layer.input.shape[1:])
+    shape = _input_shape(layer, where)
     table = build_table(lambda x: layer(x, training=False), iq, shape, f"{where} table")
     config = {"name": layer.name, "table": table}
     output = _output_quantizer(layer, where)
     return Plan(lookup_class(), config, [], [], [iq], output, output_in_layer=True)
+
+
+def _input_shape(layer: Any, where: str) -> tuple:
+    """The layer's input shape without the batch axis (a table is built for it)."""
+    try:
+        return tuple(layer.input.shape[1:])
+    except (AttributeError, ValueError) as exc:  # a layer called more than once
+        raise ConversionError(f"a table needs the layer's one input shape: {exc}", where) from exc
 
 
 def _softmax(layer: Any, where: str) -> Plan:
@@ -222,7 +230,7 @@ def _softmax(layer: Any, where: str) -> Plan:
             "exact table",
             where,
         )
-    shape = tuple(layer.input.shape[1:])
+    shape = _input_shape(layer, where)
     inv_shape = tuple(1 if j + 1 in layer.axes else d for j, d in enumerate(shape))
     exp = build_table(
         lambda x: layer.exp_table(x, training=False), exp_grid, shape, f"{where} exp table"
