@@ -5,6 +5,8 @@ An HGQ2 layer quantizes its inputs (``iq``), computes with quantized weights (``
 HGQ2 computes them) and, when enabled, quantizes its output (``oq``). A rule returns the plain
 layer (class, config, the quantized weight values in ``get_weights()`` order with the
 quantizer of each) and the input / output quantizers; ``hgq2_strip`` builds and records it.
+Float functions of a quantized input (QUnaryFunctionLUT, QSoftmax) become exact tables
+(``hgq2_tables``); operations Keras has no layer for, ``hgq2_ops``.
 Adding a layer family = one rule and one entry in ``HGQ2_LAYERS``, one test.
 """
 
@@ -38,6 +40,7 @@ class Plan:
     weight_quantizers: list[tuple[str, Fixed | None]] = field(default_factory=list)
     inputs: list[Fixed | None] = field(default_factory=list)  # one per input
     output: Fixed | None = None
+    output_in_layer: bool = False  # the plain layer's table holds the output quantizer's values
 
 
 Rule = Callable[[Any, str], Plan]
@@ -144,8 +147,8 @@ def _weighted(plain: str) -> Rule:
 
 
 def _plain_op(plain: str) -> Rule:
-    """Pooling, merges (QAdd, ...) and QUnaryFunctionLUT: the plain Keras layer between the
-    input and output quantizers."""
+    """Pooling, merges (QAdd, ..., QDot) and an exact QUnaryFunctionLUT: the plain Keras
+    layer between the input and output quantizers."""
 
     def strip(layer: Any, where: str) -> Plan:
         import keras
@@ -157,6 +160,91 @@ def _plain_op(plain: str) -> Rule:
         )
 
     return strip
+
+
+def _op(kind: str) -> Rule:
+    """QSum / QMeanPow2 (a sum over axes times a power of two), QAveragePow2 (a sum of the
+    inputs times a power of two), QEinsum: ``hgq2_ops.op_class`` between the quantizers."""
+
+    def strip(layer: Any, where: str) -> Plan:
+        from qkeras2qonnx.hgq2_ops import op_class
+
+        if kind == "sum":
+            params = {"axes": list(layer.axes), "keepdims": layer.keepdims}
+            params["scale"] = float(layer.scale)
+        elif kind == "average_pow2":
+            params = {"scale": float(layer._scale)}
+        else:
+            params = {"equation": layer.equation}
+        config = {"name": layer.name, "kind": kind, "params": params}
+        inputs, output = _input_quantizers(layer, where), _output_quantizer(layer, where)
+        return Plan(op_class(), config, [], [], inputs, output)
+
+    return strip
+
+
+def _unary_lut(layer: Any, where: str) -> Plan:
+    """QUnaryFunctionLUT / QAffinedUnaryFunctionLUT: an exact float activation (relu, ...) stays
+    the plain Activation; any other function becomes the table HGQ2 computes on its input
+    quantizer's grid (``hgq2_tables``), its output quantizer included."""
+    name = type(layer).__name__
+    activation = getattr(layer.activation, "__name__", None)
+    if name == "QUnaryFunctionLUT" and activation in EXACT_ACTIVATIONS:
+        return _plain_op("Activation")(layer, where)
+    if not layer.enable_iq:
+        raise ConversionError(
+            f"{name} with function {activation!r} on an unquantized input (enable_iq False): "
+            "a float function has no exact table there",
+            where,
+        )
+    from qkeras2qonnx.hgq2_tables import build_table, lookup_class
+
+    (iq,) = _input_quantizers(layer, where)
+    if iq is None:
+        raise ConversionError(f"{name}: its input quantizer is the identity, no grid", where)
+    shape = _input_shape(layer, where)
+    table = build_table(lambda x: layer(x, training=False), iq, shape, f"{where} table")
+    config = {"name": layer.name, "table": table}
+    output = _output_quantizer(layer, where)
+    return Plan(lookup_class(), config, [], [], [iq], output, output_in_layer=True)
+
+
+def _input_shape(layer: Any, where: str) -> tuple:
+    """The layer's input shape without the batch axis (a table is built for it)."""
+    try:
+        return tuple(layer.input.shape[1:])
+    except (AttributeError, ValueError) as exc:  # a layer called more than once
+        raise ConversionError(f"a table needs the layer's one input shape: {exc}", where) from exc
+
+
+def _softmax(layer: Any, where: str) -> Plan:
+    """QSoftmax: HGQ2's exp and inverse tables (``hgq2_tables.SoftmaxTables``)."""
+    from qkeras2qonnx.hgq2_tables import SoftmaxTables, build_table, softmax_class
+
+    (iq,) = _input_quantizers(layer, where)
+    exp_iq = read_quantizer(layer.exp_table.iq, f"{where} exp input") if layer.stable else None
+    exp_grid = exp_iq if layer.stable else iq
+    if exp_grid is None:
+        raise ConversionError(
+            "QSoftmax(stable=False) without an input quantizer: exp of a float input has no "
+            "exact table",
+            where,
+        )
+    shape = _input_shape(layer, where)
+    inv_shape = tuple(1 if j + 1 in layer.axes else d for j, d in enumerate(shape))
+    exp = build_table(
+        lambda x: layer.exp_table(x, training=False), exp_grid, shape, f"{where} exp table"
+    )
+    inv_iq = read_quantizer(layer.inv_table.iq, f"{where} inverse input")
+    if inv_iq is None:
+        raise ConversionError("QSoftmax without an inverse-table input quantizer", where)
+    inv = build_table(
+        lambda x: layer.inv_table(x, training=False), inv_iq, inv_shape, f"{where} inverse table"
+    )
+    axes = tuple(int(a) for a in layer.axes)
+    tables = SoftmaxTables(axes, bool(layer.stable), exp_iq, exp, inv_iq, inv)
+    config = {"name": layer.name, "tables": tables}
+    return Plan(softmax_class(), config, [], [], [iq], _output_quantizer(layer, where))
 
 
 def _average(plain: str) -> Rule:
@@ -243,6 +331,10 @@ _POOLING = (
     "GlobalMaxPooling2D",
     "GlobalAveragePooling1D",
     "GlobalAveragePooling2D",
+    "MaxPooling3D",
+    "AveragePooling3D",
+    "GlobalMaxPooling3D",
+    "GlobalAveragePooling3D",
 )
 
 HGQ2_LAYERS: dict[str, Rule] = {
@@ -254,7 +346,15 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QEinsumDense": _weighted("EinsumDense"),
     "QEinsumDenseBatchnorm": _weighted("EinsumDense"),  # batch norm folded by HGQ2
     "QBatchNormalization": _batch_normalization,
-    "QUnaryFunctionLUT": _plain_op("Activation"),
+    "QUnaryFunctionLUT": _unary_lut,
+    "QAffinedUnaryFunctionLUT": _unary_lut,
+    "QSoftmax": _softmax,
+    "QSum": _op("sum"),
+    "QMeanPow2": _op("sum"),
+    "QAveragePow2": _op("average_pow2"),
+    "QEinsum": _op("einsum"),
+    "QDot": _plain_op("Dot"),
+    "QConv3D": _weighted("Conv3D"),
     "QAdd": _plain_op("Add"),
     "QSubtract": _plain_op("Subtract"),
     "QMultiply": _plain_op("Multiply"),

@@ -47,7 +47,7 @@ def clone_hgq2_layer(layer: Any, path: str, layer_map: LayerMap, assignments: li
     roles = ["input"] if len(plan.inputs) == 1 else [f"input{j}" for j in range(len(plan.inputs))]
     pairs = zip(plan.inputs, roles, strict=True)
     inputs = [_record_activation(q, r, path, layer_map) for q, r in pairs]
-    output = _record_activation(plan.output, "output", path, layer_map)
+    output = _record_activation(plan.output, "output", path, layer_map, plan.output_in_layer)
     if weights:
         assignments.append((inner, weights))
     return wrapper_class()(inner, inputs, output)
@@ -66,13 +66,17 @@ def _record_weight(q: Fixed, role: str, values: np.ndarray, path: str, layer_map
     return weight_markers(offset, values.shape)
 
 
-def _record_activation(q: Fixed | None, role: str, path: str, layer_map: LayerMap) -> Step:
+def _record_activation(
+    q: Fixed | None, role: str, path: str, layer_map: LayerMap, in_layer: bool = False
+) -> Step:
+    """``in_layer``: the plain layer's table holds ``q``'s values already; only the covering
+    Quant is added."""
     if q is None:
         return None, None
     marker = len(layer_map.outputs)
     layer_map.outputs[marker] = path
     spec = plain_spec(q)
-    computed = q if spec is None else None
+    computed = q if spec is None and not in_layer else None
     if spec is None:
         spec = covering_spec(q, f"{path} {role}")
     entry = MapEntry(path, role, _describe(q), spec, None, marker)
@@ -80,6 +84,8 @@ def _record_activation(q: Fixed | None, role: str, path: str, layer_map: LayerMa
     layer_map.widths[node_name(entry)] = q.widths()
     if computed is not None:
         layer_map.forms[node_name(entry)] = q.form()
+    elif in_layer:
+        layer_map.forms[node_name(entry)] = "HGQ2 table lookup (Gather) of the layer's function"
     return computed, marker
 
 

@@ -5,6 +5,9 @@ code writes ``keras.Model`` subclasses. Their topology is recovered from the cal
 
 * in memory, the Python ``call`` runs on symbolic Keras inputs, which records every sublayer
   call as a node of a new Functional model;
+  A subclassed model or a user-defined layer holding layers, called from that ``call``, is
+  traced through as well (``_inlined``): its own ``call`` runs in place of the layer call, so
+  its sublayers become nodes (Keras cannot clone a model holding a subclassed one);
 * loaded from a SavedModel, the Python ``call`` is gone and Keras revives a traced function.
   Its ops carry the sublayers' name scopes (``net/conv/Conv2D``), so each op belongs to the
   sublayer it was traced in; a tensor that one sublayer's ops produce and another's read is an
@@ -17,6 +20,9 @@ or the conversion stops: a topology read wrongly is never converted.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,6 +34,8 @@ _PASS_THROUGH = frozenset({"Identity", "IdentityN", "NoOp", "Const"})
 _CALLS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 _SKIPPED = frozenset({"Placeholder", *_PASS_THROUGH})
 _CHECK_SAMPLES = 4
+# Layers of these packages are converted by rule, never traced through.
+_LIBRARIES = frozenset({"keras", "tf_keras", "qkeras", "hgq", "tensorflow"})
 
 
 def as_functional(model: Any, where: str = "") -> Any:
@@ -70,7 +78,8 @@ def _traced(model: Any, where: str) -> Any:
         if _is_revived(model):
             outputs = _replay_trace(model, inputs, where)
         else:
-            outputs = model.call(inputs[0] if len(inputs) == 1 else inputs)
+            with _inlined(model):
+                outputs = model.call(inputs[0] if len(inputs) == 1 else inputs)
         rebuilt = k.Model(inputs, outputs, name=model.name)
     except ConversionError:
         raise
@@ -81,6 +90,50 @@ def _traced(model: Any, where: str) -> Any:
         ) from exc
     _check_same(model, rebuilt, where)
     return rebuilt
+
+
+@contextmanager
+def _inlined(model: Any) -> Iterator[None]:
+    """While ``model``'s call is traced, each nested subclassed model or user-defined layer
+    holding layers (an attribute of ``model``, at any depth) is replaced by its own ``call``."""
+    patched: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any) -> None:
+        for name, value in list(vars(owner).items()):
+            if _is_container(value):
+                patch(value)
+                object.__setattr__(owner, name, _plain_call(value))
+                patched.append((owner, name, value))
+
+    try:
+        patch(model)
+        yield
+    finally:
+        for owner, name, value in reversed(patched):
+            object.__setattr__(owner, name, value)
+
+
+def _is_container(value: Any) -> bool:
+    k = keras()
+    if not isinstance(value, k.layers.Layer):
+        return False
+    if isinstance(value, k.Model):
+        return _is_subclassed(value)
+    if type(value).__module__.split(".")[0] in _LIBRARIES:
+        return False
+    return any(True for _ in value._flatten_layers(include_self=False, recursive=False))
+
+
+def _plain_call(layer: Any) -> Any:
+    """``layer.call`` given only the keywords it takes (``training``, ``mask``)."""
+    accepted = inspect.signature(layer.call).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kept = {k: v for k, v in kwargs.items() if takes_any or k in accepted}
+        return layer.call(*args, **kept)
+
+    return call
 
 
 def _is_revived(model: Any) -> bool:

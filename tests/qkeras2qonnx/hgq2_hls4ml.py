@@ -1,7 +1,7 @@
 """Run under Keras 3 with hgq2 (``qkeras3_support.run_qkeras3``), never imported by pytest.
 
 ``python hgq2_hls4ml.py OUT`` builds seeded HGQ2 models and, per accepted model NAME, writes
-``NAME.npz``: inputs ``x`` (32 samples on a 1/16 grid), HGQ2's ``predict`` (``hgq2``), the
+``NAME.npz``: on 32 inputs on a 1/16 grid, HGQ2's ``predict`` (``hgq2``), the
 ``predict`` of hls4ml's own HGQ2 frontend (``hls4ml_hgq2``) and of hls4ml's QONNX frontend on
 our QONNX (``hls4ml_qonnx``; the recipe in docs/hls4ml.md). For a model hls4ml's QONNX
 frontend refuses, ``NAME.refused.txt`` holds the exception's message and the file:line that
@@ -9,8 +9,10 @@ raised it.
 
 Accepted: activation quantizers with uniform widths, SAT overflow and RND_CONV rounding (each
 one plain Quant) and HGQ2's default per-weight kernel and bias widths (stored values and a
-covering Quant). Refused: HGQ2's default per-element WRAP activations, whose standard-op form
-hls4ml's ONNX frontend has no handler for.
+covering Quant), on QDense, QConv2D, QMaxPooling2D and the merges QAveragePow2, QMaximum,
+QMinimum. Refused: HGQ2's default per-element WRAP activations, whose standard-op form
+hls4ml's ONNX frontend has no handler for, and the tables (QUnaryFunctionLUT, QSoftmax:
+Gathers).
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ import hls4ml
 import keras
 import numpy as np
 from hgq.config import QuantizerConfig
-from hgq.layers import QConv2D, QDense, QMaxPooling2D
+from hgq.layers import (
+    QAveragePow2,
+    QConv2D,
+    QDense,
+    QMaximum,
+    QMaxPooling2D,
+    QMinimum,
+    QSoftmax,
+    QUnaryFunctionLUT,
+)
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.transformation.gemm_to_matmul import GemmToMatMul
@@ -64,6 +75,27 @@ def conv_sat() -> keras.Model:
     return keras.Model(inp, h, name="conv_sat")
 
 
+def merge_sat() -> keras.Model:
+    """QAveragePow2, QMaximum and QMinimum of two dense branches (uniform SAT inputs)."""
+    a = keras.Input((6,), name="a")
+    b = keras.Input((6,), name="b")
+    da = QDense(4, iq_conf=uniform_sat(), name="fa")(a)
+    db = QDense(4, iq_conf=uniform_sat(), name="fb")(b)
+    avg = QAveragePow2(iq_confs=uniform_sat(), name="avg")([da, db])
+    high = QMaximum(iq_confs=uniform_sat(), name="max")([da, db])
+    h = QMinimum(iq_confs=uniform_sat(), name="min")([avg, high])
+    return keras.Model([a, b], QDense(2, iq_conf=uniform_sat(), name="out")(h), name="merge_sat")
+
+
+def tables_sat() -> keras.Model:
+    """A tanh table and a QSoftmax on uniform SAT inputs: exact Gathers in our QONNX."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(4, iq_conf=uniform_sat(), name="fc")(inp)
+    h = QUnaryFunctionLUT("tanh", iq_conf=uniform_sat(), name="lut")(h)
+    h = QSoftmax(enable_iq=True, iq_conf=uniform_sat(), name="soft")(h)
+    return keras.Model(inp, QDense(2, iq_conf=uniform_sat(), name="out")(h), name="tables_sat")
+
+
 def dense_wrap() -> keras.Model:
     inp = keras.Input((6,), name="x")
     h = QDense(8, activation="relu", name="fc1")(inp)
@@ -100,26 +132,27 @@ def hls4ml_hgq2(model: keras.Model, out: Path) -> object:
 def main(out: Path) -> None:
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(5)
-    for build in (dense_sat, conv_sat):
+    for build in (dense_sat, conv_sat, merge_sat, dense_wrap, tables_sat):
         model = build()
-        x = (rng.integers(-96, 97, (32, *model.inputs[0].shape[1:])) / 16).astype(np.float32)
-        ours = hls4ml_qonnx(model, out / f"{model.name}_qonnx").predict(x)
+        try:
+            hls = hls4ml_qonnx(model, out / f"{model.name}_qonnx")
+        except Exception as exc:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            (out / f"{model.name}.refused.txt").write_text(f"{exc}\n{where}")
+            continue
+        x = [
+            (rng.integers(-96, 97, (32, *t.shape[1:])) / 16).astype(np.float32)
+            for t in model.inputs
+        ]
+        x = x[0] if len(x) == 1 else x
         theirs = hls4ml_hgq2(model, out / f"{model.name}_hgq2").predict(x)
-        shape = (len(x), -1)
         np.savez(
             out / f"{model.name}.npz",
-            x=x,
-            hgq2=np.asarray(model.predict(x, verbose=0)).reshape(shape),
-            hls4ml_hgq2=np.asarray(theirs).reshape(shape),
-            hls4ml_qonnx=np.asarray(ours).reshape(shape),
+            hgq2=np.asarray(model.predict(x, verbose=0)).reshape(32, -1),
+            hls4ml_hgq2=np.asarray(theirs).reshape(32, -1),
+            hls4ml_qonnx=np.asarray(hls.predict(x)).reshape(32, -1),
         )
-    model = dense_wrap()
-    try:
-        hls4ml_qonnx(model, out / "dense_wrap_qonnx")
-    except Exception as exc:
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = f"{Path(frame.filename).name}:{frame.lineno}"
-        (out / "dense_wrap.refused.txt").write_text(f"{exc}\n{where}")
 
 
 if __name__ == "__main__":

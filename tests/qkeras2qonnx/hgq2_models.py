@@ -19,18 +19,30 @@ import numpy as np
 from hgq.config import LayerConfigScope, QuantizerConfig
 from hgq.layers import (
     QAdd,
+    QAffinedUnaryFunctionLUT,
     QAveragePooling1D,
     QAveragePooling2D,
+    QAveragePooling3D,
+    QAveragePow2,
     QBatchNormalization,
     QBatchNormDense,
     QConv1D,
     QConv2D,
+    QConv3D,
     QDense,
+    QDot,
+    QEinsum,
     QEinsumDense,
     QEinsumDenseBatchnorm,
+    QGlobalAveragePooling3D,
     QGlobalMaxPooling1D,
+    QGlobalMaxPooling3D,
     QMaxPooling2D,
+    QMaxPooling3D,
+    QMeanPow2,
+    QMultiHeadAttention,
     QSoftmax,
+    QSum,
     QUnaryFunctionLUT,
 )
 from hgq.quantizer import Quantizer
@@ -165,6 +177,73 @@ def einsum() -> keras.Model:
     return model
 
 
+def tables() -> keras.Model:
+    """Float functions of quantized inputs, as HGQ2 tabulates them: tanh with per-element
+    input widths, sigmoid with uniform ones, an affine tanh (trained-looking scale and bias)."""
+    inp = keras.Input((6,), name="x")
+    h = QDense(6, name="fc")(inp)
+    a = QUnaryFunctionLUT("tanh", name="lut_tanh")(h)
+    b = QUnaryFunctionLUT("sigmoid", allow_heterogeneous_input=False, name="lut_sigmoid")(h)
+    c = QAffinedUnaryFunctionLUT("tanh", name="lut_affine")(h)
+    h = keras.layers.Concatenate(name="cat")([a, b, c])
+    model = keras.Model(inp, QDense(3, name="out")(h), name="tables")
+    lut = model.get_layer("lut_affine")
+    lut.scale.assign(np.array([0.75], "float32"))
+    lut.bias.assign(np.array([-0.25], "float32"))
+    return model
+
+
+def softmax() -> keras.Model:
+    """QSoftmax (stable, HGQ2's defaults) on a vector and along the last axis of a matrix, and
+    an unstable one after its own input quantizer."""
+    inp = keras.Input((8,), name="x")
+    h = QDense(6, name="fc")(inp)
+    a = QSoftmax(name="soft")(h)
+    m = keras.layers.Reshape((2, 3), name="rows")(h)
+    b = keras.layers.Flatten(name="flat")(QSoftmax(axis=-1, name="soft_rows")(m))
+    c = QSoftmax(stable=False, enable_iq=True, name="soft_unstable")(h)
+    h = keras.layers.Concatenate(name="cat")([a, b, c])
+    return keras.Model(inp, QDense(3, name="out")(h), name="softmax")
+
+
+def reductions() -> keras.Model:
+    """QSum, QMeanPow2, QAveragePow2, QEinsum and QDot on two (4, 6) inputs."""
+    a = keras.Input((4, 6), name="a")
+    b = keras.Input((4, 6), name="b")
+    s = QSum(axes=-1, scale=0.5, name="sum")(a)
+    m = QMeanPow2(axes=(1, 2), keepdims=True, name="mean")(b)
+    avg = QAveragePow2(name="avg")([a, b])
+    ein = QEinsum("bij,bkj->bik", name="einsum")([a, b])
+    dot = QDot(axes=-1, name="dot")([a, b])
+    flat = [keras.layers.Flatten(name=f"flat{j}")(t) for j, t in enumerate((s, m, avg, ein, dot))]
+    h = keras.layers.Concatenate(name="cat")(flat)
+    return keras.Model([a, b], QDense(3, name="out")(h), name="reductions")
+
+
+def conv3d() -> keras.Model:
+    inp = keras.Input((4, 4, 4, 2), name="volume")
+    h = QConv3D(3, 2, padding="same", activation="relu", name="conv")(inp)
+    h = QMaxPooling3D(2, name="max")(h)
+    a = keras.layers.Flatten(name="flat")(QAveragePooling3D(2, name="avg")(h))
+    b = QGlobalMaxPooling3D(name="gmax")(h)
+    c = QGlobalAveragePooling3D(name="gavg")(h)
+    h = keras.layers.Concatenate(name="cat")([a, b, c])
+    return keras.Model(inp, QDense(2, name="fc")(h), name="conv3d")
+
+
+def refuse_softmax_unstable() -> keras.Model:
+    """exp of a float input: no grid, so no exact table."""
+    inp = keras.Input((4,), name="x")
+    h = QSoftmax(stable=False, name="soft")(QDense(3, name="fc")(inp))
+    return keras.Model(inp, h, name="refuse_softmax_unstable")
+
+
+def refuse_attention() -> keras.Model:
+    inp = keras.Input((3, 4), name="x")
+    h = QMultiHeadAttention(num_heads=1, key_dim=2, name="mha")(inp, inp)
+    return keras.Model(inp, h, name="refuse_attention")
+
+
 def refuse_minifloat() -> keras.Model:
     """HGQ2's minifloat quantizer on a data path. hgq2 0.2.0 cannot build it from a config
     (``QuantizerConfig("float", ...)`` passes ``is_weight``, which FloatPointQuantizer
@@ -176,11 +255,6 @@ def refuse_minifloat() -> keras.Model:
     q.quantizer = FloatPointQuantizer(2, 4, homogeneous_axis=(0,), name="mf_float")
     h = QDense(2, name="fc")(q(inp))
     return keras.Model(inp, h, name="refuse_minifloat")
-
-
-def refuse_softmax() -> keras.Model:
-    inp = keras.Input((4,), name="x")
-    return keras.Model(inp, QSoftmax(name="soft")(QDense(3, name="fc")(inp)), name="refuse_softmax")
 
 
 def refuse_tanh() -> keras.Model:
@@ -213,8 +287,13 @@ MODELS = {
     "multi_input": multi_input,
     "einsum": einsum,
     "sigmoid_out": sigmoid_out,
+    "tables": tables,
+    "softmax": softmax,
+    "reductions": reductions,
+    "conv3d": conv3d,
     "refuse_minifloat": refuse_minifloat,
-    "refuse_softmax": refuse_softmax,
+    "refuse_softmax_unstable": refuse_softmax_unstable,
+    "refuse_attention": refuse_attention,
     "refuse_tanh": refuse_tanh,
     "refuse_avg3": refuse_avg3,
 }
@@ -240,7 +319,7 @@ def count_quantizers(model: keras.Model) -> int:
             n += 1
             continue
         n += sum(getattr(layer, attr, None) is not None for attr in ("kq", "bq"))
-        if getattr(layer, "enable_iq", False):
+        if getattr(layer, "enable_iq", False) and hasattr(layer, "iq"):
             n += len(layer.iq) if hasattr(layer.iq, "quantizers") else 1
         n += bool(getattr(layer, "enable_oq", False))
     return n
@@ -255,9 +334,11 @@ def facts(name: str, model: keras.Model) -> dict:
     return {"kernel_bits": bits}
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: list[str] | None = None) -> None:
     keras.utils.set_random_seed(0)
     for name, build in MODELS.items():
+        if only and name not in only:
+            continue
         model = build()
         record = {"quantizers": count_quantizers(model), **facts(name, model)}
         for batch, seed in ((1, 11), (8, 12)):
@@ -282,4 +363,4 @@ def _save_reload(model: keras.Model, path: Path, record: dict) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:])

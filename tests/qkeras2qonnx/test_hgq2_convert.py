@@ -29,6 +29,10 @@ CONVERTED = (
     "multi_input",
     "einsum",
     "sigmoid_out",
+    "tables",
+    "softmax",
+    "reductions",
+    "conv3d",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -134,6 +138,15 @@ def test_wrapping_quantizers_are_standard_ops_then_a_covering_quant(made):
     assert "RND/WRAP" in forms["rnd_wrap/input_quantizer"]
 
 
+@pytest.mark.parametrize("name, functions", [("tables", {"Tanh", "Sigmoid"}), ("softmax", {"Exp"})])
+def test_float_functions_are_tables_hgq2_computed_not_float_ops(made, name, functions):
+    """tanh, sigmoid, exp and 1/x are Gathers from tables (exact), never float ops whose
+    last bit could differ between runtimes before a quantizer."""
+    ops = {n.op_type for n in converted(made, name).graph.node}
+    assert "Gather" in ops
+    assert not ops & (functions | {"Div", "Reciprocal"}), ops & functions
+
+
 def test_batch_norm_is_folded_not_an_onnx_batchnormalization(made):
     ops = {n.op_type for n in converted(made, "batchnorm").graph.node}
     assert "BatchNormalization" not in ops
@@ -174,7 +187,8 @@ def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
     "name, fragments",
     [
         ("refuse_minifloat", ("mf", "minifloat", "no exact QONNX form")),
-        ("refuse_softmax", ("soft", "unsupported HGQ2 layer QSoftmax")),
+        ("refuse_softmax_unstable", ("soft", "stable=False", "no exact table")),
+        ("refuse_attention", ("mha", "unsupported HGQ2 layer QMultiHeadAttention")),
         ("refuse_tanh", ("fc", "activation 'tanh'")),
         ("refuse_avg3", ("avg3", "not a power of two")),
     ],

@@ -4,7 +4,7 @@ predict from the same model, bit for bit; where hls4ml refuses our graph, the re
 known one (message and file:line).
 
 Everything runs in one Keras 3 subprocess (``hgq2_hls4ml.py``: hls4ml's HGQ2 frontend needs
-``hgq``); this process compares its files. About a minute on 2 cores (four g++ builds).
+``hgq``); this process compares its files. A few minutes on 2 cores (six g++ builds).
 """
 
 import numpy as np
@@ -25,7 +25,7 @@ def built(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("name", ["dense_sat", "conv_sat"])
+@pytest.mark.parametrize("name", ["dense_sat", "conv_sat", "merge_sat"])
 def test_hls4ml_on_our_qonnx_equals_hls4ml_hgq2_frontend_and_hgq2(built, name):
     d = np.load(built / f"{name}.npz")
     assert len(np.unique(d["hgq2"])) > 10  # not a degenerate (constant) output
@@ -33,9 +33,17 @@ def test_hls4ml_on_our_qonnx_equals_hls4ml_hgq2_frontend_and_hgq2(built, name):
     np.testing.assert_array_equal(d["hls4ml_qonnx"], d["hgq2"])
 
 
-def test_default_wrap_activations_are_refused_by_hls4ml_where_known(built):
-    """HGQ2's default per-element WRAP activations are standard ops (Floor, ...) before a
-    covering Quant; hls4ml 1.3.0's ONNX frontend has no handler for them."""
-    message, where = (built / "dense_wrap.refused.txt").read_text().splitlines()
-    assert message == "ERROR: Unsupported operation type: Floor"
+@pytest.mark.parametrize(
+    "name, op",
+    [
+        ("dense_wrap", "Floor"),  # per-element WRAP activations: standard ops, covering Quant
+        ("tables_sat", "Round"),  # a table's grid index (QUnaryFunctionLUT tanh, QSoftmax)
+    ],
+)
+def test_forms_hls4ml_has_no_handler_for_are_refused_where_known(built, name, op):
+    """hls4ml 1.3.0's ONNX frontend refuses the first op it has no handler for; the models
+    reach hls4ml through its HGQ2 frontend only."""
+    assert not (built / f"{name}.npz").exists()
+    message, where = (built / f"{name}.refused.txt").read_text().splitlines()
+    assert message == f"ERROR: Unsupported operation type: {op}"
     assert where == "onnx_to_hls.py:239"

@@ -84,3 +84,23 @@ def test_covering_quant_refuses_a_weight_it_would_change():
     q = fixed(1, 1, 2, overflow="SAT")
     with pytest.raises(ConversionError, match="changes the weight"):
         covering_spec(q, "fc kernel", np.array([0.1], dtype=np.float32))  # not on the grid
+
+
+def test_table_grid_is_the_union_of_the_per_element_grids():
+    """A table's rows: every value any element of the quantizer can output, step 2^-F."""
+    from qkeras2qonnx.hgq2_tables import grid
+
+    assert grid(fixed(1, 1, 2), "t") == (-2.0, 2, 16)  # -2 .. 1.75 by 1/4
+    # unsigned 0 .. 3.5 by 1/2 and signed -1 .. 0.875 by 1/8: -1 .. 3.5 by 1/8
+    assert grid(fixed([0, 1], [2, 0], [1, 3]), "t") == (-1.0, 3, 37)
+    values = -1.0 + np.arange(37) / 8
+    q = fixed([0, 1], [2, 0], [1, 3], rnd="TRN")
+    outputs = reference(q, np.tile(np.linspace(-5, 5, 401, dtype=np.float32)[:, None], (1, 2)))
+    assert np.all(np.isin(outputs, values))  # every output has a row
+
+
+def test_table_over_a_too_wide_grid_is_refused_naming_it():
+    from qkeras2qonnx.hgq2_tables import grid
+
+    with pytest.raises(ConversionError, match="lut table.*524288 values"):
+        grid(fixed(1, 10, 8), "lut table")

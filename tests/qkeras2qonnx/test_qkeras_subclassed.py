@@ -64,16 +64,29 @@ def _classes():
             h = self.stem_act(self.stem(x))
             return self.head(self.pool(self.add([h, self.branch_act(self.branch(h))])))
 
+    class DenseBlock(k.layers.Layer):
+        """A user-defined layer holding QKeras layers (and taking ``training``)."""
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.flat = k.layers.Flatten(name="flat")
+            self.fc = QDense(3, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="fc")
+            self.act = QActivation(quantized_relu(6, 2), name="fc_act")
+
+        def call(self, x, training=None):
+            return self.act(self.fc(self.flat(x)))
+
     class Nested(k.Model):
-        """A subclassed model inside a subclassed model."""
+        """A subclassed model and a user-defined layer inside a subclassed model."""
 
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self.block = Block(name="block")
-            self.flat = k.layers.Flatten(name="flat")
+            self.pool = k.layers.MaxPooling2D(2, name="pool")
+            self.dense = DenseBlock(name="dense")
 
-        def call(self, x):
-            return self.flat(self.block(x))
+        def call(self, x, training=None):
+            return self.dense(self.pool(self.block(x)), training=training)
 
     class RawOp(k.Model):
         """Adds with a raw TensorFlow op between its layers."""
@@ -158,12 +171,34 @@ def test_subclassed_model_never_called_is_refused_with_a_hint():
         qkeras2qonnx.convert(residual_cls(name="fresh"))
 
 
-def test_subclassed_model_nested_in_a_subclassed_model_is_refused_naming_it():
-    """Keras cannot clone a model holding a subclassed one: a clear refusal, not a hang."""
-    import qkeras2qonnx
-
+@pytest.fixture(scope="module")
+def nested():
     _, _, nested_cls = _classes()
     model = nested_cls(name="outer")
     model(np.zeros((1, *INPUT), np.float32))
+    set_seeded_weights(model, 14)
+    return model
+
+
+def test_subclassed_model_and_custom_layer_nested_in_a_subclassed_model_match_qkeras(nested):
+    """The nested subclassed model and the user-defined layer are traced through: their QKeras
+    layers are converted where they sit (Keras cannot clone a model holding a subclassed one)."""
+    import qkeras2qonnx
+
+    onnx_model = qkeras2qonnx.convert(nested)
+    for batch in (1, 8):
+        assert_matches_qkeras(nested, onnx_model, batch=batch, step=1 / 16)
+    # block's conv (kernel, bias) and relu; the dense block's kernel and relu
+    assert len(quant_nodes(onnx_model)) == 5
+
+
+def test_subclassed_model_nested_in_a_functional_model_is_refused_naming_it(nested):
+    """A Functional model is cloned, not traced: a subclassed model inside is refused by name
+    (Keras's cloning loops forever on it), not converted or hung on."""
+    import qkeras2qonnx
+
+    k = keras()
+    inp = k.Input(INPUT)
+    outer = k.Model(inp, k.layers.Flatten()(nested.block(inp)), name="functional_outer")
     with pytest.raises(ConversionError, match="subclassed model 'block' nested inside"):
-        qkeras2qonnx.convert(model)
+        qkeras2qonnx.convert(outer)
