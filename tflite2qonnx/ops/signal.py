@@ -89,9 +89,16 @@ def _dft(length: int, n_in: int, n_out: int, sign: float) -> tuple[np.ndarray, n
     fft_length, and zero-pads a shorter one, which needs no row)."""
     n = np.arange(n_in)[:, None]
     k = np.arange(n_out)[None, :]
-    angle = 2.0 * np.pi * ((n * k) % length) / length
+    turn = (n * k) % length
+    angle = 2.0 * np.pi * turn / length
+    cos, sin = np.cos(angle), np.sin(angle)
+    # quarter turns exactly (sin(pi) is 1.2e-16, not 0): the imaginary parts TFLite's kernel
+    # returns as exact zeros (DC and Nyquist bins) stay zeros
+    quarter = (4 * turn) % length == 0
+    q = (4 * turn // length)[quarter]
+    cos[quarter], sin[quarter] = np.array([1, 0, -1, 0])[q], np.array([0, 1, 0, -1])[q]
     keep = (n < length).astype(np.float64)
-    return np.cos(angle) * keep, sign * np.sin(angle) * keep
+    return cos * keep, sign * sin * keep
 
 
 def rfft2d(b: GraphBuilder, op: Operator) -> None:
