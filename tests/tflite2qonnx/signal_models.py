@@ -1,0 +1,144 @@
+"""tf.signal models generated with TF's converter, each built once per session.
+
+TF's converter lowers ``tf.signal.rfft`` to RESHAPE -> RFFT2D -> RESHAPE (TFLite has no 1-D
+RFFT), ``stft`` / ``frame`` to GATHER and a window MUL, ``tf.abs`` of a complex tensor to
+COMPLEX_ABS and ``tf.math.real`` / ``imag`` to REAL / IMAG; a complex product is MUL on
+complex64. RFFT2D takes power-of-two fft lengths only (the kernel refuses others).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from tf_models import _tf
+
+
+@dataclass(frozen=True)
+class SignalCase:
+    """A float model: its function, input shape (None: dynamic) and the ops TF must emit."""
+
+    fn: Callable  # (tf, x) -> output
+    shape: tuple[int | None, ...]
+    ops: frozenset[str]
+
+
+def _case(fn, shape, *ops: str) -> SignalCase:
+    return SignalCase(fn, shape, frozenset(ops))
+
+
+SIGNAL_CASES: dict[str, SignalCase] = {
+    "rfft_abs": _case(
+        lambda tf, x: tf.abs(tf.signal.rfft(x)), (2, 32), "RFFT2D", "COMPLEX_ABS", "RESHAPE"
+    ),
+    "rfft_real": _case(lambda tf, x: tf.math.real(tf.signal.rfft(x)), (2, 32), "RFFT2D", "REAL"),
+    "rfft_imag": _case(lambda tf, x: tf.math.imag(tf.signal.rfft(x)), (2, 32), "RFFT2D", "IMAG"),
+    # fft_length beyond the input: TF pads (PAD), the kernel transforms 64 points
+    "rfft_padded": _case(
+        lambda tf, x: tf.abs(tf.signal.rfft(x, fft_length=[64])), (3, 40), "RFFT2D", "PAD"
+    ),
+    "rfft_dynamic_batch": _case(
+        lambda tf, x: tf.math.imag(tf.signal.rfft(x)), (None, 16), "RFFT2D", "IMAG"
+    ),
+    "rfft2d_abs": _case(
+        lambda tf, x: tf.abs(tf.signal.rfft2d(x)), (2, 8, 16), "RFFT2D", "COMPLEX_ABS"
+    ),
+    "rfft2d_real": _case(lambda tf, x: tf.math.real(tf.signal.rfft2d(x)), (2, 8, 16), "REAL"),
+    "rfft2d_imag": _case(lambda tf, x: tf.math.imag(tf.signal.rfft2d(x)), (2, 8, 16), "IMAG"),
+    # fft_length shorter than the input: the kernel crops it (no op of TF's does)
+    "rfft2d_cropped": _case(
+        lambda tf, x: tf.math.imag(tf.signal.rfft2d(x, fft_length=[4, 8])), (2, 8, 16), "RFFT2D"
+    ),
+    "rfft2d_padded": _case(
+        lambda tf, x: tf.math.real(tf.signal.rfft2d(x, fft_length=[16, 32])), (2, 5, 12), "RFFT2D"
+    ),
+    "complex_mul": _case(
+        lambda tf, x: tf.math.imag(tf.signal.rfft(x) * tf.signal.rfft(x * x)), (2, 32), "MUL"
+    ),
+    "magnitude_by_parts": _case(
+        lambda tf, x: tf.sqrt(
+            tf.math.real(tf.signal.rfft(x)) ** 2 + tf.math.imag(tf.signal.rfft(x)) ** 2
+        ),
+        (2, 32),
+        "REAL",
+        "IMAG",
+        "SQRT",
+    ),
+}
+
+
+def _log_mel(tf, x, mel):
+    """|STFT| (128-sample Hann frames, hop 64) -> mel matrix -> log, as YAMNet's front end."""
+    spectrum = tf.abs(tf.signal.stft(x, 128, 64, 128))
+    return tf.math.log(tf.matmul(spectrum, mel) + 1e-3)
+
+
+@functools.cache
+def _mel(tf):
+    return tf.signal.linear_to_mel_weight_matrix(16, 65, 8000, 50.0, 3000.0)
+
+
+def _convert(tf, fn, shape, representative=None) -> bytes:
+    function = tf.function(fn, input_signature=[tf.TensorSpec(shape, tf.float32)])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [function.get_concrete_function()], function
+    )
+    if representative is not None:  # int8 where TFLite has int8 kernels, float elsewhere
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = representative
+    return converter.convert()
+
+
+@functools.cache
+def signal_model(name: str) -> bytes:
+    tf, case = _tf(), SIGNAL_CASES[name]
+    return _convert(tf, lambda x: case.fn(tf, x), case.shape)
+
+
+@functools.cache
+def log_mel_model() -> bytes:
+    """The float front end alone: SLICE/GATHER framing, window MUL, RFFT2D, COMPLEX_ABS,
+    FULLY_CONNECTED (mel), ADD, LOG."""
+    tf = _tf()
+    mel = _mel(tf)
+    return _convert(tf, lambda x: _log_mel(tf, x, mel), (1, 1024))
+
+
+@functools.cache
+def front_end_int8_body_model() -> bytes:
+    """The front end, then a conv / mean / dense / softmax body, quantized with a seeded
+    representative set: TF keeps RFFT2D and COMPLEX_ABS float between a DEQUANTIZE and a
+    QUANTIZE (no int8 kernels) and makes the rest int8."""
+    tf = _tf()
+    rng = np.random.default_rng(3)
+    mel = _mel(tf)
+    conv = tf.constant(rng.normal(0, 0.3, (3, 3, 1, 4)).astype(np.float32))
+    dense = tf.constant(rng.normal(0, 0.3, (4, 5)).astype(np.float32))
+
+    def model(x):
+        features = _log_mel(tf, x, mel)[..., None]
+        h = tf.nn.relu(tf.nn.conv2d(features, conv, 1, "SAME"))
+        return tf.nn.softmax(tf.matmul(tf.reduce_mean(h, [1, 2]), dense))
+
+    def representative():
+        r = np.random.default_rng(0)
+        for _ in range(32):
+            yield [r.uniform(-1, 1, (1, 1024)).astype(np.float32)]
+
+    return _convert(tf, model, (1, 1024), representative)
+
+
+@functools.cache
+def complex_output_model() -> bytes:
+    """RFFT2D's complex64 result is the graph output."""
+    tf = _tf()
+    return _convert(tf, lambda x: tf.signal.rfft2d(x), (2, 8, 16))
+
+
+@functools.cache
+def fft_length_12_model() -> bytes:
+    """fft_length 12: TF's converter writes it, TFLite's kernel refuses it (not a power of 2)."""
+    tf = _tf()
+    return _convert(tf, lambda x: tf.abs(tf.signal.rfft(x, fft_length=[12])), (2, 16))
