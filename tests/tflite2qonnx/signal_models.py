@@ -57,6 +57,15 @@ SIGNAL_CASES: dict[str, SignalCase] = {
     "complex_mul": _case(
         lambda tf, x: tf.math.imag(tf.signal.rfft(x) * tf.signal.rfft(x * x)), (2, 32), "MUL"
     ),
+    "cast_to_float": _case(
+        lambda tf, x: tf.cast(tf.signal.rfft(x), tf.float32), (2, 32), "RFFT2D", "CAST"
+    ),
+    "cast_from_float": _case(
+        lambda tf, v: tf.math.imag(tf.signal.rfft(v) * tf.cast(v[:, :17], tf.complex64)),
+        (2, 32),
+        "CAST",
+        "MUL",
+    ),
     "magnitude_by_parts": _case(
         lambda tf, x: tf.sqrt(
             tf.math.real(tf.signal.rfft(x)) ** 2 + tf.math.imag(tf.signal.rfft(x)) ** 2

@@ -89,7 +89,7 @@ OPERATORS: dict[str, Op] = {
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "CALL_ONCE": Op(cf.call_once),
     "BUCKETIZE": Op(math_extra.bucketize),
-    "CAST": Op(raw16.cast),
+    "CAST": Op(sig.or_complex(sig.complex_cast, raw16.cast), complex=True),
     "CEIL": Op(ew.ceil),
     "CONCATENATION": Op(concatenation, operands=rules.concatenation, bit_exact=EMULATED),
     "CONV_2D": Op(conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED),

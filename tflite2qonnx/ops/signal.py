@@ -4,8 +4,8 @@ RFFT2D -> RESHAPE; frames and windows are GATHER and MUL on floats, converted as
 
 ONNX runtimes have no complex tensors, so a complex64 tensor is a float tensor with a trailing
 dimension of 2, [real, imag] (the layout of ONNX's DFT). Only the records marked ``complex``
-understand that form: any other operator reading a complex tensor is refused by name
-(``refuse_complex``), as is a complex graph input or output
+understand that form (CAST to and from complex64 too): any other operator reading a complex
+tensor is refused by name (``refuse_complex``), as is a complex graph input or output
 (``element_types.refuse_complex_boundary``).
 
 RFFT2D is a product with DFT matrices rather than ONNX's DFT (opset 17; the project emits 13):
@@ -52,7 +52,7 @@ def refuse_complex(convert: Converter) -> Converter:
                 raise ConversionError(
                     f"complex64 {_describe(b, idx)}: {op.name} on complex tensors is not "
                     "supported (complex tensors convert through RFFT2D, COMPLEX_ABS, REAL, "
-                    "IMAG, MUL, RESHAPE, SQUEEZE and EXPAND_DIMS)",
+                    "IMAG, MUL, CAST, RESHAPE, SQUEEZE and EXPAND_DIMS)",
                     op.where,
                 )
         convert(b, op)
@@ -189,6 +189,25 @@ def complex_mul(b: GraphBuilder, op: Operator) -> None:
     re = b.emit("Sub", [mul(a, c), mul(bi, d)])[0]
     im = b.emit("Add", [mul(a, d), mul(bi, c)])[0]
     b.set_output(op.outputs[0], _pairs(b, re, im))
+
+
+def complex_cast(b: GraphBuilder, op: Operator) -> None:
+    """CAST from complex64 keeps the real part (the kernel's ``std::real``, then
+    ``static_cast``); CAST to complex64 pairs the value with a zero imaginary part."""
+    x, y = op.inputs[0], op.outputs[0]
+    for idx in (x, y):
+        if b.tensor(idx).quant is not None:
+            raise ConversionError(
+                f"CAST between complex64 and quantized {_describe(b, idx)}", op.where
+            )
+    if is_complex(b, x) and is_complex(b, y):
+        return b.alias(y, complex_input(b, x))
+    if is_complex(b, x):
+        value = _part(b, complex_input(b, x), 0)
+        return b.set_output(y, b.emit("Cast", [value], to=b.elem_type(y))[0])
+    re = b.emit("Cast", [b.input(x)], to=TensorProto.FLOAT)[0]
+    zeros = b.emit("ConstantOfShape", [b.emit("Shape", [re])[0]])[0]  # float 0 by default
+    b.set_output(y, _pairs(b, re, zeros))
 
 
 def complex_reshape(b: GraphBuilder, op: Operator) -> None:
