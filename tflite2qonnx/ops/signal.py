@@ -24,7 +24,7 @@ from onnx import TensorProto
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.common import reduce_axes
+from tflite2qonnx.ops.common import reduce_axes, table_size
 from tflite2qonnx.ops.record import Converter
 from tflite2qonnx.ops.shape import _dims
 
@@ -110,7 +110,10 @@ def rfft2d(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(
             f"RFFT2D needs an input of rank 2 or more, got {list(shape)}", op.where
         )
-    f0, f1 = (int(v) for v in b.int_constant(len_idx, op.where).reshape(-1)[:2])
+    lengths = b.int_constant(len_idx, op.where).reshape(-1)
+    if lengths.size != 2:
+        raise ConversionError(f"fft_length must hold 2 values, got {lengths.tolist()}", op.where)
+    f0, f1 = int(lengths[0]), int(lengths[1])
     for f in (f0, f1):
         if f < 1 or f & (f - 1) or f > _MAX_FFT:
             raise ConversionError(
@@ -124,6 +127,7 @@ def rfft2d(b: GraphBuilder, op: Operator) -> None:
             f"RFFT2D needs static last two dims, got {list(shape)} ({_describe(b, x_idx)})",
             op.where,
         )
+    table_size((width + height) * max(f0, f1), "RFFT2D's DFT matrices", op.where)
     x = b.emit("Cast", [b.input(x_idx)], to=TensorProto.DOUBLE)[0]
     cos_w, sin_w = _dft(f1, width, f1 // 2 + 1, -1.0)  # e^(-i theta) = cos - i sin
     re = b.emit("MatMul", [x, b.const(cos_w, "rfft_cos")])[0]
@@ -175,12 +179,12 @@ def complex_mul(b: GraphBuilder, op: Operator) -> None:
     both operands are complex (TFLite's MUL takes one type), broadcasting as numpy."""
     if op.options.get("fused_activation_function", "NONE") != "NONE":
         raise ConversionError("a fused activation on a complex MUL is not supported", op.where)
-    for idx in op.inputs[:2]:
+    for idx in (op.inputs[0], op.inputs[1]):
         if not is_complex(b, idx):
             raise ConversionError(
                 f"MUL mixes complex64 with {b.tensor(idx).dtype} {_describe(b, idx)}", op.where
             )
-    u, v = (complex_input(b, idx) for idx in op.inputs[:2])
+    u, v = complex_input(b, op.inputs[0]), complex_input(b, op.inputs[1])
     a, bi, c, d = _part(b, u, 0), _part(b, u, 1), _part(b, v, 0), _part(b, v, 1)
 
     def mul(p: str, q: str) -> str:
