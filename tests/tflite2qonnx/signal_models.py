@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from tf_models import _tf
+from tflite_writer import build_model
 
 
 @dataclass(frozen=True)
@@ -151,3 +152,40 @@ def fft_length_12_model() -> bytes:
     """fft_length 12: TF's converter writes it, TFLite's kernel refuses it (not a power of 2)."""
     tf = _tf()
     return _convert(tf, lambda x: tf.abs(tf.signal.rfft(x, fft_length=[12])), (2, 16))
+
+
+def complex_constant_model() -> bytes:
+    """Complex64 constants (TF's converter folds them away, so written by hand): x [1, 16] ->
+    RFFT2D -> MUL by a constant -> COMPLEX_ABS, and REAL / IMAG of a constant added to x."""
+    rng = np.random.default_rng(11)
+    pairs = rng.uniform(-1, 1, (2, 1, 9)).astype(np.float32)
+    filt = (pairs[0] + 1j * pairs[1]).astype(np.complex64)
+    table = (rng.uniform(-1, 1, (1, 16)) + 1j * rng.uniform(-1, 1, (1, 16))).astype(np.complex64)
+    tensors = [
+        {"name": "x", "shape": (1, 16)},
+        {
+            "name": "fft_length",
+            "shape": (2,),
+            "dtype": "int32",
+            "data": np.array([1, 16], np.int32),
+        },
+        {"name": "spectrum", "shape": (1, 9), "dtype": "complex64"},
+        {"name": "filter", "shape": (1, 9), "dtype": "complex64", "data": filt},
+        {"name": "filtered", "shape": (1, 9), "dtype": "complex64"},
+        {"name": "magnitude", "shape": (1, 9)},
+        {"name": "table", "shape": (1, 16), "dtype": "complex64", "data": table},
+        {"name": "table_real", "shape": (1, 16)},
+        {"name": "table_imag", "shape": (1, 16)},
+        {"name": "shifted", "shape": (1, 16)},
+        {"name": "both", "shape": (1, 16)},
+    ]
+    operators = [
+        {"op": "RFFT2D", "inputs": [0, 1], "outputs": [2]},
+        {"op": "MUL", "inputs": [2, 3], "outputs": [4]},
+        {"op": "COMPLEX_ABS", "inputs": [4], "outputs": [5]},
+        {"op": "REAL", "inputs": [6], "outputs": [7]},
+        {"op": "IMAG", "inputs": [6], "outputs": [8]},
+        {"op": "ADD", "inputs": [0, 7], "outputs": [9]},
+        {"op": "MUL", "inputs": [9, 8], "outputs": [10]},
+    ]
+    return build_model(tensors, operators, [0], [5, 10])

@@ -10,6 +10,7 @@ from hand_built import edit_operator
 from litert_compare import compare
 from signal_models import (
     SIGNAL_CASES,
+    complex_constant_model,
     complex_output_model,
     fft_length_12_model,
     front_end_int8_body_model,
@@ -50,6 +51,12 @@ def test_rfft_keeps_exact_zero_imaginary_parts_at_dc_and_nyquist() -> None:
     (pair, *_) = compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=1)
     assert np.all(pair.reference[:, [0, -1]] == 0)
     assert np.all(pair.ours[:, [0, -1]] == 0)
+
+
+def test_complex_constants_are_split_into_pairs_and_match_interpreter() -> None:
+    """A constant filter multiplied onto a spectrum, REAL / IMAG of a constant table."""
+    data = complex_constant_model()
+    _within_one_ulp(compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=4))
 
 
 def test_log_mel_front_end_matches_interpreter() -> None:

@@ -159,7 +159,7 @@ def _part(b: GraphBuilder, z: str, k: int) -> str:
 def complex_abs(b: GraphBuilder, op: Operator) -> None:
     """|z| = hypot(re, im): squared and summed in double, so float32's rounding happens
     once, as in the kernel's std::abs."""
-    z = b.emit("Cast", [b.input(op.inputs[0])], to=TensorProto.DOUBLE)[0]
+    z = b.emit("Cast", [complex_input(b, op.inputs[0])], to=TensorProto.DOUBLE)[0]
     squares = b.emit("Mul", [z, z])[0]
     total = reduce_axes(b, "ReduceSum", squares, [-1], keepdims=0)
     y = b.emit("Sqrt", [total])[0]
@@ -167,11 +167,11 @@ def complex_abs(b: GraphBuilder, op: Operator) -> None:
 
 
 def real(b: GraphBuilder, op: Operator) -> None:
-    b.set_output(op.outputs[0], _part(b, b.input(op.inputs[0]), 0))
+    b.set_output(op.outputs[0], _part(b, complex_input(b, op.inputs[0]), 0))
 
 
 def imag(b: GraphBuilder, op: Operator) -> None:
-    b.set_output(op.outputs[0], _part(b, b.input(op.inputs[0]), 1))
+    b.set_output(op.outputs[0], _part(b, complex_input(b, op.inputs[0]), 1))
 
 
 def complex_mul(b: GraphBuilder, op: Operator) -> None:
