@@ -141,6 +141,22 @@ def front_end_int8_body_model() -> bytes:
 
 
 @functools.cache
+def conv_rfft_conv_model() -> bytes:
+    """RFFT2D over the last two axes (W, C) of an NHWC conv output, its magnitude into another
+    conv: the layout pass moves the convs to NCHW around the DFT's MatMuls."""
+    tf = _tf()
+    rng = np.random.default_rng(5)
+    w1 = tf.constant(rng.normal(0, 0.3, (3, 3, 2, 4)).astype(np.float32))
+    w2 = tf.constant(rng.normal(0, 0.3, (3, 3, 3, 2)).astype(np.float32))
+
+    def model(x):
+        spectrum = tf.abs(tf.signal.rfft2d(tf.nn.conv2d(x, w1, 1, "SAME")))  # [1, 8, 16, 3]
+        return tf.nn.conv2d(spectrum, w2, 1, "SAME")
+
+    return _convert(tf, model, (1, 8, 16, 2))
+
+
+@functools.cache
 def complex_output_model() -> bytes:
     """RFFT2D's complex64 result is the graph output."""
     tf = _tf()

@@ -12,6 +12,7 @@ from signal_models import (
     SIGNAL_CASES,
     complex_constant_model,
     complex_output_model,
+    conv_rfft_conv_model,
     fft_length_12_model,
     front_end_int8_body_model,
     log_mel_model,
@@ -65,6 +66,14 @@ def test_log_mel_front_end_matches_interpreter() -> None:
     data = log_mel_model()
     assert {"GATHER", "RFFT2D", "COMPLEX_ABS", "FULLY_CONNECTED", "LOG"} <= op_names(data)
     pairs = compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=4)
+    assert all(p.float_error_ok(1e-5) for p in pairs)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels-last"])
+def test_rfft2d_between_nhwc_convs_matches_interpreter(channels_last: bool) -> None:
+    data = conv_rfft_conv_model()
+    model = tflite2qonnx.convert(data, channels_last=channels_last)
+    pairs = compare(model, interpreter(data), n_inputs=3)
     assert all(p.float_error_ok(1e-5) for p in pairs)
 
 
