@@ -83,7 +83,7 @@ def complex_input(b: GraphBuilder, idx: int) -> str:
 
 
 # ---------------------------------------------------------------------------------- RFFT2D
-def _dft(length: int, n_in: int, n_out: int, sign: float) -> tuple[np.ndarray, np.ndarray]:
+def dft(length: int, n_in: int, n_out: int, sign: float) -> tuple[np.ndarray, np.ndarray]:
     """cos and sign*sin of 2*pi*k*n/length as [n_in, n_out] (n: input sample, k: bin), in
     double; samples at or beyond ``length`` get zero rows (TFLite crops the input to the
     fft_length, and zero-pads a shorter one, which needs no row)."""
@@ -129,11 +129,11 @@ def rfft2d(b: GraphBuilder, op: Operator) -> None:
         )
     table_size((width + height) * max(f0, f1), "RFFT2D's DFT matrices", op.where)
     x = b.emit("Cast", [b.input(x_idx)], to=TensorProto.DOUBLE)[0]
-    cos_w, sin_w = _dft(f1, width, f1 // 2 + 1, -1.0)  # e^(-i theta) = cos - i sin
+    cos_w, sin_w = dft(f1, width, f1 // 2 + 1, -1.0)  # e^(-i theta) = cos - i sin
     re = b.emit("MatMul", [x, b.const(cos_w, "rfft_cos")])[0]
     im = b.emit("MatMul", [x, b.const(sin_w, "rfft_sin")])[0]
     if (f0, height) != (1, 1):  # the complex DFT along the rows: (cos - i sin)(re + i im)
-        cos_h, sin_h = (m.T.copy() for m in _dft(f0, height, f0, 1.0))  # [F0, height]
+        cos_h, sin_h = (m.T.copy() for m in dft(f0, height, f0, 1.0))  # [F0, height]
         c, s = b.const(cos_h, "rfft_rows_cos"), b.const(sin_h, "rfft_rows_sin")
         re, im = (
             b.emit("Add", [b.emit("MatMul", [c, re])[0], b.emit("MatMul", [s, im])[0]])[0],
