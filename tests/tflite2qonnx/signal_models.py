@@ -79,6 +79,40 @@ SIGNAL_CASES: dict[str, SignalCase] = {
 }
 
 
+def _spectrogram(tf, x, window: int, stride: int, squared: bool):
+    return tf.raw_ops.AudioSpectrogram(
+        input=x, window_size=window, stride=stride, magnitude_squared=squared
+    )
+
+
+def _mfcc(tf, x, window: int, stride: int, high: float, channels: int, coefficients: int):
+    return tf.raw_ops.Mfcc(
+        spectrogram=_spectrogram(tf, x, window, stride, True),
+        sample_rate=16000,
+        upper_frequency_limit=high,
+        lower_frequency_limit=20.0,
+        filterbank_channel_count=channels,
+        dct_coefficient_count=coefficients,
+    )
+
+
+# TFLite's audio custom ops (in the builtin resolver), written with custom ops allowed
+AUDIO_CASES: dict[str, SignalCase] = {
+    "spectrogram_magnitude": _case(
+        lambda tf, x: _spectrogram(tf, x, 100, 50, False), (1000, 1), "AudioSpectrogram"
+    ),
+    # two channels; a window that is no power of two, zero-padded to 64
+    "spectrogram_squared_two_channels": _case(
+        lambda tf, x: _spectrogram(tf, x, 60, 30, True), (700, 2), "AudioSpectrogram"
+    ),
+    "mfcc": _case(lambda tf, x: _mfcc(tf, x, 100, 50, 4000.0, 20, 13), (1000, 1), "Mfcc"),
+    # TF's speech-commands front end: 30 ms windows, 10 ms stride, 40 bands, 40 coefficients
+    "mfcc_speech_commands": _case(
+        lambda tf, x: _mfcc(tf, x, 480, 160, 7600.0, 40, 40), (16000, 1), "Mfcc"
+    ),
+}
+
+
 def _log_mel(tf, x, mel):
     """|STFT| (128-sample Hann frames, hop 64) -> mel matrix -> log, as YAMNet's front end."""
     spectrum = tf.abs(tf.signal.stft(x, 128, 64, 128))
@@ -90,11 +124,12 @@ def _mel(tf):
     return tf.signal.linear_to_mel_weight_matrix(16, 65, 8000, 50.0, 3000.0)
 
 
-def _convert(tf, fn, shape, representative=None) -> bytes:
+def _convert(tf, fn, shape, representative=None, custom: bool = False) -> bytes:
     function = tf.function(fn, input_signature=[tf.TensorSpec(shape, tf.float32)])
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [function.get_concrete_function()], function
     )
+    converter.allow_custom_ops = custom
     if representative is not None:  # int8 where TFLite has int8 kernels, float elsewhere
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative
@@ -105,6 +140,12 @@ def _convert(tf, fn, shape, representative=None) -> bytes:
 def signal_model(name: str) -> bytes:
     tf, case = _tf(), SIGNAL_CASES[name]
     return _convert(tf, lambda x: case.fn(tf, x), case.shape)
+
+
+@functools.cache
+def audio_model(name: str) -> bytes:
+    tf, case = _tf(), AUDIO_CASES[name]
+    return _convert(tf, lambda x: case.fn(tf, x), case.shape, custom=True)
 
 
 @functools.cache
@@ -205,3 +246,11 @@ def complex_constant_model() -> bytes:
         {"op": "MUL", "inputs": [9, 8], "outputs": [10]},
     ]
     return build_model(tensors, operators, [0], [5, 10])
+
+
+@functools.cache
+def mfcc_above_nyquist_model() -> bytes:
+    """upper_frequency_limit 9000 Hz at 16 kHz: TF's filterbank refuses the spectrum as too
+    short and the interpreter returns zeros."""
+    tf = _tf()
+    return _convert(tf, lambda x: _mfcc(tf, x, 100, 50, 9000.0, 20, 13), (1000, 1), custom=True)

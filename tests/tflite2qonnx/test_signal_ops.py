@@ -1,6 +1,7 @@
-"""The signal ops (RFFT2D, COMPLEX_ABS, REAL, IMAG, complex MUL and RESHAPE) against the TFLite
-interpreter, alone and as an audio front end before an int8 body (YAMNet's form), and the
-refusals that keep a complex tensor from being read as a real one."""
+"""The signal ops (RFFT2D, COMPLEX_ABS, REAL, IMAG, complex MUL, CAST and RESHAPE) and the audio
+custom ops (AudioSpectrogram, Mfcc) against the TFLite interpreter, alone and as an audio front
+end before an int8 body (YAMNet's form), and the refusals that keep a complex tensor from being
+read as a real one."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import pytest
 from hand_built import edit_operator
 from litert_compare import compare
 from signal_models import (
+    AUDIO_CASES,
     SIGNAL_CASES,
+    audio_model,
     complex_constant_model,
     complex_output_model,
     conv_rfft_conv_model,
     fft_length_12_model,
     front_end_int8_body_model,
     log_mel_model,
+    mfcc_above_nyquist_model,
     signal_model,
 )
 from test_tflite_ops import interpreter, op_names
@@ -44,6 +48,14 @@ def test_signal_op_matches_interpreter_to_one_ulp(name: str) -> None:
     data = signal_model(name)
     assert SIGNAL_CASES[name].ops <= op_names(data), "TF's converter emitted other ops"
     _within_one_ulp(compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=4))
+
+
+@pytest.mark.parametrize("name", list(AUDIO_CASES))
+def test_audio_custom_op_matches_interpreter_to_one_ulp(name: str) -> None:
+    """AudioSpectrogram and Mfcc compute in double and store float32, as the graph does."""
+    data = audio_model(name)
+    assert AUDIO_CASES[name].ops <= op_names(data), "TF's converter emitted other ops"
+    _within_one_ulp(compare(tflite2qonnx.convert(data), interpreter(data), n_inputs=3))
 
 
 def test_rfft_keeps_exact_zero_imaginary_parts_at_dc_and_nyquist() -> None:
@@ -124,6 +136,16 @@ def test_fft_length_not_a_power_of_two_is_refused_as_the_kernel_does() -> None:
     with pytest.raises(RuntimeError, match="IsPowerOfTwo"):
         interpreter(data)
     with pytest.raises(ConversionError, match=r"fft_length \[1, 12\].*powers of two"):
+        tflite2qonnx.convert(data)
+
+
+def test_mfcc_band_above_nyquist_is_refused_where_the_kernel_returns_zeros() -> None:
+    data = mfcc_above_nyquist_model()
+    it = interpreter(data)
+    it.set_tensor(it.get_input_details()[0]["index"], np.ones((1000, 1), np.float32))
+    it.invoke()
+    assert not it.get_tensor(it.get_output_details()[0]["index"]).any()
+    with pytest.raises(ConversionError, match=r"\(Mfcc\).*upper_frequency_limit 9000"):
         tflite2qonnx.convert(data)
 
 
