@@ -120,6 +120,7 @@ def mfcc(b: GraphBuilder, op: Operator) -> None:
             "rate, 0 <= lower < upper limit and 1 <= dct_coefficient_count <= channels",
             op.where,
         )
+    table_size((bins + coefficients) * channels, "Mfcc's filterbank and DCT", op.where)
     bank = _filterbank(bins, float(rate), channels, low, high, op.where)
     arg = math.pi / channels
     j = np.arange(channels)[:, None] + 0.5
