@@ -9,20 +9,11 @@ from __future__ import annotations
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import (
-    audio,
-    loop,
-    math_extra,
-    reduce,
-    scatter,
-    shape,
-    slicing,
-    space_batch,
-    update,
-)
+from tflite2qonnx.ops import audio as au
 from tflite2qonnx.ops import control_flow as cf
 from tflite2qonnx.ops import elementwise as ew
 from tflite2qonnx.ops import int16_raw as raw16
+from tflite2qonnx.ops import loop, math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops import signal as sig
 from tflite2qonnx.ops.activation import relu, relu6
@@ -247,12 +238,12 @@ OPERATORS: dict[str, Op] = {
 
 # Custom ops (MediaPipe's, TFLite's detection post-processing and audio ops), by custom code
 CUSTOM_OPERATORS: dict[str, Op] = {
-    "AudioSpectrogram": Op(audio.audio_spectrogram),
+    "AudioSpectrogram": Op(au.audio_spectrogram),
     "Convolution2DTransposeBias": Op(convolution_2d_transpose_bias),
     "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
     "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
     "MaxUnpooling2D": Op(max_unpooling_2d),
-    "Mfcc": Op(audio.mfcc),
+    "Mfcc": Op(au.mfcc),
     "TFLite_Detection_PostProcess": Op(detection_postprocess, bit_exact=DEQUANTIZES),
     "TransformLandmarks": Op(transform_landmarks),
     "TransformTensorBilinear": Op(transform_tensor_bilinear),
