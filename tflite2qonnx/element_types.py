@@ -9,7 +9,7 @@ mix, one that computes something else; here it is a ConversionError naming the t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import onnx
 from onnx import TensorProto, helper
@@ -30,8 +30,9 @@ _TYPED = frozenset({"float32", "float16", *ONNX_TYPES})
 def elem_type(tensor: Tensor) -> int:
     """The ONNX element type of ``tensor``'s value in the graph, the one rule every converter
     follows: float for float32 / float16 and for any quantized integer tensor (its real values
-    on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32)."""
-    if tensor.dtype in ("float32", "float16") or tensor.quant is not None:
+    on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32);
+    complex64 is float pairs [..., 2] (``ops.signal``)."""
+    if tensor.dtype in ("float32", "float16", "complex64") or tensor.quant is not None:
         return TensorProto.FLOAT
     if tensor.dtype in ONNX_TYPES:
         return ONNX_TYPES[tensor.dtype]
@@ -147,6 +148,17 @@ def _name(elem_type: int) -> str:
     return TensorProto.DataType.Name(elem_type).lower()
 
 
+def refuse_complex_boundary(tensors: Iterable[Tensor], what: str) -> None:
+    """Complex tensors stay inside the graph (``ops.signal``): users feed and read real
+    arrays, which a [real, imag] pair would silently not be."""
+    for t in tensors:
+        if t.dtype == "complex64":
+            raise ConversionError(
+                f"complex64 tensor {t.index} '{t.name}' is a {what}; the converted graph keeps "
+                "complex values inside (as [real, imag] pairs), so it cannot feed or return one"
+            )
+
+
 def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
     """A graph input / output: the tensor's ONNX type, a dynamic dim named after it."""
     elem = elem_type(tensor)
@@ -154,4 +166,6 @@ def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
         ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
         for k, d in enumerate(tensor.shape_signature)
     ]
+    if tensor.dtype == "complex64":  # [real, imag] on a last axis
+        dims.append(2)
     return helper.make_tensor_value_info(name, elem, dims)

@@ -22,6 +22,7 @@ from tflite2qonnx.element_types import (
     INTEGER_ELEM_TYPES,
     check_element_types,
     elem_type,
+    refuse_complex_boundary,
     tensor_value_info,
 )
 from tflite2qonnx.model import Operator, Subgraph, Tensor
@@ -346,6 +347,11 @@ class GraphBuilder:
         """Assemble the graph; graph outputs take their TFLite names without Identity nodes."""
         # the states' Identity nodes first: binding an output name renames their inputs too
         state_inputs, state_outputs = finish_states(self)
+        for what, indices in (
+            ("graph input", self.subgraph.inputs),
+            ("graph output", self.subgraph.outputs),
+        ):
+            refuse_complex_boundary(map(self.tensor, indices), what)
         outputs = []
         for idx in self.subgraph.outputs:
             tensor = self.tensor(idx)

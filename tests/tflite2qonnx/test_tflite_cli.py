@@ -123,9 +123,9 @@ def _wrong_identifier(tmp):
 
 
 def _unsupported_operator(tmp):
-    rfft = tflite.BuiltinOperator.RFFT2D  # complex tensors: no converter row covers it
-    (tmp / "rfft.tflite").write_bytes(with_opcode(MODEL.read_bytes(), rfft))
-    return [tmp / "rfft.tflite"], ("rfft.tflite", "unsupported operator RFFT2D", "--verbose")
+    lsh = tflite.BuiltinOperator.LSH_PROJECTION  # hashing: no converter row covers it
+    (tmp / "lsh.tflite").write_bytes(with_opcode(MODEL.read_bytes(), lsh))
+    return [tmp / "lsh.tflite"], ("lsh.tflite", "unsupported operator LSH_PROJECTION", "--verbose")
 
 
 def _output_is_the_input(tmp):
@@ -224,7 +224,7 @@ def test_verbose_adds_the_traceback_of_an_unsupported_operator(tmp_path):
     assert result.returncode == 1
     assert "Traceback" in result.stderr
     assert result.stderr.splitlines()[-1].startswith(f"{PROG}: error: ")
-    assert "unsupported operator RFFT2D" in result.stderr.splitlines()[-1]
+    assert "unsupported operator LSH_PROJECTION" in result.stderr.splitlines()[-1]
     assert snapshot(tmp_path) == before
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hand_built import custom_op_examples
 from litert_compare import compare, random_input, reference_interpreter
+from signal_models import AUDIO_CASES, SIGNAL_CASES
 from svdf_models import float_svdf
 from tf_models import CASES, DYNAMIC_SIZE, OpCase, build_tflite
 from tf_models_gap import GAP_CASES, GAP_MODELS
@@ -203,6 +204,8 @@ def test_every_registered_op_is_exercised_by_a_generated_or_corpus_model() -> No
         seen |= op_names(data)
     # built by TensorFlow (keras extra) in test_control_flow.py, against the interpreter there
     seen |= {"IF", "WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
+    # the signal and audio ops: TF-built in test_signal_ops.py, which checks each model's ops
+    seen |= set().union(*(case.ops for case in (*SIGNAL_CASES.values(), *AUDIO_CASES.values())))
     assert set(CONVERTERS) - seen == set()
 
 

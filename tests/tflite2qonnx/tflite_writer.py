@@ -20,6 +20,7 @@ _TYPES = {
     "uint8": tflite.TensorType.UINT8,
     "int16": tflite.TensorType.INT16,
     "bool": tflite.TensorType.BOOL,
+    "complex64": tflite.TensorType.COMPLEX64,
 }
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import audio as au
 from tflite2qonnx.ops import control_flow as cf
 from tflite2qonnx.ops import elementwise as ew
 from tflite2qonnx.ops import int16_raw as raw16
 from tflite2qonnx.ops import loop, math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
+from tflite2qonnx.ops import signal as sig
 from tflite2qonnx.ops.activation import relu, relu6
 from tflite2qonnx.ops.conv import (
     conv_2d,
@@ -88,12 +90,13 @@ OPERATORS: dict[str, Op] = {
     "BROADCAST_TO": Op(shape.broadcast_to, bit_exact=EXACT),
     "CALL_ONCE": Op(cf.call_once),
     "BUCKETIZE": Op(math_extra.bucketize),
-    "CAST": Op(raw16.cast),
+    "CAST": Op(sig.or_complex(sig.complex_cast, raw16.cast), complex=True),
     "CEIL": Op(ew.ceil),
     "CONCATENATION": Op(concatenation, operands=rules.concatenation, bit_exact=EMULATED),
     "CONV_2D": Op(conv_2d, ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED),
     "CONV_3D": Op(conv_3d, ranks=((5, 5), (5,)), operands=rules.conv_filter),
     "CONV_3D_TRANSPOSE": Op(conv_3d_transpose, ranks=((1, 5, 5), (5,))),
+    "COMPLEX_ABS": Op(sig.complex_abs, complex=True),
     "COS": Op(ew.cos),
     "CUMSUM": Op(reduce.cumsum, operands=rules.one_axis),
     "DENSIFY": Op(densify),
@@ -108,7 +111,12 @@ OPERATORS: dict[str, Op] = {
     "EMBEDDING_LOOKUP": Op(update.embedding_lookup, ranks=((1, None), (None,)), bit_exact=EXACT),
     "EQUAL": Op(raw16.equal, bit_exact=EMULATED),
     "EXP": Op(int16_table(ew.exp), bit_exact=EMULATED),
-    "EXPAND_DIMS": Op(shape.expand_dims, operands=rules.one_axis, bit_exact=EXACT),
+    "EXPAND_DIMS": Op(
+        sig.or_complex(sig.complex_reshape, shape.expand_dims),
+        operands=rules.one_axis,
+        bit_exact=EXACT,
+        complex=True,
+    ),
     "FILL": Op(shape.fill),
     "FLOOR": Op(ew.floor),
     "FLOOR_DIV": Op(raw16.floor_div),
@@ -120,6 +128,7 @@ OPERATORS: dict[str, Op] = {
     "GREATER": Op(raw16.greater, bit_exact=EMULATED),
     "GREATER_EQUAL": Op(raw16.greater_equal, bit_exact=EMULATED),
     "IF": Op(cf.if_),
+    "IMAG": Op(sig.imag, complex=True),
     "HARD_SWISH": Op(ew.hard_swish, bit_exact=EMULATED),
     "L2_NORMALIZATION": Op(reduce.l2_normalization, bit_exact=EMULATED),
     "L2_POOL_2D": Op(space_batch.l2_pool_2d, ranks=((4,), (4,))),
@@ -140,7 +149,7 @@ OPERATORS: dict[str, Op] = {
     "MEAN": Op(reduce.mean, operands=rules.reduction, bit_exact=EMULATED),
     "MINIMUM": Op(ew.minimum, bit_exact=EXACT),
     "MIRROR_PAD": Op(slicing.mirror_pad, operands=rules.pad, bit_exact=EXACT),
-    "MUL": Op(ew.mul, bit_exact=EMULATED),
+    "MUL": Op(sig.or_complex(sig.complex_mul, ew.mul), bit_exact=EMULATED, complex=True),
     "NEG": Op(raw16.neg, bit_exact=EMULATED),
     "NON_MAX_SUPPRESSION_V4": Op(non_max_suppression, ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op(non_max_suppression, ranks=((2, 1), (1, 1))),
@@ -164,7 +173,10 @@ OPERATORS: dict[str, Op] = {
     "RELU6": Op(relu6, bit_exact=EMULATED),
     "RELU_0_TO_1": Op(ew.relu_0_to_1, bit_exact=EMULATED),
     "RELU_N1_TO_1": Op(ew.relu_n1_to_1, bit_exact=EMULATED),
-    "RESHAPE": Op(shape.reshape, bit_exact=EXACT),
+    "REAL": Op(sig.real, complex=True),
+    "RESHAPE": Op(
+        sig.or_complex(sig.complex_reshape, shape.reshape), bit_exact=EXACT, complex=True
+    ),
     "RESIZE_BILINEAR": Op(
         resize_bilinear, ranks=((4,), (4,)), operands=rules.resize, bit_exact=EMULATED
     ),
@@ -173,6 +185,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "REVERSE_SEQUENCE": Op(space_batch.reverse_sequence, bit_exact=EXACT),
     "REVERSE_V2": Op(slicing.reverse_v2, bit_exact=EXACT),
+    "RFFT2D": Op(sig.rfft2d, complex=True),
     "RIGHT_SHIFT": Op(math_extra.right_shift),
     "ROUND": Op(ew.round_),
     "RSQRT": Op(int16_table(ew.rsqrt), bit_exact=EMULATED),
@@ -193,7 +206,9 @@ OPERATORS: dict[str, Op] = {
     "SQRT": Op(raw16.sqrt),
     "SQUARE": Op(ew.square),
     "SQUARED_DIFFERENCE": Op(ew.squared_difference, bit_exact=EMULATED),
-    "SQUEEZE": Op(shape.squeeze, bit_exact=EXACT),
+    "SQUEEZE": Op(
+        sig.or_complex(sig.complex_reshape, shape.squeeze), bit_exact=EXACT, complex=True
+    ),
     "STRIDED_SLICE": Op(slicing.strided_slice, operands=rules.strided_slice, bit_exact=EXACT),
     "SUB": Op(ew.sub, bit_exact=EMULATED),
     "SUM": Op(reduce.reduce_sum, operands=rules.reduction, bit_exact=EMULATED),
@@ -221,21 +236,26 @@ OPERATORS: dict[str, Op] = {
     "ZEROS_LIKE": Op(shape.zeros_like),
 }
 
-# Custom ops (MediaPipe's, TFLite's detection post-processing), by custom code
+# Custom ops (MediaPipe's, TFLite's detection post-processing and audio ops), by custom code
 CUSTOM_OPERATORS: dict[str, Op] = {
+    "AudioSpectrogram": Op(au.audio_spectrogram),
     "Convolution2DTransposeBias": Op(convolution_2d_transpose_bias),
     "Landmarks2TransformMatrix": Op(landmarks_to_transform_matrix),
     "MaxPoolingWithArgmax2D": Op(max_pooling_with_argmax_2d),
     "MaxUnpooling2D": Op(max_unpooling_2d),
+    "Mfcc": Op(au.mfcc),
     "TFLite_Detection_PostProcess": Op(detection_postprocess, bit_exact=DEQUANTIZES),
     "TransformLandmarks": Op(transform_landmarks),
     "TransformTensorBilinear": Op(transform_tensor_bilinear),
 }
 OPERATORS.update(CUSTOM_OPERATORS)
 
-# operator name (custom code for custom ops) -> converter, for the kinds that convert
+# operator name (custom code for custom ops) -> converter, for the kinds that convert; those
+# that do not take complex operands refuse them by name
 CONVERTERS: dict[str, Converter] = {
-    name: op.convert for name, op in OPERATORS.items() if op.convert is not None
+    name: op.convert if op.complex else sig.refuse_complex(op.convert)
+    for name, op in OPERATORS.items()
+    if op.convert is not None
 }
 
 

@@ -35,13 +35,15 @@ class Op:
     (its operands are validated on reading, converting it is unsupported). ``ranks``: the
     operand ranks its kernel requires, as (inputs, outputs), None for any rank; an absent or
     omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
-    ``bit_exact``: one of the constants above.
+    ``bit_exact``: one of the constants above. ``complex``: it takes complex64 operands in
+    their [real, imag] form (``ops.signal``); any other converter refuses them.
     """
 
     convert: Converter | None
     ranks: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
     operands: OperandRule | None = None
     bit_exact: str = ROUNDED_ONCE
+    complex: bool = False
 
     def operand_problem(self, op: Operator, tensors: list[Tensor]) -> str | None:
         """What in ``op``'s operands its kernel would refuse, or None."""
