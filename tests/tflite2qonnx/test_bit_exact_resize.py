@@ -23,7 +23,9 @@ from tflite2qonnx.ops.exact_resize_uint8 import axis_weights
 pytestmark = pytest.mark.keras
 
 MODES = {"asymmetric": (False, False), "align_corners": (True, False), "half_pixel": (False, True)}
-SIZES = {"up_2x": (16, 16), "up_odd": (13, 7), "down": (5, 3)}
+# 8 -> 29 with align_corners steps by 1/4 exactly, as Coral's DeepLab (33 -> 513) by 1/16:
+# sums land on exact halves, where the rounding direction decides
+SIZES = {"up_2x": (16, 16), "up_29": (29, 29), "up_odd": (13, 7), "down": (5, 3)}
 CASES = [(mode, size) for mode in MODES for size in SIZES]
 
 
