@@ -17,7 +17,7 @@ import pytest
 from litert_compare import integer_differences, reference_interpreter
 from tflite_writer import build_model
 
-from qonnx_ingest.errors import ConversionWarning
+from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.verification import _onnxruntime_session
 from tflite2qonnx.api import convert
 
@@ -69,3 +69,10 @@ def test_default_conversion_of_softmax_to_int16_stays_one_node() -> None:
     model = convert(_model(*CASES["int8_keyword_like"]))
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("Softmax") == 1 and "Gather" not in ops
+
+
+def test_softmax_to_int16_with_a_multiplier_the_kernel_rejects_is_refused() -> None:
+    """beta 0 makes PreprocessSoftmaxScaling's multiplier 0, which the kernel's
+    QuantizeMultiplierGreaterThanOne rejects: a ConversionError naming the op and tensor."""
+    with pytest.raises(ConversionError, match=r"\(SOFTMAX\): .*'logits'.*needs > 1"):
+        convert(_model("int8", (1, 4), 0.1, 0, 0.0), bit_exact=True)

@@ -34,14 +34,16 @@ from tflite2qonnx.ops.exact_tables import multiply_by_quantized_multiplier, roun
 _SCALED_DIFF_BITS = 5
 
 
-def prepare(s_in: float, beta: float, where: str) -> tuple[int, int, int]:
+def prepare(s_in: float, beta: float, where: str, name: str = "") -> tuple[int, int, int]:
     """SoftmaxPrepare's (M_in, left shift, diff_min) for the reference kernel."""
     real = min(beta * float(np.float32(s_in)) * (1 << (31 - _SCALED_DIFF_BITS)), (1 << 31) - 1.0)
-    if not math.isfinite(real):
-        raise ConversionError("bit_exact: SOFTMAX input multiplier is not finite", where)
+    if not (math.isfinite(real) and real > 1.0):  # QuantizeMultiplierGreaterThanOne's check
+        raise ConversionError(
+            f"bit_exact: SOFTMAX input '{name}': scale x beta x 2^26 is {real:g}, the kernel "
+            "needs > 1",
+            where,
+        )
     m_in, left = quantize_multiplier(real)
-    if left < 0:
-        raise ConversionError("bit_exact: SOFTMAX input scale times beta is too small", where)
     max_rescaled = (
         1.0 * ((1 << _SCALED_DIFF_BITS) - 1) * (1 << (31 - _SCALED_DIFF_BITS)) / (1 << left)
     )
@@ -64,7 +66,8 @@ def softmax(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError("bit_exact: SOFTMAX to int16 needs an int8 / uint8 input", where)
     x_raw, g_in = raw_integers(b, op.inputs[0], where)
     s_out, zp_out = _output_grid(b, op)
-    m_in, left, diff_min = prepare(g_in.scale, float(op.options.get("beta", 1.0)), where)
+    beta = float(op.options.get("beta", 1.0))
+    m_in, left, diff_min = prepare(g_in.scale, beta, where, b.tensor(op.inputs[0]).name)
     d = np.arange(0, -256, -1, dtype=np.int64)  # table index k holds d = -k
     exps = exp_on_negative_values(multiply_by_quantized_multiplier(d, m_in, left), 5)
     axis = rank_of(b, op.inputs[0]) - 1
