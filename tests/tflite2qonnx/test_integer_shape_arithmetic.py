@@ -114,14 +114,7 @@ def test_family_model_in_qcdq_form_runs_in_onnxruntime_and_matches_interpreter(f
 @pytest.mark.parametrize("bit_exact", [False, True], ids=["default", "bit_exact"])
 @pytest.mark.parametrize("path", CORPUS_MODELS, ids=lambda p: p.stem)
 def test_no_op_of_a_converted_corpus_model_mixes_element_types(path, bit_exact):
-    try:
-        model = tflite2qonnx.convert(path, bit_exact=bit_exact)
-    except ConversionError as exc:
-        # the one known refusal (issue 30: the int8 -> int16 SOFTMAX has no exact kernel yet);
-        # any other corpus model refusing is a failure
-        if not (bit_exact and path.stem == "tflm__keyword_scrambled" and "SOFTMAX" in str(exc)):
-            raise
-        pytest.skip(f"--bit-exact refuses this model: {exc}")
+    model = tflite2qonnx.convert(path, bit_exact=bit_exact)
     assert_element_types_consistent(model)
 
 

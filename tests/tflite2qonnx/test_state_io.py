@@ -212,8 +212,8 @@ def test_state_io_streams_with_other_options(options: dict) -> None:
 
 def test_keyword_pattern_stream_has_exact_states_and_scores_within_a_step() -> None:
     """The keyword model's pattern with outputs that are not ties: the SVDF state is exact on
-    every call; the int8 -> int16 SOFTMAX is gemmlowp's fixed-point kernel, not emulated, so
-    the int32 scores are within a step (TFLite's XNNPACK path is as far off: --verify passes)."""
+    every call; by default the int8 -> int16 SOFTMAX (gemmlowp's fixed-point kernel) rounds
+    once, so the int32 scores are within a step (TFLite's XNNPACK path is as far off)."""
     _, rows = stream(keyword_like_svdf())
     off = []
     for row in rows:
@@ -223,11 +223,23 @@ def test_keyword_pattern_stream_has_exact_states_and_scores_within_a_step() -> N
     assert max(off) <= 1 and off.count(0) >= len(off) // 2, off
 
 
+def test_keyword_pattern_stream_is_exact_under_bit_exact() -> None:
+    """--bit-exact emulates that SOFTMAX too: scores and states equal on every call."""
+    _, rows = stream(keyword_like_svdf(), bit_exact=True)
+    assert_stream_agrees(rows, exact=True)
+
+
 @requires_corpus
 @pytest.mark.parametrize(
     "path, options",
-    [(KEYWORD, {}), (DTLN, {}), (DTLN, {"bit_exact": True}), (CORAL_LSTM, {})],
-    ids=["keyword_svdf", "dtln_lstm", "dtln_lstm_bit_exact", "coral_lstm"],
+    [
+        (KEYWORD, {}),
+        (KEYWORD, {"bit_exact": True}),
+        (DTLN, {}),
+        (DTLN, {"bit_exact": True}),
+        (CORAL_LSTM, {}),
+    ],
+    ids=["keyword", "keyword_bit_exact", "dtln_lstm", "dtln_lstm_bit_exact", "coral_lstm"],
 )
 def test_corpus_streaming_models_equal_interpreter_over_8_frames(path, options) -> None:
     """Coral's int8 LSTM (28 steps a call) drives its int16 cell state to -32768 by the

@@ -1,4 +1,5 @@
-"""RESIZE_BILINEAR (int8, and int16 by default too) as TFLite's builtin kernel computes it.
+"""RESIZE_BILINEAR (int8, and int16 by default too) as TFLite's builtin kernel computes it
+(uint8 runs a float32 kernel: ``exact_resize_uint8``).
 
 reference_ops::ResizeBilinearInteger works in 10-bit fixed point: per output row (and column)
 ``scaled = y * scale_10`` (half_pixel_centers: ``+ scale_10 / 2 - 512``) with ``scale_10 =
@@ -23,6 +24,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import cast, f64, grid, raw_integers
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops import exact_resize_uint8
 
 
 def _c_div(a: np.ndarray, d: int) -> np.ndarray:
@@ -47,8 +49,9 @@ def axis_corners(
 
 def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
     where = op.where
-    if b.tensor(op.inputs[0]).dtype not in ("int8", "int16"):
-        raise ConversionError("bit_exact: only int8 and int16 RESIZE_BILINEAR are emulated", where)
+    dtype = b.tensor(op.inputs[0]).dtype
+    if dtype not in ("int8", "int16", "uint8"):
+        raise ConversionError(f"bit_exact: {dtype} RESIZE_BILINEAR is not emulated", where)
     x_raw, _ = raw_integers(b, op.inputs[0], where)
     g_out = grid(b, op.outputs[0], where)
     in_shape, out_shape = b.tensor(op.inputs[0]).shape, b.tensor(op.outputs[0]).shape
@@ -56,6 +59,12 @@ def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError("bit_exact: RESIZE_BILINEAR needs static spatial dims", where)
     align = bool(op.options.get("align_corners", False))
     half = bool(op.options.get("half_pixel_centers", False))
+    if dtype == "uint8":  # another kernel: float32 arithmetic
+        y = exact_resize_uint8.resize_bilinear(
+            b, x_raw, in_shape[1:3], out_shape[1:3], align, half, g_out
+        )
+        b.set_output(op.outputs[0], y)
+        return
     ys = axis_corners(in_shape[1], out_shape[1], align, half)
     xs = axis_corners(in_shape[2], out_shape[2], align, half)
     x64 = cast(b, x_raw, TensorProto.DOUBLE)

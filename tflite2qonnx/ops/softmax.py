@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import emulates, is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact_log_softmax, exact_softmax, exact_softmax16
+from tflite2qonnx.ops import (
+    exact_log_softmax,
+    exact_softmax,
+    exact_softmax16,
+    exact_softmax_int16_out,
+)
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:
     if emulates(b, op):
         if is_int16(b, op.inputs[0]):
             return exact_softmax16.softmax(b, op)
-        if is_int16(b, op.outputs[0]):
-            # the kernel's gemmlowp fixed-point reference_ops::Softmax, not its float table
-            raise ConversionError(
-                "bit_exact: SOFTMAX from int8 / uint8 to int16 is not emulated (convert "
-                "without --bit-exact: it rounds once)",
-                op.where,
-            )
+        if is_int16(b, op.outputs[0]):  # gemmlowp's fixed point, not the float table
+            return exact_softmax_int16_out.softmax(b, op)
         return exact_softmax.softmax(b, op)
     x = b.input(op.inputs[0])
     beta = float(op.options.get("beta", 1.0))
