@@ -5,7 +5,8 @@ their integer grids.
 
 The interpreter's state after a call: a variable tensor (LSTM / RNN / SVDF) is read as it is;
 a resource variable (VAR_HANDLE, Keras ``stateful=True``) is the value the main subgraph's
-last ASSIGN_VARIABLE of it wrote (read with all tensors preserved).
+last ASSIGN_VARIABLE of it wrote (read with all tensors preserved), compared on the int8 grid
+of the DEQUANTIZE that computed it, if one did (a full-integer body around a float variable).
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ def grid(detail: dict) -> tuple[float, int] | None:
     return (scale, zero_point) if np.issubdtype(detail["dtype"], np.integer) and scale else None
 
 
-def stream(data, calls: int = CALLS, seed: int = 0, low: float = -1.0, **options):
+def stream(
+    data, calls: int = CALLS, seed: int = 0, low: float = -1.0, xnnpack: bool = False, **options
+):
     """Per call and per compared tensor (outputs, then each state after the call): the
-    interpreter's real value, ours, and the grid; the state carried over on both sides."""
+    interpreter's real value (the builtin kernels', or ``xnnpack``'s), ours, and the grid; the
+    state carried over on both sides."""
     model = tflite2qonnx.convert(data, state_io=True, **options)
     records = read_pairs(model)
     assigned = _assigned_tensors(data)
-    it = reference_interpreter(data, preserve_all=bool(assigned))
+    it = reference_interpreter(data, preserve_all=bool(assigned), xnnpack=xnnpack)
     it.reset_all_variables()
     (inp,) = it.get_input_details()
     outs = it.get_output_details()
@@ -53,25 +57,36 @@ def stream(data, calls: int = CALLS, seed: int = 0, low: float = -1.0, **options
             row.append((d["name"], real_value(it.get_tensor(d["index"]), grid(d)),
                         ours[o.name], grid(d)))  # fmt: skip
         for r in records:
-            index = r["index"] if "index" in r else assigned[r["tensor"]]
+            index, on = (r["index"], None) if "index" in r else assigned[r["tensor"]]
             d = tensors[index]
             ref = real_value(it.get_tensor(index), grid(d))
-            row.append((r["input"], ref, ours[r["output"]], grid(d)))
+            row.append((r["input"], ref, ours[r["output"]], on or grid(d)))
         state = {r["input"]: ours[r["output"]] for r in records}
         rows.append(row)
     return model, rows
 
 
-def _assigned_tensors(data) -> dict[str, int]:
-    """shared_name -> the main subgraph's tensor its last ASSIGN_VARIABLE writes."""
+def _assigned_tensors(data) -> dict[str, tuple[int, tuple[float, int] | None]]:
+    """shared_name -> the main subgraph's tensor its last ASSIGN_VARIABLE writes, and the
+    grid of the DEQUANTIZE input it comes from (None if none)."""
     main = read_model(data).subgraphs[0]
     handles = {
         op.outputs[0]: str(op.options.get("shared_name", ""))
         for op in main.operators
         if op.name == "VAR_HANDLE"
     }
-    return {handles[op.inputs[0]]: op.inputs[1] for op in main.operators
-            if op.name == "ASSIGN_VARIABLE"}  # fmt: skip
+    dequantized = {
+        op.outputs[0]: main.tensors[op.inputs[0]].quantization
+        for op in main.operators
+        if op.name == "DEQUANTIZE"
+    }
+    found = {}
+    for op in main.operators:
+        if op.name == "ASSIGN_VARIABLE":
+            q = dequantized.get(op.inputs[1])
+            on = (float(q.scale[0]), int(q.zero_point[0])) if q is not None else None
+            found[handles[op.inputs[0]]] = (op.inputs[1], on)
+    return found
 
 
 def session(model):
