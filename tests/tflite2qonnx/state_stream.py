@@ -28,14 +28,23 @@ def grid(detail: dict) -> tuple[float, int] | None:
 
 
 def stream(
-    data, calls: int = CALLS, seed: int = 0, low: float = -1.0, xnnpack: bool = False, **options
+    data,
+    calls: int = CALLS,
+    seed: int = 0,
+    low: float = -1.0,
+    xnnpack: bool = False,
+    read_states: bool = True,
+    **options,
 ):
     """Per call and per compared tensor (outputs, then each state after the call): the
     interpreter's real value (the builtin kernels', or ``xnnpack``'s), ours, and the grid; the
-    state carried over on both sides."""
+    state carried over on both sides. ``read_states`` False: outputs only (a variable assigned
+    inside an IF branch has no main-graph tensor to read it from)."""
     model = tflite2qonnx.convert(data, state_io=True, **options)
     records = read_pairs(model)
-    assigned = _assigned_tensors(data)
+    assigned = _assigned_tensors(data) if read_states else {}
+    # preserving all tensors makes the interpreter drop its default delegate (XNNPACK)
+    assert not (assigned and xnnpack), "XNNPACK's resource-variable states are not readable"
     it = reference_interpreter(data, preserve_all=bool(assigned), xnnpack=xnnpack)
     it.reset_all_variables()
     (inp,) = it.get_input_details()
@@ -56,7 +65,7 @@ def stream(
         for d, o in zip(outs, model.graph.output, strict=False):
             row.append((d["name"], real_value(it.get_tensor(d["index"]), grid(d)),
                         ours[o.name], grid(d)))  # fmt: skip
-        for r in records:
+        for r in records if read_states else ():
             index, on = (r["index"], None) if "index" in r else assigned[r["tensor"]]
             d = tensors[index]
             ref = real_value(it.get_tensor(index), grid(d))

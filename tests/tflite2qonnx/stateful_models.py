@@ -8,12 +8,16 @@ Float, each layer is a WHILE over the time steps. Full-integer, TF 2.19's calibr
 a resource variable, so the int8 model unrolls the layers (``unroll=True``): the variables
 stay float32, READ_VARIABLE -> QUANTIZE in front of the int8 cells and DEQUANTIZE ->
 ASSIGN_VARIABLE behind them.
+
+Also here, to be built in the same process: control_flow_models' tf.Variable models.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from control_flow_models import _tf
+from control_flow_models import conditional_assignment_model as conditional_assignment_model
+from control_flow_models import variable_model as variable_model
 
 SHAPE = (1, 3, 4)  # batch (a stateful layer's fixed batch), time steps, features
 

@@ -53,14 +53,10 @@ def tf_built() -> dict[str, bytes]:
     specs = {
         "keras_float": ("keras_stateful", {}),
         "keras_int8": ("keras_stateful", {"quantized": True}),
+        "variable": ("variable_model", {}),
+        "cond": ("conditional_assignment_model", {}),
     }
-    built = in_fresh_process(specs, module="stateful_models")
-    built.update(
-        in_fresh_process(
-            {"variable": ("variable_model", {}), "cond": ("conditional_assignment_model", {})}
-        )
-    )
-    return built
+    return in_fresh_process(specs, module="stateful_models")
 
 
 def _states_advance(rows, n_states: int) -> None:
@@ -118,17 +114,24 @@ def test_keras_stateful_int8_bit_exact_streams_equal_outputs_and_states(tf_built
 
 def test_keras_stateful_int8_default_is_as_close_as_xnnpack_over_the_stream(tf_built) -> None:
     """By default the int8 cells round once per operator, as XNNPACK does: over the 8 calls
-    each output and state is as often equal to the builtin kernels as XNNPACK's path (within
-    --verify's margin), its largest difference within 1.5x of XNNPACK's."""
+    each output is as often equal to the builtin kernels as XNNPACK's path (within --verify's
+    margin), its largest difference within 1.5x of XNNPACK's (measured: ours 100 / 100 / 98.3%
+    equal, XNNPACK 68.8 / 100 / 98.3%). XNNPACK's states cannot be read (preserving tensors
+    drops the delegate): ours are held to one step and 90% equal against the builtin kernels
+    (measured: 95% for the GRU's, 100% for the others)."""
     data = tf_built["keras_int8"]
     _, rows = stream(data)
-    _, xnn_rows = stream(data, xnnpack=True)
+    _, xnn_rows = stream(data, xnnpack=True, read_states=False)
+    n_outputs = len(xnn_rows[0])
     for k, (name, *_, g) in enumerate(rows[0]):
         refs = [row[k][1] for row in rows]
         ours = measure(name, refs, [row[k][2] for row in rows], g)
-        xnn = measure(name, refs, [row[k][1] for row in xnn_rows], g)
-        _against_xnnpack(ours, xnn)
-        assert ours.passed, (name, ours.equal_fraction, ours.max_steps, ours.extra)
+        if k < n_outputs:
+            xnn = measure(name, refs, [row[k][1] for row in xnn_rows], g)
+            _against_xnnpack(ours, xnn)
+            assert ours.passed, (name, ours.equal_fraction, ours.max_steps, ours.extra)
+        else:
+            assert ours.max_steps <= 1 and ours.equal_fraction >= 0.9, (name, ours)
 
 
 def test_nonzero_initial_value_is_recorded_and_the_stream_starts_from_it(tf_built) -> None:
@@ -140,9 +143,14 @@ def test_nonzero_initial_value_is_recorded_and_the_stream_starts_from_it(tf_buil
 
 
 def test_variable_assigned_in_both_if_branches_streams_equal_to_interpreter(tf_built) -> None:
-    """v <- x if sum(x) > 0 else -x: the state after the call is the Where of the branches."""
-    _, rows = stream(tf_built["cond"])
+    """v <- x if sum(x) > 0 else -x, y = v: the state after the call is the Where of the
+    branches; the interpreter's v is read as its output y."""
+    model, rows = stream(tf_built["cond"], read_states=False)
     assert_stream_agrees(rows, exact=False, rtol=FLOAT_RTOL)
+    (record,) = read_pairs(model)
+    ours = session(model)({model.graph.input[0].name: np.full(4, -1.0, np.float32),
+                           record["input"]: np.zeros(4, np.float32)})  # fmt: skip
+    np.testing.assert_array_equal(ours[record["output"]], np.ones(4, np.float32))
 
 
 def test_keras_stateful_with_channels_last_streams_equal(tf_built) -> None:
