@@ -76,3 +76,31 @@ def float_lstm(shape=(2, 3, 4), units: int = 5, seed: int = 0) -> bytes:
           "outputs": [y], "options": ("UnidirectionalSequenceLSTMOptions", options),
           "version": 3}  # fmt: skip
     return build_model(t.tensors, [op], [x], [y])
+
+
+def with_computed_initial(data: bytes) -> bytes:
+    """``data`` with its CALL_ONCE subgraph assigning NEG(constant) instead of the constant:
+    an initial value computed at run time."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.NEG
+    code.version = 1
+    model.operatorCodes.append(code)
+    init = model.subgraphs[1]
+    (assign,) = [op for op in init.operators if len(op.inputs) == 2]
+    value = init.tensors[assign.inputs[1]]
+    negated = schema.TensorT()
+    negated.name, negated.shape, negated.type = b"negated", list(value.shape), value.type
+    negated.buffer = 0
+    init.tensors.append(negated)
+    neg = schema.OperatorT()
+    neg.opcodeIndex, neg.inputs = len(model.operatorCodes) - 1, [assign.inputs[1]]
+    neg.outputs = [len(init.tensors) - 1]
+    assign.inputs = [assign.inputs[0], neg.outputs[0]]
+    init.operators.insert(init.operators.index(assign), neg)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
