@@ -29,7 +29,7 @@ from stateful_models import float_lstm, with_computed_initial
 from svdf_models import float_svdf, int8_svdf
 
 import tflite2qonnx
-from qonnx_ingest.errors import ConversionError, ConversionWarning
+from qonnx_ingest.errors import ConversionWarning
 from qonnx_ingest.verification import measure
 from tflite2qonnx.reference import _against_xnnpack, verify
 from tflite2qonnx.state import read_pairs
@@ -203,19 +203,11 @@ def test_verify_streams_resource_variable_states_and_catches_a_stuck_one(tf_buil
     assert not verify(data, model, inputs=2).passed
 
 
-def test_state_io_refuses_an_initial_value_computed_at_run_time(tf_built) -> None:
-    """CALL_ONCE assigning NEG(constant): the state's initial value is not recorded as a guess,
-    the conversion names the variable; the default conversion computes it and agrees."""
+def test_initial_value_computed_by_call_once_is_evaluated_and_recorded(tf_built) -> None:
+    """CALL_ONCE assigning NEG(constant): the value is computed at conversion, recorded as
+    the state's initial value, and the stream from it equals the interpreter."""
     data = with_computed_initial(tf_built["variable"])
-    with pytest.raises(ConversionError, match=r"CALL_ONCE.*computes variable 'Variable'"):
-        tflite2qonnx.convert(data, state_io=True)
-    model = tflite2qonnx.convert(data)
-    it = reference_interpreter(data)
-    (inp,), (out,) = it.get_input_details(), it.get_output_details()
-    x = np.linspace(-1, 1, 4).astype(np.float32)
-    it.set_tensor(inp["index"], x)
-    it.invoke()
-    ours = session(model)({model.graph.input[0].name: x})[model.graph.output[0].name]
-    v = -np.arange(1, 5, dtype=np.float32) / 4 * 0.5 + x  # v <- 0.5 * (-v0) + x
-    np.testing.assert_allclose(it.get_tensor(out["index"]), x * v + v, rtol=1e-6)
-    np.testing.assert_allclose(ours, x * v + v, rtol=1e-6)
+    model, rows = stream(data)
+    (record,) = read_pairs(model)
+    assert record["initial"] == [-0.25, -0.5, -0.75, -1.0]
+    assert_stream_agrees(rows, exact=False, rtol=FLOAT_RTOL)

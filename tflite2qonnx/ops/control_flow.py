@@ -293,9 +293,12 @@ def call_once(b: GraphBuilder, op: Operator) -> None:
 
 
 def _initial_states(b: GraphBuilder, op: Operator, sg: Subgraph) -> None:
-    """--state-io: the initializer converted aside (its nodes emitted nowhere); each constant
-    it assigns is a state's initial value, the variable holding the state input instead."""
+    """--state-io: the initializer converted aside (its nodes emitted nowhere) and evaluated;
+    each value it assigns is a state's initial value, the variable holding the state input
+    instead."""
     from onnx import numpy_helper
+
+    from tflite2qonnx.initial_values import evaluate
 
     if b.nested:
         raise ConversionError("CALL_ONCE inside an IF or WHILE subgraph (--state-io)", op.where)
@@ -304,17 +307,12 @@ def _initial_states(b: GraphBuilder, op: Operator, sg: Subgraph) -> None:
     child.nodes, child.initializers, child._producer = [], [], {}
     before = dict(variables.values)
     _run(child)
-    constants = {i.name: numpy_helper.to_array(i) for i in child.initializers}
-    for key, value in list(variables.values.items()):
-        if before.get(key) == value:
-            continue
-        if value not in constants:
-            raise ConversionError(
-                f"CALL_ONCE's subgraph '{sg.name}' computes variable '{key[1]}''s initial "
-                "value: --state-io needs it as a constant",
-                op.where,
-            )
-        variables.values[key] = resource_state(b, key, constants[value])
+    assigned = {k: v for k, v in variables.values.items() if before.get(k) != v}
+    values = {i.name: numpy_helper.to_array(i) for i in child.initializers}
+    if computed := [v for v in assigned.values() if v not in values]:
+        values.update(evaluate(child.nodes, child.initializers, computed, b.opset, op.where))
+    for key, value in assigned.items():
+        variables.values[key] = resource_state(b, key, values[value])
 
 
 def var_handle(b: GraphBuilder, op: Operator) -> None:
