@@ -23,7 +23,8 @@ each variable (keyed by container and shared_name) its value; READ_VARIABLE read
 value assigned before it. TFLite keeps variables across invocations (CALL_ONCE runs on the
 first only); the converted graph is the first invocation of a fresh interpreter, state is not
 carried from one run to the next. Under --state-io CALL_ONCE gives each variable its state
-input instead (``tflite2qonnx.state``), its initializer's constants recorded as initial values.
+input instead (``tflite2qonnx.state``), the values its initializer assigns (evaluated at
+conversion where computed) recorded as initial values.
 """
 
 from __future__ import annotations
