@@ -22,7 +22,7 @@ from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
 from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
-from tflite2qonnx.state import STATE_IO_KEY, stateful_names
+from tflite2qonnx.state import STATE_IO_KEY, state_names, stateful_names
 from tflite2qonnx.state import metadata as state_metadata
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
@@ -195,7 +195,9 @@ def convert_subgraph(
     if layouts:
         _check_layout_names(model, layouts)
     try:
-        model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+        model = to_channels_first(
+            model, keep_io_layout=keep_io_layout, explicit=layouts, keep_layout=state_names(builder)
+        )
     except ConversionError as exc:
         raise _with_layout_hint(exc, model, layouts) from None
     # the metadata names graph inputs and outputs only, which the compact form keeps

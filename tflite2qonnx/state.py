@@ -160,6 +160,13 @@ def finish(b: GraphBuilder) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueI
     return inputs, outputs
 
 
+def state_names(b: GraphBuilder) -> list[str]:
+    """The state graph inputs and outputs (after ``finish``): the layout pass keeps them in
+    TFLite's layout, so that a stream feeds them back and starts from ``initial`` as is."""
+    names = [*b.states.inputs.values(), *b.states.outputs.values()]
+    return names + [n for s in b.states.resources.values() for n in (s.input, s.output)]
+
+
 def _next(b: GraphBuilder, value: str, name: str) -> str:
     """The state output ``<name>_next``: an Identity of ``value``."""
     out = b.fresh(f"{name}_next")

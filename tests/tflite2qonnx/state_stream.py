@@ -53,6 +53,8 @@ def stream(
     names = {i.name for i in model.graph.input} - {r["input"] for r in records}
     (in_name,) = names
     state = {r["input"]: initial_state(r) for r in records}
+    perms = stored_perms(model)  # the layout pass's, on the other inputs and outputs
+    assert not any(perms.get(r[k]) for r in records for k in ("input", "output")), perms
     run = session(model)
     rng = np.random.default_rng(seed)
     rows = []
@@ -60,11 +62,12 @@ def stream(
         x = random_input(inp, rng, low=low)
         it.set_tensor(inp["index"], x)
         it.invoke()
-        ours = run({in_name: real_value(x, grid(inp)), **state})
+        ours = run({in_name: _stored(real_value(x, grid(inp)), perms.get(in_name)), **state})
         row = []
         for d, o in zip(outs, model.graph.output, strict=False):
+            mine = _stored(ours[o.name], perms.get(o.name), back=True)
             row.append((d["name"], real_value(it.get_tensor(d["index"]), grid(d)),
-                        ours[o.name], grid(d)))  # fmt: skip
+                        mine, grid(d)))  # fmt: skip
         for r in records if read_states else ():
             index, on = (r["index"], None) if "index" in r else assigned[r["tensor"]]
             d = tensors[index]
@@ -98,14 +101,20 @@ def _assigned_tensors(data) -> dict[str, tuple[int, tuple[float, int] | None]]:
     return found
 
 
+def _stored(x: np.ndarray, perm, back: bool = False) -> np.ndarray:
+    """``x`` in the converted graph's stored layout (``back``: from it to TFLite's)."""
+    if not perm:
+        return x
+    return np.ascontiguousarray(x.transpose(np.argsort(perm) if back else perm))
+
+
 def session(model):
     """One onnxruntime session for the whole stream (Quant nodes as standard ops, graph
-    optimizations off, as --verify runs it); the state models have no layout permutations."""
+    optimizations off, as --verify runs it)."""
     import onnxruntime as ort
 
     from qonnx_ingest.quant_lowering import lower_quants
 
-    assert not stored_perms(model)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     lowered = lower_quants(model).SerializeToString()

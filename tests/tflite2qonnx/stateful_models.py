@@ -53,6 +53,36 @@ def keras_stateful(quantized: bool = False, seed: int = 3) -> bytes:
     return converter.convert()
 
 
+def streaming_conv() -> bytes:
+    """A streaming Conv2D as kws_streaming-style models write one: x [1, 1, 1, 3] (one frame)
+    joins a float32 buffer variable [1, 2, 1, 3] of the last two frames, a 3x1 VALID
+    convolution (4 filters, RELU, seed 0) reads the three, the buffer keeps the newest two;
+    an int32 variable counts the calls and scales the output."""
+    tf = _tf()
+    kernel = tf.constant(np.random.default_rng(0).normal(size=(3, 1, 3, 4)).astype(np.float32))
+
+    class Module(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.buffer = tf.Variable(np.zeros((1, 2, 1, 3), np.float32))
+            self.count = tf.Variable(np.int32(0))
+
+        @tf.function(input_signature=[tf.TensorSpec([1, 1, 1, 3], tf.float32)])
+        def __call__(self, x):
+            frames = tf.concat([self.buffer, x], axis=1)
+            y = tf.nn.relu(tf.nn.conv2d(frames, kernel, 1, "VALID"))
+            self.buffer.assign(frames[:, 1:])
+            self.count.assign_add(1)
+            return y * tf.cast(self.count, tf.float32)
+
+    module = Module()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [module.__call__.get_concrete_function()], module
+    )
+    converter.experimental_enable_resource_variables = True
+    return converter.convert()
+
+
 def float_lstm(shape=(2, 3, 4), units: int = 5, seed: int = 0) -> bytes:
     """One float UNIDIRECTIONAL_SEQUENCE_LSTM (TANH, cell clip 10, no peepholes or
     projection) written with tflite_writer from seeded weights in [-0.6, 0.6]; its output and

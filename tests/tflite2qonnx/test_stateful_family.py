@@ -55,6 +55,7 @@ def tf_built() -> dict[str, bytes]:
         "keras_int8": ("keras_stateful", {"quantized": True}),
         "variable": ("variable_model", {}),
         "cond": ("conditional_assignment_model", {}),
+        "streaming_conv": ("streaming_conv", {}),
     }
     return in_fresh_process(specs, module="stateful_models")
 
@@ -139,6 +140,23 @@ def test_nonzero_initial_value_is_recorded_and_the_stream_starts_from_it(tf_buil
     model, rows = stream(tf_built["variable"])
     (record,) = read_pairs(model)
     assert record["initial"] == [0.25, 0.5, 0.75, 1.0]
+    assert_stream_agrees(rows, exact=False, rtol=FLOAT_RTOL)
+
+
+def test_streaming_conv_buffer_and_counter_stream_equal_in_tflite_layout(tf_built) -> None:
+    """A rank-4 float buffer feeding a Conv (the layout pass stores the input and output
+    channels-first) and an int32 call counter: the states stay in TFLite's layout and type,
+    start from CALL_ONCE's zeros, and the stream equals the interpreter, the buffer after
+    every call included."""
+    from layout import stored_perms
+
+    model, rows = stream(tf_built["streaming_conv"])
+    records = {r["tensor"]: r for r in read_pairs(model)}
+    assert (records["Variable_1"]["shape"], records["Variable"]["dtype"]) == ([1, 2, 1, 3], "int32")
+    perms = stored_perms(model)
+    assert perms and not any(r["input"] in perms or r["output"] in perms for r in records.values())
+    counts = [float(ref) for row in rows for name, ref, *_ in row if name == "Variable"]
+    assert counts == list(range(1, 9))  # the interpreter's counter, ours equal below
     assert_stream_agrees(rows, exact=False, rtol=FLOAT_RTOL)
 
 
