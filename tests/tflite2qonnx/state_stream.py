@@ -110,11 +110,15 @@ def _stored(x: np.ndarray, perm, back: bool = False) -> np.ndarray:
 
 def session(model):
     """One onnxruntime session for the whole stream (Quant nodes as standard ops, graph
-    optimizations off, as --verify runs it)."""
+    optimizations off); qonnx's executor for a graph with qonnx's channels-last ops, which
+    onnxruntime does not have (as --verify runs them)."""
     import onnxruntime as ort
 
+    from qonnx_ingest.execute import execute_qonnx
     from qonnx_ingest.quant_lowering import lower_quants
 
+    if any(n.domain not in ("", "ai.onnx") for n in lower_quants(model).graph.node):
+        return lambda feeds: execute_qonnx(model, feeds)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     lowered = lower_quants(model).SerializeToString()

@@ -7,7 +7,8 @@ Members: UNIDIRECTIONAL_SEQUENCE_LSTM with variable-tensor state, float and int8
 (int16 cell); SVDF float and int8, rank 1 and 2; Keras ``stateful=True`` GRU, SimpleRNN and
 LSTM (resource variables): float, each a WHILE, and int8 full integer, unrolled (TF's
 calibrator crashes on a WHILE beside a resource variable: ``stateful_models``); a tf.Variable
-with a nonzero initial value and one assigned in both branches of an IF.
+with a nonzero initial value, one assigned in both branches of an IF, and a kws_streaming-style
+Conv buffer (rank 4) with an int32 call counter.
 
 Float: within 1e-5 of the largest reference magnitude (at least 1). int8: equal on the grid
 where the integer kernels are emulated (SVDF, the integer LSTM, --bit-exact); by default the
@@ -147,7 +148,7 @@ def test_streaming_conv_buffer_and_counter_stream_equal_in_tflite_layout(tf_buil
     """A rank-4 float buffer feeding a Conv (the layout pass stores the input and output
     channels-first) and an int32 call counter: the states stay in TFLite's layout and type,
     start from CALL_ONCE's zeros, and the stream equals the interpreter, the buffer after
-    every call included."""
+    every call included; with --channels-last too (qonnx's channels-last Conv)."""
     from layout import stored_perms
 
     model, rows = stream(tf_built["streaming_conv"])
@@ -157,6 +158,9 @@ def test_streaming_conv_buffer_and_counter_stream_equal_in_tflite_layout(tf_buil
     assert perms and not any(r["input"] in perms or r["output"] in perms for r in records.values())
     counts = [float(ref) for row in rows for name, ref, *_ in row if name == "Variable"]
     assert counts == list(range(1, 9))  # the interpreter's counter, ours equal below
+    assert_stream_agrees(rows, exact=False, rtol=FLOAT_RTOL)
+    model, rows = stream(tf_built["streaming_conv"], channels_last=True)
+    assert "qonnx.custom_op.channels_last" in {n.domain for n in model.graph.node}
     assert_stream_agrees(rows, exact=False, rtol=FLOAT_RTOL)
 
 
