@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import onnx
 
@@ -24,6 +24,7 @@ def to_channels_first(
     *,
     keep_io_layout: bool = False,
     explicit: Mapping[str, str] | None = None,
+    keep_layout: Collection[str] = (),
 ) -> onnx.ModelProto:
     """A copy of ``model`` whose layout-sensitive ops run channels-first, computing the same.
 
@@ -32,8 +33,9 @@ def to_channels_first(
     layout-transparent ops are stored channels-first; terminate ops (Reshape, MatMul, ...) get
     one shared Transpose back to source order where they need it. Graph inputs and outputs are
     exposed in their stored layout (recorded under the ``layout`` metadata key), or kept in
-    source order with ``keep_io_layout``. ``explicit`` forces tensors to "NHWC" (source order)
-    or "NCHW" (channels-first); a layout that contradicts another raises ``ConversionError``.
+    source order with ``keep_io_layout``, or those named in ``keep_layout`` (streaming states
+    a user feeds back as they are). ``explicit`` forces tensors to "NHWC" (source order) or
+    "NCHW" (channels-first); a layout that contradicts another raises ``ConversionError``.
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -44,7 +46,8 @@ def to_channels_first(
     seeds = implicit_seeds(g.nodes, rules) + _explicit_seeds(g, explicit or {})
     permuted = assign(rules, seeds)
     _refuse_subgraphs(g.nodes, rules, permuted)
-    Rewriter(g, rules, permuted, keep_io_layout).run(out)
+    kept = set(g.inputs) | set(g.outputs) if keep_io_layout else set(keep_layout)
+    Rewriter(g, rules, permuted, kept).run(out)
     swap_transposed_matmuls(out)
     collapse_moves(out)
     return out

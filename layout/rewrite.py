@@ -29,13 +29,13 @@ class Rewriter:
     """Streams the nodes once, in order, emitting each with its inputs in the order it needs."""
 
     def __init__(
-        self, g: GraphIndex, rules: list[NodeRule], permuted: dict[str, bool], keep_io: bool
+        self, g: GraphIndex, rules: list[NodeRule], permuted: dict[str, bool], kept: set[str]
     ):
         self.g = g
         self.rules = rules
         self.permuted = permuted
-        self.keep_io = keep_io
         self.io = set(g.inputs) | set(g.outputs)
+        self.kept = kept & self.io  # graph inputs and outputs kept in source order
         # an initializer listed as a graph input is a default value a user may override
         self.protected = self.io | {vi.name for vi in g.graph.input}
         self.taken = TakenNames([*g.producer, *self.io, *g.constants])
@@ -51,7 +51,7 @@ class Rewriter:
     # ------------------------------------------------------------------ orders and names
     def wanted(self, t: str) -> Order | None:
         """The order the tensor's own name holds: its layout, or source order at kept I/O."""
-        if not self.permuted.get(t) or (self.keep_io and t in self.io):
+        if not self.permuted.get(t) or t in self.kept:
             return None
         return channels_first(self.g.rank[t])
 

@@ -17,13 +17,12 @@ from layout import to_channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
-from qonnx_ingest.names import name_list
 from qonnx_ingest.qcdq import check_format, in_format
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
 from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
-from tflite2qonnx.state import STATE_IO_KEY
+from tflite2qonnx.state import STATE_IO_KEY, state_names, stateful_names
 from tflite2qonnx.state import metadata as state_metadata
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
@@ -75,9 +74,11 @@ def convert(
     would (the form hls4ml's QONNX frontend reads).
 
     ``state_io`` makes each variable tensor (LSTM / RNN / SVDF state, which TFLite keeps from
-    one invocation to the next) a graph input and a graph output (``<name>_next``), listed in
-    the ``tflite2qonnx.state_io`` metadata: feeding the outputs back reproduces a stream of
-    calls. Without it the graph starts from the initial state on every run (a warning says so).
+    one invocation to the next) and each resource variable (Keras ``stateful=True`` layers,
+    named by shared_name, its CALL_ONCE value recorded as ``initial``) a graph input and a graph
+    output (``<name>_next``), listed in the ``tflite2qonnx.state_io`` metadata: feeding the
+    outputs back reproduces a stream of calls. Without it the graph starts from the initial
+    state on every run (a warning says so).
     """
     check_format(format)
     tfl = read_model(source)
@@ -143,8 +144,6 @@ def convert_subgraph(
         subgraph, quant_op_type=quant_op_type, opset=opset, bit_exact=bit_exact,
         subgraphs=subgraphs, state_io=state_io,
     )  # fmt: skip
-    if state_io:
-        _refuse_resource_variables(subgraphs or (subgraph,))
     for op in subgraph.operators:
         converter = CONVERTERS.get(op.name)
         if converter is None:
@@ -170,10 +169,9 @@ def convert_subgraph(
             ConversionWarning,
             stacklevel=2,
         )
-    if builder.states.read and not state_io:
-        names = name_list([builder.tensor_name(i) for i in builder.states.read])
+    if not state_io and (names := stateful_names(builder)):
         warnings.warn(
-            f"{where}: the model is stateful (variable tensors {names} carry over between "
+            f"{where}: the model is stateful ({names} carry over between "
             "TFLite invocations); the converted model starts from their initial state on every "
             "run (--state-io makes them graph inputs and outputs)",
             ConversionWarning,
@@ -197,23 +195,13 @@ def convert_subgraph(
     if layouts:
         _check_layout_names(model, layouts)
     try:
-        model = to_channels_first(model, keep_io_layout=keep_io_layout, explicit=layouts)
+        model = to_channels_first(
+            model, keep_io_layout=keep_io_layout, explicit=layouts, keep_layout=state_names(builder)
+        )
     except ConversionError as exc:
         raise _with_layout_hint(exc, model, layouts) from None
     # the metadata names graph inputs and outputs only, which the compact form keeps
     return finish_model(model, opset=opset, metadata=metadata, compact_large=True)
-
-
-def _refuse_resource_variables(subgraphs: Sequence[Subgraph]) -> None:
-    """Resource variables (VAR_HANDLE, set once by CALL_ONCE) are not made graph I/O."""
-    for sub in subgraphs:
-        for op in sub.operators:
-            if op.name == "VAR_HANDLE":
-                raise ConversionError(
-                    "--state-io: resource variables (VAR_HANDLE / READ_VARIABLE / "
-                    "ASSIGN_VARIABLE) are not made graph inputs and outputs",
-                    op.where,
-                )
 
 
 def _scales(subgraph: Subgraph, op) -> str:

@@ -46,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-io",
         action="store_true",
         help="make each variable tensor (LSTM / RNN / SVDF state kept between TFLite "
-        "invocations) a graph input and a graph output NAME_next, for streaming models; "
-        "default: every run starts from the initial state",
+        "invocations) and resource variable (Keras stateful=True layers) a graph input and a "
+        "graph output NAME_next, for streaming models; default: every run starts from the "
+        "initial state",
     )
     parser.add_argument(
         "--layout",

@@ -29,6 +29,7 @@ from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 from tflite2qonnx.state import StateIO
 from tflite2qonnx.state import finish as finish_states
+from tflite2qonnx.state import reserve_names as reserve_state_names
 
 
 class GraphBuilder:
@@ -73,7 +74,7 @@ class GraphBuilder:
         for idx in subgraph.inputs:
             self._add_graph_input(idx)
         if state_io:  # their graph inputs' names, taken before any node's
-            self._taken.update(self.tensor_name(t.index) for t in subgraph.tensors if t.is_variable)
+            reserve_state_names(self)
 
     def child(self, subgraph: Subgraph, *, inline: bool, nested: bool = False) -> GraphBuilder:
         """A builder for a called subgraph (IF, WHILE, CALL_ONCE) whose names never clash with

@@ -34,7 +34,7 @@ from qonnx_ingest.verification import (
     run_converted_stream,
     within_relative,
 )
-from tflite2qonnx.state import read_pairs
+from tflite2qonnx.state import initial_state, read_pairs
 
 FLOAT_RTOL = 1e-4
 # Slack against XNNPACK, measured on the corpus: on deep int8 networks both paths sit at
@@ -80,11 +80,11 @@ def verify(
         return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)
 
     def invoke_all(run) -> list[Feeds]:
-        if states:
-            run().reset_all_variables()  # once: the stream starts from the initial state
-        return [
-            _invoke(run(), in_details, out_details, s, unusable, reset=not states) for s in samples
-        ]
+        if states:  # one interpreter, reset once: the stream starts from the initial state
+            it = run()
+            it.reset_all_variables()
+            return [_invoke(it, in_details, out_details, s, unusable, reset=False) for s in samples]
+        return [_invoke(run(), in_details, out_details, s, unusable) for s in samples]
 
     ref_run = interpreter_for(reference, reference_name == "XNNPACK")
     # the user's samples failing is their input's fault; seeded ones failing, the reference's
@@ -108,7 +108,7 @@ def verify(
     ]
     if states:
         carry = {r["output"]: r["input"] for r in states}
-        initial = {r["input"]: np.zeros(r["shape"], np.float32) for r in states}  # reset: 0
+        initial = {r["input"]: initial_state(r) for r in states}
         ours_stored, runner = run_converted_stream(model, feeds, carry, initial)
         runner += f"; one stream of {len(samples)} calls, state carried over"
     else:

@@ -14,6 +14,13 @@ alone).
 Operators ask ``state_before`` for a state operand and hand ``state_after`` its new value; a
 variable that is read but never given a value after the call is a ConversionError, never an
 output that silently repeats its input.
+
+Resource variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE, set once by CALL_ONCE: Keras
+``stateful=True`` recurrent layers) are states too: under state I/O CALL_ONCE's initializer
+is not converted, each variable it assigns holds a graph input named after its shared_name
+instead, the constant it assigned is recorded as the state's ``initial`` value, and the value
+the variable holds after the main graph's last ASSIGN_VARIABLE is the output (a variable never
+assigned keeps its value, as in TFLite).
 """
 
 from __future__ import annotations
@@ -22,11 +29,12 @@ import dataclasses
 import json
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import helper
 
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.names import short_name
+from qonnx_ingest.names import name_list, short_name
 from tflite2qonnx.element_types import tensor_value_info
 
 # the builder is a tflite2qonnx.graph.GraphBuilder, typed Any: graph imports this module
@@ -47,6 +55,46 @@ class StateIO:
     read: dict[int, str] = dataclasses.field(default_factory=dict)
     # tensor index -> graph output name, set by finish
     outputs: dict[int, str] = dataclasses.field(default_factory=dict)
+    # resource variables (container, shared_name): reserved input names, states, and (without
+    # state I/O) those the main graph assigns, which carry over (the stateful-model warning)
+    resource_names: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    resources: dict[tuple[str, str], ResourceState] = dataclasses.field(default_factory=dict)
+    assigned: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ResourceState:
+    """A resource variable made a state: its graph input and output and its initial value."""
+
+    input: str
+    initial: np.ndarray
+    output: str = ""
+
+
+def reserve_names(b: GraphBuilder) -> None:
+    """The state inputs' names, taken before any node's: each variable tensor's, and each
+    resource variable's shared_name (``variable`` when empty)."""
+    b._taken.update(b.tensor_name(t.index) for t in b.subgraph.tensors if t.is_variable)
+    for sub in b.subgraphs:
+        for op in sub.operators:
+            if op.name == "VAR_HANDLE":
+                key = (str(op.options.get("container", "")), str(op.options.get("shared_name", "")))
+                if key not in b.states.resource_names:
+                    b.states.resource_names[key] = b.fresh(key[1] or "variable")
+
+
+def resource_state(b: GraphBuilder, key: tuple[str, str], initial: np.ndarray) -> str:
+    """Resource variable ``key`` as a state starting from ``initial``: its graph input."""
+    states = b.states
+    if key not in states.resources:
+        name = states.resource_names.get(key) or b.fresh(key[1] or "variable")
+        states.resources[key] = ResourceState(name, np.asarray(initial))
+    return states.resources[key].input
+
+
+def resource_assigned(b: GraphBuilder, key: tuple[str, str]) -> None:
+    """Without state I/O, a variable the graph assigns carries over: the model is stateful."""
+    b.states.assigned[key] = key[1] or "variable"
 
 
 def state_before(b: GraphBuilder, idx: int) -> str | None:
@@ -98,14 +146,32 @@ def finish(b: GraphBuilder) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueI
                 "its value after the call (--state-io)",
                 "subgraph",
             )
-        out = b.fresh(f"{name}_next")
-        b.nodes.append(
-            helper.make_node("Identity", [states.after[idx]], [out], name=b.fresh(short_name(out)))
-        )
-        states.outputs[idx] = out
+        out = states.outputs[idx] = _next(b, states.after[idx], name)
         inputs.append(tensor_value_info(name, b.tensor(idx)))
         outputs.append(tensor_value_info(out, b.tensor(idx)))
+    values = getattr(b.calls, "values", {})  # ops/control_flow's variables: the latest values
+    for key, state in states.resources.items():
+        after = values.get(key, state.input)  # never assigned: it keeps its value
+        state.output = _next(b, after, state.input)
+        elem = helper.np_dtype_to_tensor_dtype(state.initial.dtype)
+        shape = list(state.initial.shape)
+        inputs.append(helper.make_tensor_value_info(state.input, elem, shape))
+        outputs.append(helper.make_tensor_value_info(state.output, elem, shape))
     return inputs, outputs
+
+
+def state_names(b: GraphBuilder) -> list[str]:
+    """The state graph inputs and outputs (after ``finish``): the layout pass keeps them in
+    TFLite's layout, so that a stream feeds them back and starts from ``initial`` as is."""
+    names = [*b.states.inputs.values(), *b.states.outputs.values()]
+    return names + [n for s in b.states.resources.values() for n in (s.input, s.output)]
+
+
+def _next(b: GraphBuilder, value: str, name: str) -> str:
+    """The state output ``<name>_next``: an Identity of ``value``."""
+    out = b.fresh(f"{name}_next")
+    b.nodes.append(helper.make_node("Identity", [value], [out], name=b.fresh(short_name(out))))
+    return out
 
 
 def metadata(b: GraphBuilder) -> str | None:
@@ -115,6 +181,7 @@ def metadata(b: GraphBuilder) -> str | None:
         t = b.tensor(idx)
         record = {
             "tensor": t.name,
+            "kind": "variable_tensor",
             "index": idx,
             "input": name,
             "output": b.states.outputs[idx],
@@ -126,7 +193,37 @@ def metadata(b: GraphBuilder) -> str | None:
             record["scale"] = [float(s) for s in q.scale]
             record["zero_point"] = [int(z) for z in q.zero_point]
         records.append(record)
+    for key, state in b.states.resources.items():
+        records.append({
+            "tensor": key[1],
+            "kind": "resource_variable",
+            "container": key[0],
+            "input": state.input,
+            "output": state.output,
+            "dtype": str(state.initial.dtype),
+            "shape": list(state.initial.shape),
+            "initial": state.initial.ravel().tolist(),
+        })  # fmt: skip
     return json.dumps(records) if records else None
+
+
+def stateful_names(b: GraphBuilder) -> str | None:
+    """What carries over between invocations without state I/O, for the warning; None if
+    nothing does."""
+    parts = []
+    if b.states.read:
+        parts.append(f"variable tensors {name_list([b.tensor_name(i) for i in b.states.read])}")
+    if b.states.assigned:
+        parts.append(f"resource variables {name_list(list(b.states.assigned.values()))}")
+    return " and ".join(parts) or None
+
+
+def initial_state(record: dict) -> np.ndarray:
+    """A state's value before the first call: zero for a variable tensor (the reset state),
+    CALL_ONCE's value for a resource variable."""
+    if "initial" in record:
+        return np.asarray(record["initial"], record["dtype"]).reshape(record["shape"])
+    return np.zeros(record["shape"], np.float32)
 
 
 def read_pairs(model: onnx.ModelProto) -> list[dict]:

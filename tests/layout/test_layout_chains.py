@@ -81,6 +81,20 @@ def test_keep_io_layout_adds_one_transpose_per_io_tensor(rank):
     np.testing.assert_allclose(run(out, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
 
 
+def test_keep_layout_keeps_only_the_named_io_tensor_in_source_order():
+    """keep_layout=["x"] (a streaming state fed back as it is): x stays channels-last behind
+    one Transpose, y is stored channels-first and recorded as such."""
+    m, x, expected = residual_block(4)
+    out = check(m, keep_layout=["x"])
+    assert count(out, "Transpose") == 1
+    assert set(layout_record(out)) == {"y"}
+    x_dims = [d.dim_value for d in out.graph.input[0].type.tensor_type.shape.dim]
+    assert x_dims == list(x.shape)
+    assert [d.dim_value for d in out.graph.output[0].type.tensor_type.shape.dim][1] == 4
+    # run feeds and reads back per the layout record: y's channels-first storage undone
+    np.testing.assert_allclose(run(out, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+
+
 def test_pool_and_batchnorm_chain():
     r = rng(1)
     c = 3

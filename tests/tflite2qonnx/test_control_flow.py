@@ -173,13 +173,6 @@ def test_variable_model_passes_verify_on_a_fresh_interpreter_per_sample(models) 
     tflite2qonnx.convert(models["while"], verify=True)
 
 
-def test_state_io_refuses_resource_variables_naming_the_operator(models) -> None:
-    """--state-io makes variable tensors graph I/O; resource variables it does not, and says so
-    rather than convert a graph whose variable silently restarts every run."""
-    with pytest.raises(ConversionError, match=r"\(VAR_HANDLE\): --state-io: resource variables"):
-        tflite2qonnx.convert(models["variable"], state_io=True)
-
-
 @pytest.mark.parametrize("index", [0, 7])
 def test_if_naming_the_main_or_a_missing_subgraph_is_refused(models, index: int) -> None:
     """The main subgraph (a call into it would recurse) and past-the-end indices."""

@@ -20,16 +20,17 @@ from litert_compare import random_input, real_value, reference_interpreter
 from lstm_hybrid_models import hybrid_lstm
 from lstm_int_models import integer_lstm
 from rnn_models import hybrid_rnn
+from state_stream import assert_stream_agrees, session, stream
+from state_stream import grid as _grid
+from state_stream import steps as _steps
 from svdf_models import float_svdf, hybrid_svdf, int8_svdf, keyword_like_svdf
 
 import tflite2qonnx
-from layout import stored_perms
 from qonnx_ingest.errors import ConversionWarning
 from support import CORPUS, requires_corpus, run_module
 from tflite2qonnx.reader import read_model
 from tflite2qonnx.state import STATE_IO_KEY, read_pairs
 
-CALLS = 8
 KEYWORD = CORPUS / "tflite" / "tflm__keyword_scrambled.tflite"
 DTLN = CORPUS / "tflite" / "tflm__dtln_noise_suppression.tflite"
 CORAL_LSTM = CORPUS / "tflite" / "coral__keras_lstm_mnist_ptq.tflite"
@@ -58,77 +59,6 @@ def keras_float_lstm() -> bytes:
     from lstm_models import keras_lstm
 
     return keras_lstm(units=5, shape=(2, 3, 4))
-
-
-def _grid(detail: dict) -> tuple[float, int] | None:
-    scale, zero_point = detail["quantization"]
-    return (scale, zero_point) if np.issubdtype(detail["dtype"], np.integer) and scale else None
-
-
-def stream(data, calls: int = CALLS, seed: int = 0, low: float = -1.0, **options):
-    """Per call and per compared tensor (outputs, then each state after the call): the
-    interpreter's real value, ours, and the grid; the state carried over on both sides."""
-    model = tflite2qonnx.convert(data, state_io=True, **options)
-    records = read_pairs(model)
-    it = reference_interpreter(data)
-    it.reset_all_variables()
-    (inp,) = it.get_input_details()
-    outs = it.get_output_details()
-    tensors = {d["index"]: d for d in it.get_tensor_details()}
-    names = {i.name for i in model.graph.input} - {r["input"] for r in records}
-    (in_name,) = names
-    state = {r["input"]: np.zeros(r["shape"], np.float32) for r in records}
-    run = _session(model)
-    rng = np.random.default_rng(seed)
-    rows = []
-    for _ in range(calls):
-        x = random_input(inp, rng, low=low)
-        it.set_tensor(inp["index"], x)
-        it.invoke()
-        ours = run({in_name: real_value(x, _grid(inp)), **state})
-        row = []
-        for d, o in zip(outs, model.graph.output, strict=False):
-            row.append((d["name"], real_value(it.get_tensor(d["index"]), _grid(d)),
-                        ours[o.name], _grid(d)))  # fmt: skip
-        for r in records:
-            d = tensors[r["index"]]
-            ref = real_value(it.get_tensor(r["index"]), _grid(d))
-            row.append((r["input"], ref, ours[r["output"]], _grid(d)))
-        state = {r["input"]: ours[r["output"]] for r in records}
-        rows.append(row)
-    return model, rows
-
-
-def _session(model):
-    """One onnxruntime session for the whole stream (Quant nodes as standard ops, graph
-    optimizations off, as --verify runs it); the state models have no layout permutations."""
-    import onnxruntime as ort
-
-    from qonnx_ingest.quant_lowering import lower_quants
-
-    assert not stored_perms(model)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    lowered = lower_quants(model).SerializeToString()
-    session = ort.InferenceSession(lowered, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in model.graph.output]
-    return lambda feeds: dict(zip(names, session.run(names, feeds), strict=True))
-
-
-def _steps(ref, ours, grid) -> float:
-    return float(np.max(np.abs(np.round(ours / grid[0]) - np.round(ref / grid[0]))))
-
-
-def assert_stream_agrees(rows, exact: bool) -> None:
-    for call, row in enumerate(rows):
-        for name, ref, ours, grid in row:
-            assert ours.shape == ref.shape, (call, name)
-            if grid is not None and exact:
-                steps = _steps(ref, ours, grid)
-                assert steps == 0, f"call {call}, {name}: {steps} steps"
-            else:
-                err = float(np.max(np.abs(ours - ref)))
-                assert err <= 1e-4 * max(1.0, float(np.max(np.abs(ref)))), (call, name, err)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -168,7 +98,7 @@ def test_without_state_io_only_the_first_call_agrees_and_a_warning_says_so() -> 
         it.set_tensor(inp["index"], x)
         it.invoke()
         ref = real_value(it.get_tensor(out["index"]), _grid(out))
-        ours = _session(model)({"x": real_value(x, _grid(inp))})["y"]
+        ours = session(model)({"x": real_value(x, _grid(inp))})["y"]
         steps.append(_steps(ref, ours, _grid(out)))
     assert steps[0] == 0 and min(steps[1:]) > 0, steps
 

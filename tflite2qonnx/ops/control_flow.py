@@ -22,7 +22,9 @@ Variables: CALL_ONCE's initializer subgraph is converted inline, so its ASSIGN_V
 each variable (keyed by container and shared_name) its value; READ_VARIABLE reads the latest
 value assigned before it. TFLite keeps variables across invocations (CALL_ONCE runs on the
 first only); the converted graph is the first invocation of a fresh interpreter, state is not
-carried from one run to the next.
+carried from one run to the next. Under --state-io CALL_ONCE gives each variable its state
+input instead (``tflite2qonnx.state``), the values its initializer assigns (evaluated at
+conversion where computed) recorded as initial values.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from onnx import helper
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
+from tflite2qonnx.state import resource_assigned, resource_state
 
 
 @dataclasses.dataclass
@@ -282,7 +285,35 @@ def call_once(b: GraphBuilder, op: Operator) -> None:
     sg = _subgraph(b, op, "init_subgraph_index")
     if sg.inputs or sg.outputs:
         raise ConversionError("CALL_ONCE's subgraph must have no inputs or outputs", op.where)
+    if b.states.enabled:
+        _initial_states(b, op, sg)
+        return
+    assigned = dict(b.states.assigned)  # initializing is no state carried over
     _run(_child(b, sg, inline=True))
+    b.states.assigned = assigned
+
+
+def _initial_states(b: GraphBuilder, op: Operator, sg: Subgraph) -> None:
+    """--state-io: the initializer converted aside (its nodes emitted nowhere) and evaluated;
+    each value it assigns is a state's initial value, the variable holding the state input
+    instead."""
+    from onnx import numpy_helper
+
+    from tflite2qonnx.initial_values import evaluate
+
+    if b.nested:
+        raise ConversionError("CALL_ONCE inside an IF or WHILE subgraph (--state-io)", op.where)
+    variables = _variables(b)
+    child = _child(b, sg, inline=True)
+    child.nodes, child.initializers, child._producer = [], [], {}
+    before = dict(variables.values)
+    _run(child)
+    assigned = {k: v for k, v in variables.values.items() if before.get(k) != v}
+    values = {i.name: numpy_helper.to_array(i) for i in child.initializers}
+    if computed := [v for v in assigned.values() if v not in values]:
+        values.update(evaluate(child.nodes, child.initializers, computed, b.opset, op.where))
+    for key, value in assigned.items():
+        variables.values[key] = resource_state(b, key, values[value])
 
 
 def var_handle(b: GraphBuilder, op: Operator) -> None:
@@ -315,7 +346,9 @@ def assign_variable(b: GraphBuilder, op: Operator) -> None:
     value = b.tensor(op.inputs[1])
     if value.quant is not None:
         raise ConversionError(f"quantized variable '{value.name}' is not supported", op.where)
-    _variables(b).values[_key(b, op)] = b.input(op.inputs[1])
+    key = _key(b, op)
+    _variables(b).values[key] = b.input(op.inputs[1])
+    resource_assigned(b, key)
 
 
 def read_variable(b: GraphBuilder, op: Operator) -> None:
