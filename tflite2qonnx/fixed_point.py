@@ -32,7 +32,7 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
 
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
 kernels for int8 and uint8 (int8 FULLY_CONNECTED rounds once, with the whole 31-bit multiplier)
-and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_softmax16``,
+and for the 16x8 kernels of INT16_KERNELS (``ops.exact.int16``, ``ops.exact.softmax16``,
 which run by default too, and ADD / SUB / MUL); a covered op it cannot make exact (other
 int16 kernels; a uint8 MEAN over H and W, an int8 / uint8 MEAN with equal input and output grids,
 weight zero points per channel) raises ConversionError rather than silently rounding once.
@@ -40,11 +40,11 @@ Integer ops not covered convert as by default and the conversion warns; float op
 models are untouched.
 
 This module is the arithmetic and the graph pieces; the kernels that use them are operator code
-(``tflite2qonnx.ops.exact``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
-ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact_softmax``;
-``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_reduce``: SUM, REDUCE_PROD;
-``ops.exact_log_softmax``; ``ops.exact_l2norm``; ``ops.exact_compare``: comparisons, DIV, NEG;
-``ops.exact_unary`` with ``ops.exact_tables`` and ``ops.exact_tables_extra``: the one-input
+(``tflite2qonnx.ops.exact.int8``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
+ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact.softmax``;
+``ops.exact.resize``; ``ops.exact.concat``; ``ops.exact.reduce``: SUM, REDUCE_PROD;
+``ops.exact.log_softmax``; ``ops.exact.l2norm``; ``ops.exact.compare``: comparisons, DIV, NEG;
+``ops.exact.unary`` with ``ops.exact.int8_tables`` and ``ops.exact.int8_math_tables``: the one-input
 kernels as lookup tables), and how --bit-exact treats each operator is in its record.
 """
 
@@ -137,7 +137,7 @@ class Grid:
         return max(abs(lo - self.zero_point), abs(hi - self.zero_point))
 
 
-# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``,
+# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact.int16``,
 # ``exact_softmax16``, ``exact_sigmoid16``, ``exact_lut16``, ``exact_prelu16``, ``exact_div16``,
 # ``exact`` for MEAN); they run it by default too, since no single rounding agrees with the
 # 16-bit requantization, lookup tables and
@@ -155,12 +155,13 @@ INT16_KERNELS = frozenset(
         "TANH",
         "RESIZE_BILINEAR",
         "REDUCE_PROD",  # rounding once is silently off where the kernel's int32 product wraps
-        "EXP",  # EXP, LOG, GELU, RSQRT: the kernels' interpolated tables (``ops.exact_lut16``)
+        # EXP, LOG, GELU, RSQRT: the kernels' interpolated tables (``ops.exact.int16_interpolated``)
+        "EXP",
         "LOG",
         "GELU",
         "RSQRT",
-        "PRELU",  # int8 alpha, float32 multipliers (ops.exact_prelu16)
-        "DIV",  # fixed-point reciprocal and shifts (ops.exact_div16)
+        "PRELU",  # int8 alpha, float32 multipliers (ops.exact.prelu16)
+        "DIV",  # fixed-point reciprocal and shifts (ops.exact.div16)
     }
 )
 # int16 kernels emulated under bit_exact only: a single rounding is within a step of them

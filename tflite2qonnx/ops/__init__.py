@@ -9,13 +9,28 @@ from __future__ import annotations
 
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import control_flow as cf
-from tflite2qonnx.ops import elementwise as ew
-from tflite2qonnx.ops import int16_raw as raw16
-from tflite2qonnx.ops import loop, math_extra, reduce, scatter, shape, slicing, space_batch, update
 from tflite2qonnx.ops import operands as rules
-from tflite2qonnx.ops.activation import relu, relu6
-from tflite2qonnx.ops.conv import (
+from tflite2qonnx.ops.arith import elementwise as ew
+from tflite2qonnx.ops.arith import misc_builtins as math_extra
+from tflite2qonnx.ops.arith import reduce
+from tflite2qonnx.ops.arith import stored_integer as raw16
+from tflite2qonnx.ops.arith.elementwise import relu, relu6
+from tflite2qonnx.ops.control import flow as cf
+from tflite2qonnx.ops.control import loop
+from tflite2qonnx.ops.detection.mediapipe import (
+    convolution_2d_transpose_bias,
+    max_pooling_with_argmax_2d,
+    max_unpooling_2d,
+)
+from tflite2qonnx.ops.detection.mediapipe_transform import (
+    landmarks_to_transform_matrix,
+    transform_landmarks,
+    transform_tensor_bilinear,
+)
+from tflite2qonnx.ops.detection.nms import non_max_suppression
+from tflite2qonnx.ops.detection.postprocess import detection_postprocess
+from tflite2qonnx.ops.exact.int16_interpolated import int16_table
+from tflite2qonnx.ops.nn.conv import (
     conv_2d,
     conv_3d,
     depth_to_space,
@@ -24,24 +39,12 @@ from tflite2qonnx.ops.conv import (
     space_to_depth,
     transpose_conv,
 )
-from tflite2qonnx.ops.conv3d_transpose import conv_3d_transpose
-from tflite2qonnx.ops.densify import densify
-from tflite2qonnx.ops.detection import detection_postprocess
-from tflite2qonnx.ops.exact_lut16 import int16_table
-from tflite2qonnx.ops.fully_connected import batch_matmul, fully_connected
-from tflite2qonnx.ops.mediapipe import (
-    convolution_2d_transpose_bias,
-    max_pooling_with_argmax_2d,
-    max_unpooling_2d,
-)
-from tflite2qonnx.ops.mediapipe_transform import (
-    landmarks_to_transform_matrix,
-    transform_landmarks,
-    transform_tensor_bilinear,
-)
-from tflite2qonnx.ops.nms import non_max_suppression
-from tflite2qonnx.ops.pool import average_pool_2d, max_pool_2d
-from tflite2qonnx.ops.quantize import dequantize, quantize
+from tflite2qonnx.ops.nn.conv3d_transpose import conv_3d_transpose
+from tflite2qonnx.ops.nn.fully_connected import batch_matmul, fully_connected
+from tflite2qonnx.ops.nn.pool import average_pool_2d, max_pool_2d
+from tflite2qonnx.ops.nn.quantize import dequantize, quantize
+from tflite2qonnx.ops.nn.resize import resize_bilinear, resize_nearest_neighbor
+from tflite2qonnx.ops.nn.softmax import log_softmax, softmax
 from tflite2qonnx.ops.record import (
     DEQUANTIZES,
     EMULATED,
@@ -51,16 +54,16 @@ from tflite2qonnx.ops.record import (
     Converter,
     Op,
 )
-from tflite2qonnx.ops.resize import resize_bilinear, resize_nearest_neighbor
-from tflite2qonnx.ops.sequence import (
+from tflite2qonnx.ops.recurrent.sequence import (
     bidirectional_sequence_lstm,
     unidirectional_sequence_lstm,
     unidirectional_sequence_rnn,
 )
-from tflite2qonnx.ops.softmax import log_softmax, softmax
-from tflite2qonnx.ops.svdf import svdf
-from tflite2qonnx.ops.tensor import concatenation, pad, transpose
-from tflite2qonnx.ops.topk import topk_v2
+from tflite2qonnx.ops.recurrent.svdf import svdf
+from tflite2qonnx.ops.tensor import scatter, shape, slicing, space_batch, update
+from tflite2qonnx.ops.tensor.concat_pad_transpose import concatenation, pad, transpose
+from tflite2qonnx.ops.tensor.densify import densify
+from tflite2qonnx.ops.tensor.topk import topk_v2
 
 # one LSTM direction's operand ranks: input and recurrent weights (2-D), peepholes and gate
 # biases (1-D), projection weights and bias; the states and layer norms follow per kernel

@@ -1,4 +1,4 @@
-"""Small graph helpers several converters share (the kernels of ``ops.exact`` too)."""
+"""Small graph helpers several converters share (the kernels of ``ops.exact.int8`` too)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ OperandRule = Callable[[OperandView], "str | None"]
 
 # How --bit-exact treats an integer operator (see tflite2qonnx.fixed_point):
 ROUNDED_ONCE = "rounded once"  # converted as by default; the conversion warns about it
-EMULATED = "emulated"  # its own fixed-point kernel under ops.exact
+EMULATED = "emulated"  # its own fixed-point kernel under ops.exact.int8
 EXACT = "exact"  # its int8 kernel only copies, compares or clamps the integers
 EXACT_ON_ONE_GRID = "exact on one grid"  # a clamp: exact when input and output share a grid
 DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes in float
