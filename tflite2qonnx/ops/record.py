@@ -6,8 +6,10 @@ registered: the converter loop, the reader's operand checks and the bit-exact pa
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from tflite2qonnx.model import Operator, Tensor
@@ -26,6 +28,9 @@ EXACT = "exact"  # its int8 kernel only copies, compares or clamps the integers
 EXACT_ON_ONE_GRID = "exact on one grid"  # a clamp: exact when input and output share a grid
 DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes in float
 
+# ``Op.stored_integers``: every integer-quantized input type
+ANY_INTEGER = ("any integer",)
+
 
 @dataclass(frozen=True)
 class Op:
@@ -35,13 +40,33 @@ class Op:
     (its operands are validated on reading, converting it is unsupported). ``ranks``: the
     operand ranks its kernel requires, as (inputs, outputs), None for any rank; an absent or
     omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
-    ``bit_exact``: one of the constants above.
+    ``bit_exact``: one of the constants above. ``int16``: the kernel that replaces ``convert``
+    on a quantized int16 input where ``fixed_point.emulates`` says so. ``stored_integers``:
+    the input types on which TFLite's kernel computes on the stored integers whatever the
+    scales say (converted so, hence exact; --bit-exact does not warn about them).
+
+    ``convert`` and ``int16`` are references ``"subpackage.module:function"`` under
+    ``tflite2qonnx.ops``, imported on first use (``converter()``), so that reading the table
+    loads no converter.
     """
 
-    convert: Converter | None
+    convert: str | None
     ranks: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
     operands: OperandRule | None = None
     bit_exact: str = ROUNDED_ONCE
+    int16: str | None = None
+    stored_integers: tuple[str, ...] = ()
+
+    def converter(self) -> Converter:
+        """The converter the reference names, with the int16 kernel dispatched first."""
+        if self.convert is None:
+            raise LookupError("this operator kind has no converter")
+        convert = resolve(self.convert)
+        return convert if self.int16 is None else _with_int16(convert, resolve(self.int16))
+
+    def runs_on_stored_integers(self, dtype: str) -> bool:
+        """Whether TFLite's kernel ignores the quantization of a ``dtype`` input."""
+        return self.stored_integers == ANY_INTEGER or dtype in self.stored_integers
 
     def operand_problem(self, op: Operator, tensors: list[Tensor]) -> str | None:
         """What in ``op``'s operands its kernel would refuse, or None."""
@@ -59,3 +84,25 @@ class Op:
                         )
         problem = None if self.operands is None else self.operands(OperandView(op, tensors))
         return None if problem is None else f"{kind}: {problem}"
+
+
+@cache
+def resolve(reference: str) -> Converter:
+    """The function ``"subpackage.module:function"`` names under ``tflite2qonnx.ops``."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(f"tflite2qonnx.ops.{module}"), name)
+
+
+@cache
+def _with_int16(convert: Converter, int16: Converter) -> Converter:
+    """``convert``, except for a quantized int16 input its kernel emulates: ``int16``."""
+    from tflite2qonnx.fixed_point import emulates
+
+    def converter(b: GraphBuilder, op: Operator) -> None:
+        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+        if t is not None and t.dtype == "int16" and emulates(b, op):
+            return int16(b, op)
+        return convert(b, op)
+
+    converter.__doc__ = convert.__doc__
+    return converter

@@ -5,7 +5,7 @@ common scale in integer arithmetic and requantizes the result, which the float o
 the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
 integer kernels are emulated (``ops.exact.int8``, ``exact_compare``, ``exact_int16``,
 ``exact_unary``); int16 LOGISTIC / TANH (``exact_sigmoid16``), PRELU (``exact_prelu16``) and DIV
-(``exact_div16``) always; int16 EXP, LOG, GELU and RSQRT through ``exact_lut16.int16_table``.
+(``exact_div16``) always; int16 EXP, LOG, GELU and RSQRT through their records' ``int16`` kernel.
 """
 
 from __future__ import annotations

@@ -22,13 +22,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.arith import elementwise as ew
 
-# what --bit-exact need not warn about on int16 (NEG, FLOOR_DIV, FLOOR_MOD: int8 too): these
-# convert exactly
-STORED_INTEGER_KERNELS = frozenset(
-    {"NEG", "FLOOR_DIV", "FLOOR_MOD", "SQRT"}
-    | {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
-)
-INT8_STORED_INTEGER_KERNELS = frozenset({"NEG", "FLOOR_DIV", "FLOOR_MOD", "SQRT"})
+# which kinds run so on which input types: their records' ``stored_integers`` (ops/__init__)
 _BITS = {"int8": 8, "int16": 16}
 _INTEGERS = ("int8", "int16", "uint8")  # results wrap modulo 2^bits (-(-32768) is -32768)
 

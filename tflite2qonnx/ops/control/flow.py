@@ -36,6 +36,7 @@ from onnx import helper
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
+from tflite2qonnx.ops import CONVERTERS, unsupported_message
 
 
 @dataclasses.dataclass
@@ -94,8 +95,6 @@ def _bind(child: GraphBuilder, sg: Subgraph, b: GraphBuilder, outer: list[int]) 
 
 
 def _run(child: GraphBuilder) -> None:
-    from tflite2qonnx.ops import CONVERTERS, unsupported_message
-
     sg = child.subgraph
     calling = _variables(child).calling
     if sg.index in calling:

@@ -28,13 +28,12 @@ import numpy as np
 from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import Grid, cast, emulates, grid, raw_integers
+from tflite2qonnx.fixed_point import Grid, cast, grid, raw_integers
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.exact.int8_math_tables import gelu_erf, gelu_tanh
 from tflite2qonnx.ops.exact.int8_tables import std_round
 from tflite2qonnx.ops.exact.table_gather import c_float_fn
-from tflite2qonnx.ops.record import Converter
 
 _F32 = np.float32
 _ALL_INT16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int64)
@@ -158,16 +157,3 @@ def convert(b: GraphBuilder, op: Operator) -> None:
         r = b.emit("Sub", [r, b.emit("Mul", [turns, c(65536.0, "range")])[0]])[0]
     y = b.emit("Mul", [r, c(g_out.scale, "output_scale")])[0]
     b.set_output(op.outputs[0], y)
-
-
-def int16_table(convert_other: Converter) -> Converter:
-    """``convert_other``, except for a quantized int16 input: the kernel's table (``convert``)."""
-
-    def converter(b: GraphBuilder, op: Operator) -> None:
-        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-        if t is not None and t.dtype == "int16" and emulates(b, op):
-            return convert(b, op)
-        return convert_other(b, op)
-
-    converter.__doc__ = convert_other.__doc__
-    return converter

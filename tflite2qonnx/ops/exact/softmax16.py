@@ -10,11 +10,11 @@ Per row of the last axis, in integers:
 
 LUT_f are the kernel's 513-entry tables (LUTPopulate over 512 steps with a midpoint bias, in
 float32 with the C library's expf) read with linear interpolation between entries
-(generic_int16_table_lookup; both in ``exact_lut16``). Both lookups are functions of one int16
-value, so each becomes a Gather on its full 65536-entry table computed here; ``n`` is found
-from float32 Log and corrected against exact powers of two. Sums stay below 2^24 (rows up to
-512 wide), the final product below 2^30 (float64). The output grid is implicitly 1/32768 (the
-kernel writes Q0.15 whatever the output scale); the graph multiplies by the file's scale.
+(generic_int16_table_lookup; both in ``int16_interpolated``). Both lookups are functions of
+one int16 value, so each becomes a Gather on its full 65536-entry table computed here; ``n``
+is found from float32 Log and corrected against exact powers of two. Sums stay below 2^24 (rows
+up to 512 wide), the final product below 2^30 (float64). The output grid is implicitly 1/32768
+(the kernel writes Q0.15 whatever the output scale); the graph multiplies by the file's scale.
 """
 
 from __future__ import annotations
