@@ -96,23 +96,24 @@ def test_operator_table_and_parser_load_no_converter():
 
 def test_every_record_names_an_existing_converter():
     from tflite2qonnx.ops import OPERATORS
-    from tflite2qonnx.ops.record import resolve
+    from tflite2qonnx.ops.dispatch import resolve
 
     for name, record in OPERATORS.items():
-        for reference in (record.convert, record.int16):
+        for reference in (record.convert, record.int16_kernel):
             if reference is not None:
                 assert callable(resolve(reference)), f"{name}: {reference}"
 
 
 def test_integer_back_end_imports_no_float_converter():
     """``ops.exact`` may use the shared helpers of ``ops`` (common, padding, the fused
-    activation, the record), never a converter of another family."""
+    activation, the record and its dispatch), never a converter of another family."""
     modules = _modules()
     shared = {
         "tflite2qonnx.ops.common",
         "tflite2qonnx.ops.padding",
         "tflite2qonnx.ops.activation",
         "tflite2qonnx.ops.record",
+        "tflite2qonnx.ops.dispatch",
         "tflite2qonnx.ops.operands",
     }
     for name, tree in modules.items():

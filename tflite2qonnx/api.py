@@ -22,7 +22,8 @@ from qonnx_ingest.qcdq import check_format, in_format
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
-from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
+from tflite2qonnx.ops.dispatch import converter as converter_for
+from tflite2qonnx.ops.dispatch import rounded_once, unsupported_message
 from tflite2qonnx.state import STATE_IO_KEY
 from tflite2qonnx.state import metadata as state_metadata
 
@@ -146,7 +147,7 @@ def convert_subgraph(
     if state_io:
         _refuse_resource_variables(subgraphs or (subgraph,))
     for op in subgraph.operators:
-        converter = CONVERTERS.get(op.name)
+        converter = converter_for(op.name)
         if converter is None:
             raise ConversionError(unsupported_message(op), where)
         builder.current = op

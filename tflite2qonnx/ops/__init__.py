@@ -6,47 +6,45 @@ the operator (``tflite2qonnx.ops.record``).
 
 The table is data: a row names its converter as ``"subpackage.module:function"`` under this
 package, imported on first use, so the flatbuffer reader checks operands without loading any
-converter and no converter module imports this table back in a circle.
+converter and no converter module imports this table back in a circle. ``ops.dispatch`` reads
+the records: which converter runs, and whether an integer kernel is emulated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
-
-from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops.record import (
     ANY_INTEGER,
     DEQUANTIZES,
     EMULATED,
     EXACT,
-    EXACT_ON_ONE_GRID,
-    ROUNDED_ONCE,
-    Converter,
+    INT16_BIT_EXACT,
+    INT16_DEFAULT,
+    INT16_DEFAULT_INT64_BIAS,
     Op,
 )
-
-if TYPE_CHECKING:
-    from tflite2qonnx.graph import GraphBuilder
 
 # one LSTM direction's operand ranks: input and recurrent weights (2-D), peepholes and gate
 # biases (1-D), projection weights and bias; the states and layer norms follow per kernel
 _LSTM_DIRECTION = (2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 2, 1)
 
-__all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op", "rounded_once"]
+__all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op"]
 
 # Builtin operators, by BuiltinOperator name
 OPERATORS: dict[str, Op] = {
-    "ABS": Op("arith.elementwise:abs_", bit_exact=EMULATED),
-    "ADD": Op("arith.elementwise:add", bit_exact=EMULATED),
+    "ABS": Op("arith.elementwise:abs_", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "ADD": Op("arith.elementwise:add", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
     "ADD_N": Op("arith.elementwise:add_n", operands=rules.variadic),
     "ASSIGN_VARIABLE": Op("control.flow:assign_variable"),
     "ARG_MAX": Op("arith.reduce:arg_max", operands=rules.one_axis, bit_exact=EXACT),
     "ARG_MIN": Op("arith.reduce:arg_min", operands=rules.one_axis, bit_exact=EXACT),
     "ATAN2": Op("arith.misc_builtins:atan2"),
-    "AVERAGE_POOL_2D": Op("nn.pool:average_pool_2d", ranks=((4,), (4,)), bit_exact=EMULATED),
-    "BATCH_MATMUL": Op("nn.fully_connected:batch_matmul", bit_exact=EMULATED),
+    "AVERAGE_POOL_2D": Op(
+        "nn.pool:average_pool_2d", int16=INT16_DEFAULT, ranks=((4,), (4,)), bit_exact=EMULATED
+    ),
+    "BATCH_MATMUL": Op(
+        "nn.fully_connected:batch_matmul", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+    ),
     "BATCH_TO_SPACE_ND": Op("tensor.space_batch:batch_to_space_nd", bit_exact=EXACT),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
         "recurrent.sequence:bidirectional_sequence_lstm",
@@ -65,7 +63,11 @@ OPERATORS: dict[str, Op] = {
         bit_exact=EMULATED,
     ),
     "CONV_2D": Op(
-        "nn.conv:conv_2d", ranks=((4, 4), (4,)), operands=rules.conv_filter, bit_exact=EMULATED
+        "nn.conv:conv_2d",
+        int16=INT16_DEFAULT_INT64_BIAS,
+        ranks=((4, 4), (4,)),
+        operands=rules.conv_filter,
+        bit_exact=EMULATED,
     ),
     "CONV_3D": Op("nn.conv:conv_3d", ranks=((5, 5), (5,)), operands=rules.conv_filter),
     "CONV_3D_TRANSPOSE": Op("nn.conv3d_transpose:conv_3d_transpose", ranks=((1, 5, 5), (5,))),
@@ -74,13 +76,14 @@ OPERATORS: dict[str, Op] = {
     "DENSIFY": Op("tensor.densify:densify"),
     "DEPTHWISE_CONV_2D": Op(
         "nn.conv:depthwise_conv_2d",
+        int16=INT16_DEFAULT_INT64_BIAS,
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
         bit_exact=EMULATED,
     ),
     "DEPTH_TO_SPACE": Op("nn.conv:depth_to_space", ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op("nn.quantize:dequantize", bit_exact=EXACT),
-    "DIV": Op("arith.elementwise:div", bit_exact=EMULATED),
+    "DIV": Op("arith.elementwise:div", int16=INT16_DEFAULT, bit_exact=EMULATED),
     "DYNAMIC_UPDATE_SLICE": Op("tensor.update:dynamic_update_slice", bit_exact=EXACT),
     "ELU": Op("arith.elementwise:elu", bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(
@@ -88,18 +91,26 @@ OPERATORS: dict[str, Op] = {
     ),
     "EQUAL": Op("arith.stored_integer:equal", stored_integers=("int16",), bit_exact=EMULATED),
     "EXP": Op(
-        "arith.elementwise:exp", int16="exact.int16_interpolated:convert", bit_exact=EMULATED
+        "arith.elementwise:exp",
+        int16=INT16_DEFAULT,
+        int16_kernel="exact.int16_interpolated:convert",
+        bit_exact=EMULATED,
     ),
     "EXPAND_DIMS": Op("tensor.shape:expand_dims", operands=rules.one_axis, bit_exact=EXACT),
     "FILL": Op("tensor.shape:fill"),
     "FLOOR": Op("arith.elementwise:floor"),
     "FLOOR_DIV": Op("arith.stored_integer:floor_div", stored_integers=ANY_INTEGER),
     "FLOOR_MOD": Op("arith.stored_integer:floor_mod", stored_integers=ANY_INTEGER),
-    "FULLY_CONNECTED": Op("nn.fully_connected:fully_connected", bit_exact=EMULATED),
+    "FULLY_CONNECTED": Op(
+        "nn.fully_connected:fully_connected", int16=INT16_DEFAULT, bit_exact=EMULATED
+    ),
     "GATHER": Op("tensor.slicing:gather", bit_exact=EXACT),
     "GATHER_ND": Op("tensor.slicing:gather_nd", bit_exact=EXACT),
     "GELU": Op(
-        "arith.elementwise:gelu", int16="exact.int16_interpolated:convert", bit_exact=EMULATED
+        "arith.elementwise:gelu",
+        int16=INT16_DEFAULT,
+        int16_kernel="exact.int16_interpolated:convert",
+        bit_exact=EMULATED,
     ),
     "GREATER": Op("arith.stored_integer:greater", stored_integers=("int16",), bit_exact=EMULATED),
     "GREATER_EQUAL": Op(
@@ -109,28 +120,33 @@ OPERATORS: dict[str, Op] = {
     "HARD_SWISH": Op("arith.elementwise:hard_swish", bit_exact=EMULATED),
     "L2_NORMALIZATION": Op("arith.reduce:l2_normalization", bit_exact=EMULATED),
     "L2_POOL_2D": Op("tensor.space_batch:l2_pool_2d", ranks=((4,), (4,))),
-    "LEAKY_RELU": Op("arith.elementwise:leaky_relu", bit_exact=EMULATED),
+    "LEAKY_RELU": Op("arith.elementwise:leaky_relu", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
     "LESS": Op("arith.stored_integer:less", stored_integers=("int16",), bit_exact=EMULATED),
     "LESS_EQUAL": Op(
         "arith.stored_integer:less_equal", stored_integers=("int16",), bit_exact=EMULATED
     ),
     "LOCAL_RESPONSE_NORMALIZATION": Op("nn.conv:local_response_normalization", ranks=((4,), (4,))),
     "LOG": Op(
-        "arith.elementwise:log", int16="exact.int16_interpolated:convert", bit_exact=EMULATED
+        "arith.elementwise:log",
+        int16=INT16_DEFAULT,
+        int16_kernel="exact.int16_interpolated:convert",
+        bit_exact=EMULATED,
     ),
     "LOG_SOFTMAX": Op("nn.softmax:log_softmax", bit_exact=EMULATED),
     "LOGICAL_AND": Op("arith.elementwise:logical_and"),
     "LOGICAL_NOT": Op("arith.elementwise:logical_not"),
     "LOGICAL_OR": Op("arith.elementwise:logical_or"),
-    "LOGISTIC": Op("arith.elementwise:logistic", bit_exact=EMULATED),
+    "LOGISTIC": Op("arith.elementwise:logistic", int16=INT16_DEFAULT, bit_exact=EMULATED),
     "MATRIX_DIAG": Op("tensor.space_batch:matrix_diag", bit_exact=EXACT),
     "MATRIX_SET_DIAG": Op("tensor.space_batch:matrix_set_diag", bit_exact=EXACT),
     "MAXIMUM": Op("arith.elementwise:maximum", bit_exact=EXACT),
     "MAX_POOL_2D": Op("nn.pool:max_pool_2d", ranks=((4,), (4,)), bit_exact=EXACT),
-    "MEAN": Op("arith.reduce:mean", operands=rules.reduction, bit_exact=EMULATED),
+    "MEAN": Op(
+        "arith.reduce:mean", int16=INT16_DEFAULT, operands=rules.reduction, bit_exact=EMULATED
+    ),
     "MINIMUM": Op("arith.elementwise:minimum", bit_exact=EXACT),
     "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, bit_exact=EXACT),
-    "MUL": Op("arith.elementwise:mul", bit_exact=EMULATED),
+    "MUL": Op("arith.elementwise:mul", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
     "NEG": Op("arith.stored_integer:neg", stored_integers=ANY_INTEGER, bit_exact=EMULATED),
     "NON_MAX_SUPPRESSION_V4": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1, 1))),
@@ -142,23 +158,32 @@ OPERATORS: dict[str, Op] = {
     "PAD": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
     "PADV2": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
     "POW": Op("arith.elementwise:pow_"),
-    "PRELU": Op("arith.elementwise:prelu", bit_exact=EMULATED),
-    "QUANTIZE": Op("nn.quantize:quantize", bit_exact=EMULATED),
+    "PRELU": Op("arith.elementwise:prelu", int16=INT16_DEFAULT, bit_exact=EMULATED),
+    "QUANTIZE": Op("nn.quantize:quantize", int16=INT16_DEFAULT, bit_exact=EMULATED),
     "RANGE": Op("arith.misc_builtins:range_"),
     "RANK": Op("arith.misc_builtins:rank", bit_exact=EXACT),
     "REDUCE_ALL": Op("arith.misc_builtins:reduce_all", operands=rules.reduction),
     "REDUCE_ANY": Op("arith.misc_builtins:reduce_any", operands=rules.reduction),
     "REDUCE_MAX": Op("arith.reduce:reduce_max", operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_MIN": Op("arith.reduce:reduce_min", operands=rules.reduction, bit_exact=EXACT),
-    "REDUCE_PROD": Op("arith.reduce:reduce_prod", operands=rules.reduction, bit_exact=EMULATED),
+    "REDUCE_PROD": Op(
+        "arith.reduce:reduce_prod",
+        int16=INT16_DEFAULT,
+        operands=rules.reduction,
+        bit_exact=EMULATED,
+    ),
     "READ_VARIABLE": Op("control.flow:read_variable"),
-    "RELU": Op("arith.elementwise:relu", bit_exact=EMULATED),
-    "RELU6": Op("arith.elementwise:relu6", bit_exact=EMULATED),
+    "RELU": Op("arith.elementwise:relu", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "RELU6": Op("arith.elementwise:relu6", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
     "RELU_0_TO_1": Op("arith.elementwise:relu_0_to_1", bit_exact=EMULATED),
     "RELU_N1_TO_1": Op("arith.elementwise:relu_n1_to_1", bit_exact=EMULATED),
     "RESHAPE": Op("tensor.shape:reshape", bit_exact=EXACT),
     "RESIZE_BILINEAR": Op(
-        "nn.resize:resize_bilinear", ranks=((4,), (4,)), operands=rules.resize, bit_exact=EMULATED
+        "nn.resize:resize_bilinear",
+        int16=INT16_DEFAULT,
+        ranks=((4,), (4,)),
+        operands=rules.resize,
+        bit_exact=EMULATED,
     ),
     "RESIZE_NEAREST_NEIGHBOR": Op(
         "nn.resize:resize_nearest_neighbor",
@@ -171,7 +196,10 @@ OPERATORS: dict[str, Op] = {
     "RIGHT_SHIFT": Op("arith.misc_builtins:right_shift"),
     "ROUND": Op("arith.elementwise:round_"),
     "RSQRT": Op(
-        "arith.elementwise:rsqrt", int16="exact.int16_interpolated:convert", bit_exact=EMULATED
+        "arith.elementwise:rsqrt",
+        int16=INT16_DEFAULT,
+        int16_kernel="exact.int16_interpolated:convert",
+        bit_exact=EMULATED,
     ),
     "SCATTER_ND": Op("tensor.scatter:scatter_nd", bit_exact=EXACT),
     "SEGMENT_SUM": Op("tensor.scatter:segment_sum"),
@@ -181,7 +209,7 @@ OPERATORS: dict[str, Op] = {
     "SIGN": Op("arith.elementwise:sign"),
     "SIN": Op("arith.elementwise:sin"),
     "SLICE": Op("tensor.slicing:slice_", operands=rules.per_dimension(1, 2), bit_exact=EXACT),
-    "SOFTMAX": Op("nn.softmax:softmax", bit_exact=EMULATED),
+    "SOFTMAX": Op("nn.softmax:softmax", int16=INT16_DEFAULT, bit_exact=EMULATED),
     "SPACE_TO_BATCH_ND": Op("tensor.space_batch:space_to_batch_nd", bit_exact=EXACT),
     "SPACE_TO_DEPTH": Op("nn.conv:space_to_depth", ranks=((4,), (4,)), bit_exact=EXACT),
     "SPARSE_TO_DENSE": Op("tensor.scatter:sparse_to_dense", bit_exact=EXACT),
@@ -194,10 +222,15 @@ OPERATORS: dict[str, Op] = {
     "STRIDED_SLICE": Op(
         "tensor.slicing:strided_slice", operands=rules.strided_slice, bit_exact=EXACT
     ),
-    "SUB": Op("arith.elementwise:sub", bit_exact=EMULATED),
-    "SUM": Op("arith.reduce:reduce_sum", operands=rules.reduction, bit_exact=EMULATED),
+    "SUB": Op("arith.elementwise:sub", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "SUM": Op(
+        "arith.reduce:reduce_sum",
+        int16=INT16_BIT_EXACT,
+        operands=rules.reduction,
+        bit_exact=EMULATED,
+    ),
     "SVDF": Op("recurrent.svdf:svdf", ranks=((2, 2, 2, 1, 2), (2,)), bit_exact=EMULATED),
-    "TANH": Op("arith.elementwise:tanh", bit_exact=EMULATED),
+    "TANH": Op("arith.elementwise:tanh", int16=INT16_DEFAULT, bit_exact=EMULATED),
     "TILE": Op("tensor.slicing:tile", operands=rules.per_dimension(1), bit_exact=EXACT),
     "TOPK_V2": Op("tensor.topk:topk_v2", bit_exact=EXACT),
     "TRANSPOSE": Op(
@@ -238,54 +271,8 @@ CUSTOM_OPERATORS: dict[str, Op] = {
 }
 OPERATORS.update(CUSTOM_OPERATORS)
 
-
-class _Converters(Mapping[str, Converter]):
-    """Operator name (custom code for custom ops) -> converter, for the kinds that convert;
-    each converter's module is imported when it is first looked up."""
-
-    def __getitem__(self, name: str) -> Converter:
-        record = OPERATORS[name]
-        if record.convert is None:
-            raise KeyError(name)
-        return record.converter()
-
-    def __iter__(self) -> Iterator[str]:
-        return (name for name, op in OPERATORS.items() if op.convert is not None)
-
-    def __len__(self) -> int:
-        return sum(op.convert is not None for op in OPERATORS.values())
-
-
-CONVERTERS: Mapping[str, Converter] = _Converters()
-
-
-def unsupported_message(op: Operator) -> str:
-    """The error for an operator without a converter; a custom op's lists the custom ops."""
-    text = f"unsupported operator {op.name} (operator {op.index})"
-    if op.opcode.builtin == "CUSTOM":
-        text += f"; supported custom ops: {', '.join(sorted(CUSTOM_OPERATORS))}"
-    return text
-
-
-def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
-    """Names of the integer operators --bit-exact leaves to the default single rounding."""
-    names = []
-    for op in operators:
-        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-        if t is None or not t.integer_quantized:
-            continue
-        record = OPERATORS.get(op.name)
-        if record is not None and record.runs_on_stored_integers(t.dtype):
-            continue
-        treatment = ROUNDED_ONCE if record is None else record.bit_exact
-        if treatment in (EMULATED, EXACT, DEQUANTIZES):
-            continue
-        out = b.tensor(op.outputs[0]).quantization if op.outputs else None
-        same_grid = out is not None and (list(out.scale), list(out.zero_point)) == (
-            list(t.quantization.scale),
-            list(t.quantization.zero_point),
-        )
-        if treatment == EXACT_ON_ONE_GRID and same_grid:
-            continue
-        names.append(op.name)
-    return names
+# operator name (custom code for custom ops) -> its converter's reference, for the kinds that
+# convert (``tflite2qonnx.ops.dispatch.converter`` imports one)
+CONVERTERS: dict[str, str] = {
+    name: op.convert for name, op in OPERATORS.items() if op.convert is not None
+}

@@ -6,10 +6,8 @@ registered: the converter loop, the reader's operand checks and the bit-exact pa
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING
 
 from tflite2qonnx.model import Operator, Tensor
@@ -31,6 +29,12 @@ DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes 
 # ``Op.stored_integers``: every integer-quantized input type
 ANY_INTEGER = ("any integer",)
 
+# How an int16 (16x8) input is treated (``Op.int16``); without one of these --bit-exact
+# refuses an int16 input and the default rounds once
+INT16_DEFAULT = "kernel by default"  # no single rounding agrees with the kernel: always emulated
+INT16_DEFAULT_INT64_BIAS = "kernel by default for int64 biases"  # int32 biases: --bit-exact only
+INT16_BIT_EXACT = "kernel under --bit-exact"  # a single rounding is within a step of it
+
 
 @dataclass(frozen=True)
 class Op:
@@ -40,29 +44,24 @@ class Op:
     (its operands are validated on reading, converting it is unsupported). ``ranks``: the
     operand ranks its kernel requires, as (inputs, outputs), None for any rank; an absent or
     omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
-    ``bit_exact``: one of the constants above. ``int16``: the kernel that replaces ``convert``
-    on a quantized int16 input where ``fixed_point.emulates`` says so. ``stored_integers``:
+    ``bit_exact``: one of the constants above. ``int16``: one of the INT16_* constants, or
+    "" (no 16x8 kernel emulated). ``int16_kernel``: the kernel that replaces ``convert`` on an
+    int16 input where that treatment emulates it (``dispatch.emulates``). ``stored_integers``:
     the input types on which TFLite's kernel computes on the stored integers whatever the
     scales say (converted so, hence exact; --bit-exact does not warn about them).
 
-    ``convert`` and ``int16`` are references ``"subpackage.module:function"`` under
-    ``tflite2qonnx.ops``, imported on first use (``converter()``), so that reading the table
-    loads no converter.
+    ``convert`` and ``int16_kernel`` are references ``"subpackage.module:function"`` under
+    ``tflite2qonnx.ops``, imported on first use (``tflite2qonnx.ops.dispatch``), so that
+    reading the table loads no converter.
     """
 
     convert: str | None
     ranks: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
     operands: OperandRule | None = None
     bit_exact: str = ROUNDED_ONCE
-    int16: str | None = None
+    int16: str = ""
+    int16_kernel: str | None = None
     stored_integers: tuple[str, ...] = ()
-
-    def converter(self) -> Converter:
-        """The converter the reference names, with the int16 kernel dispatched first."""
-        if self.convert is None:
-            raise LookupError("this operator kind has no converter")
-        convert = resolve(self.convert)
-        return convert if self.int16 is None else _with_int16(convert, resolve(self.int16))
 
     def runs_on_stored_integers(self, dtype: str) -> bool:
         """Whether TFLite's kernel ignores the quantization of a ``dtype`` input."""
@@ -84,25 +83,3 @@ class Op:
                         )
         problem = None if self.operands is None else self.operands(OperandView(op, tensors))
         return None if problem is None else f"{kind}: {problem}"
-
-
-@cache
-def resolve(reference: str) -> Converter:
-    """The function ``"subpackage.module:function"`` names under ``tflite2qonnx.ops``."""
-    module, _, name = reference.partition(":")
-    return getattr(importlib.import_module(f"tflite2qonnx.ops.{module}"), name)
-
-
-@cache
-def _with_int16(convert: Converter, int16: Converter) -> Converter:
-    """``convert``, except for a quantized int16 input its kernel emulates: ``int16``."""
-    from tflite2qonnx.fixed_point import emulates
-
-    def converter(b: GraphBuilder, op: Operator) -> None:
-        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-        if t is not None and t.dtype == "int16" and emulates(b, op):
-            return int16(b, op)
-        return convert(b, op)
-
-    converter.__doc__ = convert.__doc__
-    return converter

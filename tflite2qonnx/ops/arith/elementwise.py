@@ -14,11 +14,12 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
+from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
+from tflite2qonnx.ops.dispatch import emulates, is_integer_op
 from tflite2qonnx.ops.exact import compare as exact_compare
 from tflite2qonnx.ops.exact import div16 as exact_div16
 from tflite2qonnx.ops.exact import int8 as exact

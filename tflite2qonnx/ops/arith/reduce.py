@@ -7,11 +7,11 @@ import numpy as np
 from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import emulates, is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
+from tflite2qonnx.ops.dispatch import emulates, is_integer_op
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import l2norm as exact_l2norm
 from tflite2qonnx.ops.exact import reduce as exact_reduce

@@ -36,7 +36,7 @@ from onnx import helper
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder, tensor_value_info
 from tflite2qonnx.model import Operator, Subgraph
-from tflite2qonnx.ops import CONVERTERS, unsupported_message
+from tflite2qonnx.ops.dispatch import converter, unsupported_message
 
 
 @dataclasses.dataclass
@@ -101,11 +101,11 @@ def _run(child: GraphBuilder) -> None:
         raise ConversionError(f"subgraph {sg.index} '{sg.name}' calls itself", "subgraphs")
     calling.append(sg.index)
     for sub_op in sg.operators:
-        converter = CONVERTERS.get(sub_op.name)
-        if converter is None:
+        convert = converter(sub_op.name)
+        if convert is None:
             raise ConversionError(unsupported_message(sub_op), f"subgraph {sg.index}")
         child.current = sub_op
-        converter(child, sub_op)
+        convert(child, sub_op)
     child.current = None
     calling.pop()
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.dtypes import INT8_TYPES
-from tflite2qonnx.fixed_point import is_integer_op
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.dispatch import is_integer_op
 from tflite2qonnx.ops.exact import int8_math_tables as extra
 from tflite2qonnx.ops.exact import int8_tables as tables
 from tflite2qonnx.ops.exact.table_gather import unary_table

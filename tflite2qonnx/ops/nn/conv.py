@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tflite2qonnx.fixed_point import emulates, is_int16
+from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.exact import tconv16 as exact_tconv16

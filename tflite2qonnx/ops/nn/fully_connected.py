@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import emulates, is_int16, is_integer_op
+from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.dispatch import emulates, is_integer_op
 from tflite2qonnx.ops.exact import bmm16 as exact_bmm16
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16

@@ -3,10 +3,11 @@ integers, see ``GraphBuilder.reinterpret``)."""
 
 from __future__ import annotations
 
-from tflite2qonnx.fixed_point import emulates, is_int16
+from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.padding import spatial_attrs

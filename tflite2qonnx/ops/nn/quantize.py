@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflite2qonnx.fixed_point import emulates, is_int16
+from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.exact import unary as exact_unary
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import emulates
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import resize as exact_resize
 
 

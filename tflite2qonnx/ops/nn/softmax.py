@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import emulates, is_int16
+from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import log_softmax as exact_log_softmax
 from tflite2qonnx.ops.exact import softmax as exact_softmax
 from tflite2qonnx.ops.exact import softmax16 as exact_softmax16
