@@ -106,14 +106,14 @@ def test_every_record_names_an_existing_converter():
 
 def test_integer_back_end_imports_no_float_converter():
     """``ops.exact`` may use the shared helpers of ``ops`` (common, padding, the fused
-    activation, the record and its dispatch), never a converter of another family."""
+    activation, the record and its treatment decisions), never a converter of another family."""
     modules = _modules()
     shared = {
         "tflite2qonnx.ops.common",
         "tflite2qonnx.ops.padding",
         "tflite2qonnx.ops.activation",
         "tflite2qonnx.ops.record",
-        "tflite2qonnx.ops.dispatch",
+        "tflite2qonnx.ops.treatment",
         "tflite2qonnx.ops.operands",
     }
     for name, tree in modules.items():

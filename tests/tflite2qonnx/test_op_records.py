@@ -18,7 +18,6 @@ from int16_op_models import CASES, differences
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.api import convert
 from tflite2qonnx.ops import OPERATORS
-from tflite2qonnx.ops.dispatch import emulates, is_integer_op, rounded_once
 from tflite2qonnx.ops.record import (
     ANY_INTEGER,
     DEQUANTIZES,
@@ -30,6 +29,7 @@ from tflite2qonnx.ops.record import (
     INT16_DEFAULT_INT64_BIAS,
     ROUNDED_ONCE,
 )
+from tflite2qonnx.ops.treatment import emulates, is_integer_op, rounded_once
 
 
 def _builder(dtype: str, bit_exact: bool, bias: str = "int32", out_scale: float = 0.5):

@@ -32,7 +32,12 @@ __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op"]
 
 # Builtin operators, by BuiltinOperator name
 OPERATORS: dict[str, Op] = {
-    "ABS": Op("arith.elementwise:abs_", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "ABS": Op(
+        "arith.elementwise:abs_",
+        table="exact.unary:abs_",
+        int16=INT16_BIT_EXACT,
+        bit_exact=EMULATED,
+    ),
     "ADD": Op("arith.elementwise:add", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
     "ADD_N": Op("arith.elementwise:add_n", operands=rules.variadic),
     "ASSIGN_VARIABLE": Op("control.flow:assign_variable"),
@@ -83,15 +88,21 @@ OPERATORS: dict[str, Op] = {
     ),
     "DEPTH_TO_SPACE": Op("nn.conv:depth_to_space", ranks=((4,), (4,)), bit_exact=EXACT),
     "DEQUANTIZE": Op("nn.quantize:dequantize", bit_exact=EXACT),
-    "DIV": Op("arith.elementwise:div", int16=INT16_DEFAULT, bit_exact=EMULATED),
+    "DIV": Op(
+        "arith.elementwise:div",
+        int16_kernel="exact.div16:convert",
+        int16=INT16_DEFAULT,
+        bit_exact=EMULATED,
+    ),
     "DYNAMIC_UPDATE_SLICE": Op("tensor.update:dynamic_update_slice", bit_exact=EXACT),
-    "ELU": Op("arith.elementwise:elu", bit_exact=EMULATED),
+    "ELU": Op("arith.elementwise:elu", table="exact.unary:elu", bit_exact=EMULATED),
     "EMBEDDING_LOOKUP": Op(
         "tensor.update:embedding_lookup", ranks=((1, None), (None,)), bit_exact=EXACT
     ),
     "EQUAL": Op("arith.stored_integer:equal", stored_integers=("int16",), bit_exact=EMULATED),
     "EXP": Op(
         "arith.elementwise:exp",
+        table="exact.unary:exp",
         int16=INT16_DEFAULT,
         int16_kernel="exact.int16_interpolated:convert",
         bit_exact=EMULATED,
@@ -108,6 +119,7 @@ OPERATORS: dict[str, Op] = {
     "GATHER_ND": Op("tensor.slicing:gather_nd", bit_exact=EXACT),
     "GELU": Op(
         "arith.elementwise:gelu",
+        table="exact.unary:gelu",
         int16=INT16_DEFAULT,
         int16_kernel="exact.int16_interpolated:convert",
         bit_exact=EMULATED,
@@ -117,10 +129,17 @@ OPERATORS: dict[str, Op] = {
         "arith.stored_integer:greater_equal", stored_integers=("int16",), bit_exact=EMULATED
     ),
     "IF": Op("control.flow:if_"),
-    "HARD_SWISH": Op("arith.elementwise:hard_swish", bit_exact=EMULATED),
+    "HARD_SWISH": Op(
+        "arith.elementwise:hard_swish", table="exact.unary:hard_swish", bit_exact=EMULATED
+    ),
     "L2_NORMALIZATION": Op("arith.reduce:l2_normalization", bit_exact=EMULATED),
     "L2_POOL_2D": Op("tensor.space_batch:l2_pool_2d", ranks=((4,), (4,))),
-    "LEAKY_RELU": Op("arith.elementwise:leaky_relu", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "LEAKY_RELU": Op(
+        "arith.elementwise:leaky_relu",
+        table="exact.unary:leaky_relu",
+        int16=INT16_BIT_EXACT,
+        bit_exact=EMULATED,
+    ),
     "LESS": Op("arith.stored_integer:less", stored_integers=("int16",), bit_exact=EMULATED),
     "LESS_EQUAL": Op(
         "arith.stored_integer:less_equal", stored_integers=("int16",), bit_exact=EMULATED
@@ -128,6 +147,7 @@ OPERATORS: dict[str, Op] = {
     "LOCAL_RESPONSE_NORMALIZATION": Op("nn.conv:local_response_normalization", ranks=((4,), (4,))),
     "LOG": Op(
         "arith.elementwise:log",
+        table="exact.unary:log",
         int16=INT16_DEFAULT,
         int16_kernel="exact.int16_interpolated:convert",
         bit_exact=EMULATED,
@@ -136,7 +156,13 @@ OPERATORS: dict[str, Op] = {
     "LOGICAL_AND": Op("arith.elementwise:logical_and"),
     "LOGICAL_NOT": Op("arith.elementwise:logical_not"),
     "LOGICAL_OR": Op("arith.elementwise:logical_or"),
-    "LOGISTIC": Op("arith.elementwise:logistic", int16=INT16_DEFAULT, bit_exact=EMULATED),
+    "LOGISTIC": Op(
+        "arith.elementwise:logistic",
+        int16_kernel="exact.sigmoid16:convert",
+        table="exact.unary:logistic",
+        int16=INT16_DEFAULT,
+        bit_exact=EMULATED,
+    ),
     "MATRIX_DIAG": Op("tensor.space_batch:matrix_diag", bit_exact=EXACT),
     "MATRIX_SET_DIAG": Op("tensor.space_batch:matrix_set_diag", bit_exact=EXACT),
     "MAXIMUM": Op("arith.elementwise:maximum", bit_exact=EXACT),
@@ -158,8 +184,19 @@ OPERATORS: dict[str, Op] = {
     "PAD": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
     "PADV2": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
     "POW": Op("arith.elementwise:pow_"),
-    "PRELU": Op("arith.elementwise:prelu", int16=INT16_DEFAULT, bit_exact=EMULATED),
-    "QUANTIZE": Op("nn.quantize:quantize", int16=INT16_DEFAULT, bit_exact=EMULATED),
+    "PRELU": Op(
+        "arith.elementwise:prelu",
+        int16_kernel="exact.prelu16:convert",
+        int16=INT16_DEFAULT,
+        bit_exact=EMULATED,
+    ),
+    "QUANTIZE": Op(
+        "nn.quantize:quantize",
+        int16_kernel="nn.quantize:from_int16",
+        table="exact.unary:requantize",
+        int16=INT16_DEFAULT,
+        bit_exact=EMULATED,
+    ),
     "RANGE": Op("arith.misc_builtins:range_"),
     "RANK": Op("arith.misc_builtins:rank", bit_exact=EXACT),
     "REDUCE_ALL": Op("arith.misc_builtins:reduce_all", operands=rules.reduction),
@@ -173,10 +210,24 @@ OPERATORS: dict[str, Op] = {
         bit_exact=EMULATED,
     ),
     "READ_VARIABLE": Op("control.flow:read_variable"),
-    "RELU": Op("arith.elementwise:relu", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
-    "RELU6": Op("arith.elementwise:relu6", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
-    "RELU_0_TO_1": Op("arith.elementwise:relu_0_to_1", bit_exact=EMULATED),
-    "RELU_N1_TO_1": Op("arith.elementwise:relu_n1_to_1", bit_exact=EMULATED),
+    "RELU": Op(
+        "arith.elementwise:relu",
+        table="exact.unary:relu",
+        int16=INT16_BIT_EXACT,
+        bit_exact=EMULATED,
+    ),
+    "RELU6": Op(
+        "arith.elementwise:relu6",
+        table="exact.unary:relu6",
+        int16=INT16_BIT_EXACT,
+        bit_exact=EMULATED,
+    ),
+    "RELU_0_TO_1": Op(
+        "arith.elementwise:relu_0_to_1", table="exact.unary:relu_0_to_1", bit_exact=EMULATED
+    ),
+    "RELU_N1_TO_1": Op(
+        "arith.elementwise:relu_n1_to_1", table="exact.unary:relu_n1_to_1", bit_exact=EMULATED
+    ),
     "RESHAPE": Op("tensor.shape:reshape", bit_exact=EXACT),
     "RESIZE_BILINEAR": Op(
         "nn.resize:resize_bilinear",
@@ -197,6 +248,7 @@ OPERATORS: dict[str, Op] = {
     "ROUND": Op("arith.elementwise:round_"),
     "RSQRT": Op(
         "arith.elementwise:rsqrt",
+        table="exact.unary:rsqrt",
         int16=INT16_DEFAULT,
         int16_kernel="exact.int16_interpolated:convert",
         bit_exact=EMULATED,
@@ -230,7 +282,13 @@ OPERATORS: dict[str, Op] = {
         bit_exact=EMULATED,
     ),
     "SVDF": Op("recurrent.svdf:svdf", ranks=((2, 2, 2, 1, 2), (2,)), bit_exact=EMULATED),
-    "TANH": Op("arith.elementwise:tanh", int16=INT16_DEFAULT, bit_exact=EMULATED),
+    "TANH": Op(
+        "arith.elementwise:tanh",
+        int16_kernel="exact.sigmoid16:convert",
+        table="exact.unary:tanh",
+        int16=INT16_DEFAULT,
+        bit_exact=EMULATED,
+    ),
     "TILE": Op("tensor.slicing:tile", operands=rules.per_dimension(1), bit_exact=EXACT),
     "TOPK_V2": Op("tensor.topk:topk_v2", bit_exact=EXACT),
     "TRANSPOSE": Op(

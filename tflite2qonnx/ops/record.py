@@ -6,8 +6,10 @@ registered: the converter loop, the reader's operand checks and the bit-exact pa
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from tflite2qonnx.model import Operator, Tensor
@@ -46,13 +48,15 @@ class Op:
     omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
     ``bit_exact``: one of the constants above. ``int16``: one of the INT16_* constants, or
     "" (no 16x8 kernel emulated). ``int16_kernel``: the kernel that replaces ``convert`` on an
-    int16 input where that treatment emulates it (``dispatch.emulates``). ``stored_integers``:
+    int16 input where that treatment emulates it (``treatment.emulates``). ``table``: under
+    --bit-exact, the one-input kernel's 256-entry table (``ops.exact.unary``), tried before
+    ``convert`` on an integer input. ``stored_integers``:
     the input types on which TFLite's kernel computes on the stored integers whatever the
     scales say (converted so, hence exact; --bit-exact does not warn about them).
 
-    ``convert`` and ``int16_kernel`` are references ``"subpackage.module:function"`` under
-    ``tflite2qonnx.ops``, imported on first use (``tflite2qonnx.ops.dispatch``), so that
-    reading the table loads no converter.
+    ``convert``, ``int16_kernel`` and ``table`` are references
+    ``"subpackage.module:function"`` under ``tflite2qonnx.ops``, imported on first use
+    (``resolve``, ``tflite2qonnx.ops.dispatch``), so that reading the table loads no converter.
     """
 
     convert: str | None
@@ -61,6 +65,7 @@ class Op:
     bit_exact: str = ROUNDED_ONCE
     int16: str = ""
     int16_kernel: str | None = None
+    table: str | None = None
     stored_integers: tuple[str, ...] = ()
 
     def runs_on_stored_integers(self, dtype: str) -> bool:
@@ -83,3 +88,10 @@ class Op:
                         )
         problem = None if self.operands is None else self.operands(OperandView(op, tensors))
         return None if problem is None else f"{kind}: {problem}"
+
+
+@cache
+def resolve(reference: str) -> Callable:
+    """The function ``"subpackage.module:function"`` names under ``tflite2qonnx.ops``."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(f"tflite2qonnx.ops.{module}"), name)

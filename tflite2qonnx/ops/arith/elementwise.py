@@ -3,9 +3,9 @@
 By default quantized variants need no special handling: TFLite rescales the operands to a
 common scale in integer arithmetic and requantizes the result, which the float op followed by
 the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
-integer kernels are emulated (``ops.exact.int8``, ``exact_compare``, ``exact_int16``,
-``exact_unary``); int16 LOGISTIC / TANH (``exact_sigmoid16``), PRELU (``exact_prelu16``) and DIV
-(``exact_div16``) always; int16 EXP, LOG, GELU and RSQRT through their records' ``int16`` kernel.
+integer kernels are emulated (``ops.exact.int8``, ``exact.compare``, ``exact.int16`` here;
+the one-input tables of ``exact.unary`` and the int16 kernels of LOGISTIC / TANH, PRELU, DIV,
+EXP, LOG, GELU and RSQRT through their records, ``ops.dispatch``).
 """
 
 from __future__ import annotations
@@ -14,19 +14,14 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
-from tflite2qonnx.ops.dispatch import emulates, is_integer_op
 from tflite2qonnx.ops.exact import compare as exact_compare
-from tflite2qonnx.ops.exact import div16 as exact_div16
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
-from tflite2qonnx.ops.exact import prelu16 as exact_prelu16
-from tflite2qonnx.ops.exact import sigmoid16 as exact_sigmoid16
-from tflite2qonnx.ops.exact import unary as exact_unary
+from tflite2qonnx.ops.treatment import is_integer_op
 
 
 def _binary(onnx_op: str, raw: bool = False):
@@ -75,8 +70,6 @@ def mul(b: GraphBuilder, op: Operator) -> None:
 
 def _unary(onnx_op: str):
     def convert(b: GraphBuilder, op: Operator) -> None:
-        if b.bit_exact and exact_unary.convert(b, op):
-            return
         b.set_output(op.outputs[0], b.emit(onnx_op, [b.input(op.inputs[0])])[0])
 
     return convert
@@ -86,24 +79,18 @@ _sigmoid, _tanh = _unary("Sigmoid"), _unary("Tanh")
 
 
 def logistic(b: GraphBuilder, op: Operator) -> None:
-    """int16: the kernel's sigmoid table, by default too (``exact_sigmoid16``)."""
-    if is_int16(b, op.inputs[0]) and emulates(b, op):
-        return exact_sigmoid16.convert(b, op)
+    """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``)."""
     return _sigmoid(b, op)
 
 
 def tanh(b: GraphBuilder, op: Operator) -> None:
-    """int16: the kernel's sigmoid table, by default too (``exact_sigmoid16``)."""
-    if is_int16(b, op.inputs[0]) and emulates(b, op):
-        return exact_sigmoid16.convert(b, op)
+    """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``)."""
     return _tanh(b, op)
 
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
     """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does;
-    int16: the 16x8 kernel, by default too (``exact_prelu16``)."""
-    if is_int16(b, op.inputs[0]) and emulates(b, op):
-        return exact_prelu16.convert(b, op)
+    int16: the 16x8 kernel, by default too (its record's ``int16_kernel``)."""
     if b.bit_exact and is_integer_op(b, op):
         return exact.prelu(b, op)
     y = b.emit("PRelu", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
@@ -112,8 +99,6 @@ def prelu(b: GraphBuilder, op: Operator) -> None:
 
 def hard_swish(b: GraphBuilder, op: Operator) -> None:
     """x * relu6(x + 3) / 6; HardSwish exists from opset 14, x * HardSigmoid(x) before it."""
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
     x = b.input(op.inputs[0])
     if b.opset >= 14:
         y = b.emit("HardSwish", [x])[0]
@@ -128,9 +113,8 @@ _div = _binary("Div")
 
 
 def div(b: GraphBuilder, op: Operator) -> None:
-    """int16: the kernel's fixed-point division, by default too (``exact_div16``)."""
-    if is_int16(b, op.inputs[0]) and emulates(b, op):
-        return exact_div16.convert(b, op)
+    """int16: the kernel's fixed-point division, by default too (its record's
+    ``int16_kernel``)."""
     if b.bit_exact and is_integer_op(b, op):
         return exact_compare.div(b, op)
     return _div(b, op)
@@ -232,8 +216,6 @@ elu = _unary("Elu")  # alpha 1
 
 
 def rsqrt(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
     y = b.emit("Reciprocal", [b.emit("Sqrt", [b.input(op.inputs[0])])[0]])[0]
     b.set_output(op.outputs[0], y)
 
@@ -245,16 +227,12 @@ def square(b: GraphBuilder, op: Operator) -> None:
 
 def leaky_relu(b: GraphBuilder, op: Operator) -> None:
     """A file without LeakyReluOptions has alpha 0: TFLite's parser leaves it zeroed."""
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
     alpha = float(np.float32(op.options.get("alpha", 0.0)))
     b.set_output(op.outputs[0], b.emit("LeakyRelu", [b.input(op.inputs[0])], alpha=alpha)[0])
 
 
 def _clip_op(lo: float, hi: float):
     def convert(b: GraphBuilder, op: Operator) -> None:
-        if b.bit_exact and exact_unary.convert(b, op):
-            return
         bounds = clip_bounds(b, lo, hi)  # before the input: node names follow this order
         b.set_output(op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), *bounds])[0])
 
@@ -268,8 +246,6 @@ relu_0_to_1 = _clip_op(0.0, 1.0)
 def gelu(b: GraphBuilder, op: Operator) -> None:
     """ONNX Gelu from opset 20; before it 0.5 x (1 + erf(x / sqrt 2)), or with ``approximate``
     0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
     x = b.input(op.inputs[0])
     approximate = bool(op.options.get("approximate", False))
     if b.opset >= 20:
@@ -316,14 +292,10 @@ def cast(b: GraphBuilder, op: Operator) -> None:
 
 
 def relu(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
     b.set_output(op.outputs[0], b.emit("Relu", [b.input(op.inputs[0])])[0])
 
 
 def relu6(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
     b.set_output(
         op.outputs[0], b.emit("Clip", [b.input(op.inputs[0]), *clip_bounds(b, 0.0, 6.0)])[0]
     )

@@ -11,10 +11,10 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
-from tflite2qonnx.ops.dispatch import emulates, is_integer_op
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import l2norm as exact_l2norm
 from tflite2qonnx.ops.exact import reduce as exact_reduce
+from tflite2qonnx.ops.treatment import emulates, is_integer_op
 
 
 def _axes(b: GraphBuilder, op: Operator) -> list[int]:

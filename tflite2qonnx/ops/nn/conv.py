@@ -15,12 +15,12 @@ from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.exact import tconv16 as exact_tconv16
 from tflite2qonnx.ops.hybrid.conv import hybrid_conv, is_hybrid_conv
 from tflite2qonnx.ops.padding import spatial_attrs
+from tflite2qonnx.ops.treatment import emulates
 
 OHWI_TO_OIHW = (0, 3, 1, 2)
 # depthwise [1, H, W, C*M] -> [C*M, 1, H, W]: ONNX's grouped form with group = C

@@ -9,11 +9,11 @@ from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.dispatch import emulates, is_integer_op
 from tflite2qonnx.ops.exact import bmm16 as exact_bmm16
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.hybrid.fully_connected import hybrid_fully_connected, is_hybrid_fc
+from tflite2qonnx.ops.treatment import emulates, is_integer_op
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:

@@ -7,10 +7,10 @@ from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.padding import spatial_attrs
+from tflite2qonnx.ops.treatment import emulates
 
 
 def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:

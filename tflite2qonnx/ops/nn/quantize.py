@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import int16 as exact_int16
-from tflite2qonnx.ops.exact import unary as exact_unary
 
 
 def quantize(b: GraphBuilder, op: Operator) -> None:
     """float -> int, or int -> int requantization: a Quant node with the output's parameters
-    (the kernel's requantization under bit_exact, and from int16 always)."""
-    if emulates(b, op) and is_int16(b, op.inputs[0]):
-        if exact_int16.quantize(b, op):
-            return
-    elif b.bit_exact and (exact_unary.convert(b, op) or _float_rounded_first(b, op)):
+    (the kernel's requantization under bit_exact, its record's ``table``; from int16 always,
+    ``from_int16``)."""
+    if b.bit_exact and _float_rounded_first(b, op):
         return
     b.set_output(op.outputs[0], b.input(op.inputs[0]))
+
+
+def from_int16(b: GraphBuilder, op: Operator) -> None:
+    """QUANTIZE from int16: the 16x8 kernel's requantization where it is emulated, else the
+    output's Quant node alone."""
+    if not exact_int16.quantize(b, op):
+        b.set_output(op.outputs[0], b.input(op.inputs[0]))
 
 
 def _float_rounded_first(b: GraphBuilder, op: Operator) -> bool:

@@ -11,8 +11,8 @@ import numpy as np
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import resize as exact_resize
+from tflite2qonnx.ops.treatment import emulates
 
 
 def _coordinate_mode(op: Operator) -> str:

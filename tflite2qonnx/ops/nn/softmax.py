@@ -8,10 +8,10 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.dispatch import emulates
 from tflite2qonnx.ops.exact import log_softmax as exact_log_softmax
 from tflite2qonnx.ops.exact import softmax as exact_softmax
 from tflite2qonnx.ops.exact import softmax16 as exact_softmax16
+from tflite2qonnx.ops.treatment import emulates
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:
