@@ -1,7 +1,6 @@
 """The README and docs/: generated sections match the code they describe, every docs page is
 linked from the README, every relative link resolves, and the README stays a short page."""
 
-import importlib.util
 import re
 
 import pytest
@@ -10,13 +9,6 @@ from support import ROOT
 
 DOCS = ROOT / "docs"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def anchors(path) -> set[str]:
