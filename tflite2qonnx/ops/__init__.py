@@ -38,7 +38,9 @@ OPERATORS: dict[str, Op] = {
         int16=INT16_BIT_EXACT,
         bit_exact=EMULATED,
     ),
-    "ADD": Op("arith.elementwise:add", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "ADD": Op(
+        "arith.elementwise:add", kernel="exact.entry:add", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+    ),
     "ADD_N": Op("arith.elementwise:add_n", operands=rules.variadic),
     "ASSIGN_VARIABLE": Op("control.flow:assign_variable"),
     "ARG_MAX": Op("arith.reduce:arg_max", operands=rules.one_axis, bit_exact=EXACT),
@@ -48,7 +50,10 @@ OPERATORS: dict[str, Op] = {
         "nn.pool:average_pool_2d", int16=INT16_DEFAULT, ranks=((4,), (4,)), bit_exact=EMULATED
     ),
     "BATCH_MATMUL": Op(
-        "nn.fully_connected:batch_matmul", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+        "nn.fully_connected:batch_matmul",
+        kernel="exact.entry:batch_matmul",
+        int16=INT16_BIT_EXACT,
+        bit_exact=EMULATED,
     ),
     "BATCH_TO_SPACE_ND": Op("tensor.space_batch:batch_to_space_nd", bit_exact=EXACT),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
@@ -90,6 +95,7 @@ OPERATORS: dict[str, Op] = {
     "DEQUANTIZE": Op("nn.quantize:dequantize", bit_exact=EXACT),
     "DIV": Op(
         "arith.elementwise:div",
+        kernel="exact.compare:div",
         int16_kernel="exact.div16:convert",
         int16=INT16_DEFAULT,
         bit_exact=EMULATED,
@@ -132,7 +138,9 @@ OPERATORS: dict[str, Op] = {
     "HARD_SWISH": Op(
         "arith.elementwise:hard_swish", table="exact.unary:hard_swish", bit_exact=EMULATED
     ),
-    "L2_NORMALIZATION": Op("arith.reduce:l2_normalization", bit_exact=EMULATED),
+    "L2_NORMALIZATION": Op(
+        "arith.reduce:l2_normalization", kernel="exact.l2norm:l2_normalization", bit_exact=EMULATED
+    ),
     "L2_POOL_2D": Op("tensor.space_batch:l2_pool_2d", ranks=((4,), (4,))),
     "LEAKY_RELU": Op(
         "arith.elementwise:leaky_relu",
@@ -172,7 +180,9 @@ OPERATORS: dict[str, Op] = {
     ),
     "MINIMUM": Op("arith.elementwise:minimum", bit_exact=EXACT),
     "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, bit_exact=EXACT),
-    "MUL": Op("arith.elementwise:mul", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "MUL": Op(
+        "arith.elementwise:mul", kernel="exact.int8:mul", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+    ),
     "NEG": Op("arith.stored_integer:neg", stored_integers=ANY_INTEGER, bit_exact=EMULATED),
     "NON_MAX_SUPPRESSION_V4": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1, 1))),
@@ -186,6 +196,7 @@ OPERATORS: dict[str, Op] = {
     "POW": Op("arith.elementwise:pow_"),
     "PRELU": Op(
         "arith.elementwise:prelu",
+        kernel="exact.int8:prelu",
         int16_kernel="exact.prelu16:convert",
         int16=INT16_DEFAULT,
         bit_exact=EMULATED,
@@ -269,12 +280,18 @@ OPERATORS: dict[str, Op] = {
     "SPLIT_V": Op("tensor.slicing:split_v", operands=rules.split_v, bit_exact=EXACT),
     "SQRT": Op("arith.stored_integer:sqrt", stored_integers=ANY_INTEGER),
     "SQUARE": Op("arith.elementwise:square"),
-    "SQUARED_DIFFERENCE": Op("arith.elementwise:squared_difference", bit_exact=EMULATED),
+    "SQUARED_DIFFERENCE": Op(
+        "arith.elementwise:squared_difference",
+        kernel="exact.entry:squared_difference",
+        bit_exact=EMULATED,
+    ),
     "SQUEEZE": Op("tensor.shape:squeeze", bit_exact=EXACT),
     "STRIDED_SLICE": Op(
         "tensor.slicing:strided_slice", operands=rules.strided_slice, bit_exact=EXACT
     ),
-    "SUB": Op("arith.elementwise:sub", int16=INT16_BIT_EXACT, bit_exact=EMULATED),
+    "SUB": Op(
+        "arith.elementwise:sub", kernel="exact.entry:sub", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+    ),
     "SUM": Op(
         "arith.reduce:reduce_sum",
         int16=INT16_BIT_EXACT,

@@ -3,7 +3,8 @@
 The records (``tflite2qonnx.ops.OPERATORS``) are data; this module turns their references into
 functions (on first use) and composes them in one order: the record's int16 kernel on an int16
 input it emulates (``ops.treatment``), else under --bit-exact its table kernel
-(``ops.exact.unary``) where that applies, else its converter. No converter keeps its own list
+(``ops.exact.unary``) where that applies or its integer kernel on an integer input, else its
+converter. No converter keeps its own list
 of operator names.
 """
 
@@ -16,7 +17,7 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import CUSTOM_OPERATORS, OPERATORS
 from tflite2qonnx.ops.exact import unary as exact_unary
 from tflite2qonnx.ops.record import Converter, resolve
-from tflite2qonnx.ops.treatment import emulates
+from tflite2qonnx.ops.treatment import emulates, is_integer_op
 
 if TYPE_CHECKING:
     from tflite2qonnx.graph import GraphBuilder
@@ -32,7 +33,8 @@ def converter(name: str) -> Converter | None:
     convert = resolve(record.convert)
     int16 = None if record.int16_kernel is None else resolve(record.int16_kernel)
     table = record.table is not None
-    if int16 is None and not table:
+    kernel = None if record.kernel is None else resolve(record.kernel)
+    if int16 is None and not table and kernel is None:
         return convert
 
     def dispatched(b: GraphBuilder, op: Operator) -> None:
@@ -41,6 +43,8 @@ def converter(name: str) -> Converter | None:
             return int16(b, op)
         if table and b.bit_exact and exact_unary.convert(b, op):
             return None
+        if kernel is not None and b.bit_exact and is_integer_op(b, op):
+            return kernel(b, op)
         return convert(b, op)
 
     dispatched.__doc__ = convert.__doc__

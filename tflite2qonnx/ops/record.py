@@ -50,11 +50,14 @@ class Op:
     "" (no 16x8 kernel emulated). ``int16_kernel``: the kernel that replaces ``convert`` on an
     int16 input where that treatment emulates it (``treatment.emulates``). ``table``: under
     --bit-exact, the one-input kernel's 256-entry table (``ops.exact.unary``), tried before
-    ``convert`` on an integer input. ``stored_integers``:
+    ``convert`` on an integer input. ``kernel``: under --bit-exact, the integer kernel
+    ``f(builder, operator)`` run instead of ``convert`` on an integer input (an operator whose
+    kernel needs the converter's intermediate results calls it from ``convert`` instead).
+    ``stored_integers``:
     the input types on which TFLite's kernel computes on the stored integers whatever the
     scales say (converted so, hence exact; --bit-exact does not warn about them).
 
-    ``convert``, ``int16_kernel`` and ``table`` are references
+    ``convert``, ``int16_kernel``, ``table`` and ``kernel`` are references
     ``"subpackage.module:function"`` under ``tflite2qonnx.ops``, imported on first use
     (``resolve``, ``tflite2qonnx.ops.dispatch``), so that reading the table loads no converter.
     """
@@ -66,6 +69,7 @@ class Op:
     int16: str = ""
     int16_kernel: str | None = None
     table: str | None = None
+    kernel: str | None = None
     stored_integers: tuple[str, ...] = ()
 
     def runs_on_stored_integers(self, dtype: str) -> bool:

@@ -13,14 +13,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
 from tflite2qonnx.ops.exact import compare as exact_compare
-from tflite2qonnx.ops.exact import int8 as exact
-from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.treatment import is_integer_op
 
 
@@ -39,33 +36,10 @@ def _binary(onnx_op: str, raw: bool = False):
     return convert
 
 
-_add = _binary("Add")
-
-
-def add(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
-        if exact_int16.pot_scaled(b, op):
-            return exact_int16.add_pot(b, op)
-        return exact.add(b, op)
-    return _add(b, op)
-
-
-_sub = _binary("Sub")
-_mul = _binary("Mul")
-
-
-def sub(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
-        if exact_int16.pot_scaled(b, op):
-            return exact_int16.add_pot(b, op, subtract=True)
-        return exact.add(b, op, subtract=True)
-    return _sub(b, op)
-
-
-def mul(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
-        return exact.mul(b, op)
-    return _mul(b, op)
+# under --bit-exact their records' ``kernel`` runs instead (``ops.exact.entry``, ``exact.int8``)
+add = _binary("Add")
+sub = _binary("Sub")
+mul = _binary("Mul")
 
 
 def _unary(onnx_op: str):
@@ -91,8 +65,6 @@ def tanh(b: GraphBuilder, op: Operator) -> None:
 def prelu(b: GraphBuilder, op: Operator) -> None:
     """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does;
     int16: the 16x8 kernel, by default too (its record's ``int16_kernel``)."""
-    if b.bit_exact and is_integer_op(b, op):
-        return exact.prelu(b, op)
     y = b.emit("PRelu", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
     b.set_output(op.outputs[0], y)
 
@@ -115,8 +87,6 @@ _div = _binary("Div")
 def div(b: GraphBuilder, op: Operator) -> None:
     """int16: the kernel's fixed-point division, by default too (its record's
     ``int16_kernel``)."""
-    if b.bit_exact and is_integer_op(b, op):
-        return exact_compare.div(b, op)
     return _div(b, op)
 
 
@@ -126,10 +96,6 @@ minimum = _binary("Min", raw=True)
 
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
-        if b.tensor(op.inputs[0]).dtype != "int8":  # the runtime has int8 only
-            raise ConversionError("bit_exact: TFLite has no uint8 SQUARED_DIFFERENCE", op.where)
-        return exact.squared_difference(b, op)
     d = b.emit("Sub", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
     b.set_output(op.outputs[0], b.emit("Mul", [d, d])[0])
 

@@ -12,9 +12,8 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
 from tflite2qonnx.ops.exact import int8 as exact
-from tflite2qonnx.ops.exact import l2norm as exact_l2norm
 from tflite2qonnx.ops.exact import reduce as exact_reduce
-from tflite2qonnx.ops.treatment import emulates, is_integer_op
+from tflite2qonnx.ops.treatment import emulates
 
 
 def _axes(b: GraphBuilder, op: Operator) -> list[int]:
@@ -86,8 +85,6 @@ def cumsum(b: GraphBuilder, op: Operator) -> None:
 
 def l2_normalization(b: GraphBuilder, op: Operator) -> None:
     """x / max(sqrt(sum(x^2)), 1e-6) over the last axis (TFLite's epsilon)."""
-    if b.bit_exact and is_integer_op(b, op):
-        return exact_l2norm.l2_normalization(b, op)
     x = b.input(op.inputs[0])
     rank = len(b.tensor(op.inputs[0]).shape)
     sq = b.emit("Mul", [x, x])[0]

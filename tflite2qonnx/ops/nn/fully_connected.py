@@ -9,11 +9,10 @@ from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.exact import bmm16 as exact_bmm16
 from tflite2qonnx.ops.exact import int8 as exact
 from tflite2qonnx.ops.exact import int16 as exact_int16
 from tflite2qonnx.ops.hybrid.fully_connected import hybrid_fully_connected, is_hybrid_fc
-from tflite2qonnx.ops.treatment import emulates, is_integer_op
+from tflite2qonnx.ops.treatment import emulates
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
@@ -46,10 +45,6 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
 def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     """x @ y over the last two axes, batch axes broadcast (as MatMul's); adj_x / adj_y
     transpose those two axes first."""
-    if b.bit_exact and is_integer_op(b, op):
-        if is_int16(b, op.inputs[0]):
-            return exact_bmm16.batch_matmul(b, op)
-        return exact.batch_matmul(b, op)
     operands = []
     for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
         rank = len(b.tensor(idx).shape)
