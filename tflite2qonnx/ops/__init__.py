@@ -7,7 +7,8 @@ the operator (``tflite2qonnx.ops.record``).
 The table is data: a row names its converter as ``"subpackage.module:function"`` under this
 package, imported on first use, so the flatbuffer reader checks operands without loading any
 converter and no converter module imports this table back in a circle. ``ops.dispatch`` reads
-the records: which converter runs, and whether an integer kernel is emulated.
+the records for which function runs, ``ops.treatment`` for whether an integer kernel is
+emulated and what --bit-exact warns about; ``ops.listing`` generates the docs' lists from them.
 """
 
 from __future__ import annotations
