@@ -2,7 +2,7 @@
 
 TFLite's int16 LOGISTIC and TANH reference kernels interpolate a fixed 256-entry table
 ``T`` (sigmoid(i / 24) in 0.16) that no formula reproduces; the converter reads it from the
-generated ``tflite2qonnx/ops/int16_sigmoid_table.py``. This script obtains it by running
+generated ``tflite2qonnx/ops/exact/int16_sigmoid_table.py``. This script obtains it by running
 single-op int16 models (built by hand with tests/tflite2qonnx/tflite_writer.py, every int16
 input at once) on ai-edge-litert's builtin reference kernels (``BUILTIN_REF``):
 
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "tflite2qonnx/ops/int16_sigmoid_table.py"
+MODULE = ROOT / "tflite2qonnx/ops/exact/int16_sigmoid_table.py"
 ALL_INT16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int64)
 OUT_SCALE = 2.0**-15
 # extra scales the emulation is checked at: power-of-two ones and general ones
@@ -85,7 +85,7 @@ def run_kernel(op: str, scale: float) -> np.ndarray:
 def kernel_input(op: str, scale: float) -> np.ndarray:
     """The kernel's rescaled input ``v`` for every int16 input, as its Prepare sets it up."""
     _paths()
-    from tflite2qonnx.ops.exact_sigmoid16 import input_rescale
+    from tflite2qonnx.ops.exact.sigmoid16 import input_rescale
 
     m, shift = input_rescale(scale, op)
     return (ALL_INT16 * m + ((1 << shift) >> 1)) >> shift
@@ -94,7 +94,7 @@ def kernel_input(op: str, scale: float) -> np.ndarray:
 def unit_scale(op: str, factor: int) -> float:
     """A float32 input scale at which the kernel's input is exactly ``factor * q``."""
     _paths()
-    from tflite2qonnx.ops.exact_sigmoid16 import input_rescale
+    from tflite2qonnx.ops.exact.sigmoid16 import input_rescale
 
     s = np.float32(factor / 12288.0)
     for _ in range(64):

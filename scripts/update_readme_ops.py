@@ -1,30 +1,20 @@
-"""Regenerate the list of supported TFLite operators in docs/tflite.md from the converter table.
+"""Regenerate the operator lists generated from the operator records: supported operators and
+the --bit-exact table in docs/tflite.md, the int16 table in docs/int16.md, the emulated
+operators in ``tflite2qonnx.api.convert``'s docstring (``tflite2qonnx.ops.listing``).
 
-Run after adding an operator; tests/test_readme.py fails when the list is stale. (The name is
-historical: the list lived in the README before the reference moved to docs/.)
+Run after adding or changing an operator record; tests/test_readme.py fails when one is stale.
+(The name is historical: the first list lived in the README.)
 """
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parents[1] / "docs" / "tflite.md"
-BEGIN, END = "<!-- tflite-ops:begin -->", "<!-- tflite-ops:end -->"
-
-
-def ops_markdown() -> str:
-    from tflite2qonnx.ops import CONVERTERS
-
-    names = sorted(CONVERTERS)
-    return f"{len(names)} operators: " + ", ".join(f"`{n}`" for n in names)
-
-
-def render(text: str) -> str:
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    return pattern.sub(f"{BEGIN}\n{ops_markdown()}\n{END}", text)
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if __name__ == "__main__":
-    TARGET.write_text(render(TARGET.read_text()))
-    print(ops_markdown())
+    from tflite2qonnx.ops.listing import regenerate
+
+    changed = regenerate()
+    print("rewrote: " + (", ".join(changed) if changed else "nothing (up to date)"))

@@ -123,7 +123,7 @@ def compare(
             x = random_input(detail, rng, low, high)
             it.set_tensor(detail["index"], x)
             feeds[detail["name"]] = real_value(x, detail["quantization"])
-        it.reset_all_variables()  # a run starts from the initial state (see ops.lstm)
+        it.reset_all_variables()  # a run starts from the initial state (see ops.recurrent.lstm)
         it.invoke()
         ours = run_ours(model, feeds)
         for detail in it.get_output_details():

@@ -1,7 +1,10 @@
-"""The packages' import graph has no cycle, deferred imports included, and the TFLite
-converters see the data model, never the parser."""
+"""The packages' import graph has no cycle, deferred imports included; the TFLite converters
+see the data model, never the parser; the parser loads no converter; the integer back end
+(``tflite2qonnx.ops.exact``) imports no float converter."""
 
 import ast
+import subprocess
+import sys
 
 from support import ROOT
 
@@ -18,18 +21,25 @@ def _modules() -> dict[str, ast.Module]:
 
 
 def _imports(name: str, tree: ast.Module, modules) -> set[str]:
-    """Every module of ours ``name`` imports, with the packages whose __init__ that runs."""
+    """Every module of ours ``name`` imports, top-level or inside a function, with the packages
+    whose __init__ that runs. A package enclosing ``name`` counts only where a name defined in
+    its __init__ is taken (``from tflite2qonnx.ops import CONVERTERS`` inside
+    ``tflite2qonnx.ops.control.flow``): its __init__ has run already otherwise."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
+            own = set()
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             targets = [f"{node.module}.{a.name}" for a in node.names]
+            # names the package's __init__ defines, not submodules of it
+            own = {node.module} if any(t not in modules for t in targets) else set()
         else:
             continue
         for target in targets:
             while target:
-                if target in modules and target != name and not name.startswith(target + "."):
+                enclosing = name.startswith(target + ".")
+                if target in modules and target != name and (not enclosing or target in own):
                     found.add(target)
                 target = target.rpartition(".")[0]
     return found
@@ -62,3 +72,55 @@ def test_converters_import_the_data_model_not_the_parser():
     # the bit-exact arithmetic is a lower layer: the kernels in ops import it, not the reverse
     lower = _imports("tflite2qonnx.fixed_point", modules["tflite2qonnx.fixed_point"], modules)
     assert not {m for m in lower if m.startswith("tflite2qonnx.ops")}
+
+
+def test_operator_table_and_parser_load_no_converter():
+    """Reading a .tflite file checks operands against the operator table without importing
+    one converter module (the table names them; they load on first use)."""
+    from support import EXAMPLES
+
+    body = (
+        "import sys\n"
+        "from tflite2qonnx.reader import read_model\n"
+        "import tflite2qonnx.flatbuffer, tflite2qonnx.ops\n"
+        f"read_model({str(EXAMPLES / 'int8_dense.tflite')!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tflite2qonnx.ops')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", body], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = eval(proc.stdout.strip().splitlines()[-1])
+    assert loaded == ["tflite2qonnx.ops", "tflite2qonnx.ops.operands", "tflite2qonnx.ops.record"]
+
+
+def test_every_record_names_an_existing_converter():
+    from tflite2qonnx.ops import OPERATORS
+    from tflite2qonnx.ops.dispatch import resolve
+
+    for name, record in OPERATORS.items():
+        for reference in (record.convert, record.int16_kernel):
+            if reference is not None:
+                assert callable(resolve(reference)), f"{name}: {reference}"
+
+
+def test_integer_back_end_imports_no_float_converter():
+    """``ops.exact`` may use the shared helpers of ``ops`` (common, padding, the fused
+    activation, the record and its treatment decisions), never a converter of another family."""
+    modules = _modules()
+    shared = {
+        "tflite2qonnx.ops.common",
+        "tflite2qonnx.ops.padding",
+        "tflite2qonnx.ops.activation",
+        "tflite2qonnx.ops.record",
+        "tflite2qonnx.ops.treatment",
+        "tflite2qonnx.ops.operands",
+    }
+    for name, tree in modules.items():
+        if not name.startswith("tflite2qonnx.ops.exact"):
+            continue
+        for target in _imports(name, tree, modules):
+            if target.startswith("tflite2qonnx.ops.") and not target.startswith(
+                "tflite2qonnx.ops.exact"
+            ):
+                assert target in shared, f"{name} imports {target}"

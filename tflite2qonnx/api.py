@@ -21,7 +21,9 @@ from qonnx_ingest.qcdq import check_format, in_format
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
-from tflite2qonnx.ops import CONVERTERS, rounded_once, unsupported_message
+from tflite2qonnx.ops.dispatch import converter as converter_for
+from tflite2qonnx.ops.dispatch import unsupported_message
+from tflite2qonnx.ops.treatment import rounded_once
 from tflite2qonnx.state import STATE_IO_KEY, state_names, stateful_names
 from tflite2qonnx.state import metadata as state_metadata
 
@@ -59,14 +61,20 @@ def convert(
     feed convolutions are channels-first unless ``keep_io_layout``; the ``layout`` metadata
     records each permutation. ``layouts`` forces tensors to "NHWC" or "NCHW".
 
-    ``bit_exact`` emulates the builtin int8 / uint8 kernels' integer arithmetic bit for bit
-    (convolutions incl. TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB, MUL, MEAN,
-    AVERAGE_POOL_2D, SOFTMAX, LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, PRELU,
-    SQUARED_DIFFERENCE, RESIZE_BILINEAR, RELU family, QUANTIZE; see
-    ``tflite2qonnx.fixed_point``); the default rounds once per op, like XNNPACK, except the
-    16x8 (int16) CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D, SOFTMAX, MEAN,
-    QUANTIZE, CONCATENATION, LOGISTIC, TANH, RESIZE_BILINEAR, TRANSPOSE_CONV and REDUCE_PROD,
-    emulated either way since no single rounding agrees with their kernels (docs/int16.md).
+    .. emulated-ops:begin
+    ``bit_exact`` emulates the builtin integer kernels' arithmetic bit for bit where a
+    record says so: ABS, ADD, AVERAGE_POOL_2D, BATCH_MATMUL, CONCATENATION, CONV_2D,
+    DEPTHWISE_CONV_2D, DIV, ELU, EQUAL, EXP, FULLY_CONNECTED, GELU, GREATER, GREATER_EQUAL,
+    HARD_SWISH, L2_NORMALIZATION, LEAKY_RELU, LESS, LESS_EQUAL, LOG, LOGISTIC, LOG_SOFTMAX,
+    MEAN, MUL, NEG, NOT_EQUAL, PRELU, QUANTIZE, REDUCE_PROD, RELU, RELU6, RELU_0_TO_1,
+    RELU_N1_TO_1, RESIZE_BILINEAR, RSQRT, SOFTMAX, SQUARED_DIFFERENCE, SUB, SUM, SVDF, TANH,
+    TRANSPOSE_CONV, UNIDIRECTIONAL_SEQUENCE_LSTM (see ``tflite2qonnx.fixed_point``); the
+    default rounds once per op, like XNNPACK, except the 16x8 (int16) kernels no single
+    rounding agrees with, emulated either way: AVERAGE_POOL_2D, CONV_2D, DEPTHWISE_CONV_2D,
+    DIV, EXP, FULLY_CONNECTED, GELU, LOG, LOGISTIC, MEAN, PRELU, QUANTIZE, REDUCE_PROD,
+    RESIZE_BILINEAR, RSQRT, SOFTMAX, TANH (the convolutions with an int64 bias), and
+    TRANSPOSE_CONV with an int64 or no bias (docs/int16.md).
+    .. emulated-ops:end
 
     ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1
     unless ``batch_size``; ``input_shapes`` are NHWC) and writes Conv / MaxPool /
@@ -145,7 +153,7 @@ def convert_subgraph(
         subgraphs=subgraphs, state_io=state_io,
     )  # fmt: skip
     for op in subgraph.operators:
-        converter = CONVERTERS.get(op.name)
+        converter = converter_for(op.name)
         if converter is None:
             raise ConversionError(unsupported_message(op), where)
         builder.current = op

@@ -31,7 +31,7 @@ def elem_type(tensor: Tensor) -> int:
     """The ONNX element type of ``tensor``'s value in the graph, the one rule every converter
     follows: float for float32 / float16 and for any quantized integer tensor (its real values
     on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32);
-    complex64 is float pairs [..., 2] (``ops.signal``)."""
+    complex64 is float pairs [..., 2] (``ops.signal.complex_ops``)."""
     if tensor.dtype in ("float32", "float16", "complex64") or tensor.quant is not None:
         return TensorProto.FLOAT
     if tensor.dtype in ONNX_TYPES:
@@ -149,7 +149,7 @@ def _name(elem_type: int) -> str:
 
 
 def refuse_complex_boundary(tensors: Iterable[Tensor], what: str) -> None:
-    """Complex tensors stay inside the graph (``ops.signal``): users feed and read real
+    """Complex tensors stay inside the graph (``ops.signal.complex_ops``): users feed and read real
     arrays, which a [real, imag] pair would silently not be."""
     for t in tensors:
         if t.dtype == "complex64":

@@ -32,7 +32,7 @@ How it is reproduced with ONNX ops and qonnx Quant nodes, exactly:
 
 Which kernel variant runs (and how its multipliers are derived) follows TFLite's reference
 kernels for int8 and uint8 (int8 FULLY_CONNECTED rounds once, with the whole 31-bit multiplier)
-and for the 16x8 kernels of INT16_KERNELS (``ops.exact_int16``, ``ops.exact_softmax16``,
+and for the 16x8 kernels the records mark (``ops.exact.int16``, ``ops.exact.softmax16``,
 which run by default too, and ADD / SUB / MUL); a covered op it cannot make exact (other
 int16 kernels; a uint8 MEAN over H and W, an int8 / uint8 MEAN with equal input and output grids,
 weight zero points per channel) raises ConversionError rather than silently rounding once.
@@ -40,12 +40,13 @@ Integer ops not covered convert as by default and the conversion warns; float op
 models are untouched.
 
 This module is the arithmetic and the graph pieces; the kernels that use them are operator code
-(``tflite2qonnx.ops.exact``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
-ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact_softmax``;
-``ops.exact_resize``; ``ops.exact_concat``; ``ops.exact_reduce``: SUM, REDUCE_PROD;
-``ops.exact_log_softmax``; ``ops.exact_l2norm``; ``ops.exact_compare``: comparisons, DIV, NEG;
-``ops.exact_unary`` with ``ops.exact_tables`` and ``ops.exact_tables_extra``: the one-input
-kernels as lookup tables), and how --bit-exact treats each operator is in its record.
+(``tflite2qonnx.ops.exact.int8``: convolutions (TRANSPOSE_CONV too), FULLY_CONNECTED, BATCH_MATMUL,
+ADD / SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN, AVERAGE_POOL_2D; ``ops.exact.softmax``;
+``ops.exact.resize``; ``ops.exact.concat``; ``ops.exact.reduce``: SUM, REDUCE_PROD;
+``ops.exact.log_softmax``; ``ops.exact.l2norm``; ``ops.exact.compare``: comparisons, DIV, NEG;
+``ops.exact.unary`` with ``ops.exact.int8_tables`` and ``ops.exact.int8_math_tables``: the one-input
+kernels as lookup tables); how --bit-exact and int16 treat each operator is in its record,
+read by ``tflite2qonnx.ops.dispatch``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from onnx import TensorProto
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.dtypes import INT8_TYPES
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.model import Operator, ScaleRangeError
+from tflite2qonnx.model import ScaleRangeError
 
 _F32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 EXACT_F32 = 2.0**24  # integers below this are exact in float32 (and in its sums)
@@ -135,72 +136,6 @@ class Grid:
         lo = -(1 << (self.bits - 1)) if self.signed else 0
         hi = lo + (1 << self.bits) - 1
         return max(abs(lo - self.zero_point), abs(hi - self.zero_point))
-
-
-# operators with an int16 (16x8) kernel emulated (``tflite2qonnx.ops.exact_int16``,
-# ``exact_softmax16``, ``exact_sigmoid16``, ``exact_lut16``, ``exact_prelu16``, ``exact_div16``,
-# ``exact`` for MEAN); they run it by default too, since no single rounding agrees with the
-# 16-bit requantization, lookup tables and
-# double-rounding requantizations of those kernels
-INT16_KERNELS = frozenset(
-    {
-        "CONV_2D",
-        "DEPTHWISE_CONV_2D",
-        "FULLY_CONNECTED",
-        "AVERAGE_POOL_2D",
-        "SOFTMAX",
-        "QUANTIZE",
-        "MEAN",
-        "LOGISTIC",
-        "TANH",
-        "RESIZE_BILINEAR",
-        "REDUCE_PROD",  # rounding once is silently off where the kernel's int32 product wraps
-        "EXP",  # EXP, LOG, GELU, RSQRT: the kernels' interpolated tables (``ops.exact_lut16``)
-        "LOG",
-        "GELU",
-        "RSQRT",
-        "PRELU",  # int8 alpha, float32 multipliers (ops.exact_prelu16)
-        "DIV",  # fixed-point reciprocal and shifts (ops.exact_div16)
-    }
-)
-# int16 kernels emulated under bit_exact only: a single rounding is within a step of them
-INT16_BIT_EXACT = frozenset(
-    {"ADD", "SUB", "MUL", "RELU", "RELU6", "LEAKY_RELU", "ABS", "BATCH_MATMUL", "SUM"}
-)
-
-
-def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
-    """Whether ``op`` runs an integer kernel: its first input is a quantized activation.
-
-    Under bit_exact an int16 activation is refused unless ``op`` is one of INT16_KERNELS or
-    INT16_BIT_EXACT, and wider ones always: their kernels use other accumulators and multipliers.
-    """
-    t = b.tensor(op.inputs[0])
-    if not t.integer_quantized:
-        return False
-    int16_ok = t.dtype == "int16" and op.name in INT16_KERNELS | INT16_BIT_EXACT
-    if t.dtype not in INT8_TYPES and not int16_ok:
-        raise ConversionError(
-            f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
-        )
-    return True
-
-
-def emulates(b: GraphBuilder, op: Operator) -> bool:
-    """Whether ``op`` converts as its kernel's integer arithmetic: under bit_exact any integer
-    op (``is_integer_op``), and always an int16 op of INT16_KERNELS."""
-    t = b.tensor(op.inputs[0])
-    if t.integer_quantized and t.dtype == "int16" and op.name in INT16_KERNELS:
-        if b.bit_exact or op.name not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-            return True
-        # the int64-bias convolution kernel is the one emulated (int32 biases: another)
-        return _bias_dtype(b, op) == "int64"
-    return b.bit_exact and is_integer_op(b, op)
-
-
-def _bias_dtype(b: GraphBuilder, op: Operator) -> str | None:
-    idx = op.inputs[2] if len(op.inputs) > 2 else -1
-    return b.tensor(idx).dtype if idx >= 0 else None
 
 
 def is_int16(b: GraphBuilder, idx: int) -> bool:

@@ -65,7 +65,7 @@ class GraphBuilder:
         self._tensor_names = unique_tensor_names(subgraph)
         # the operator being converted (set by convert_subgraph), named by operand errors
         self.current: Operator | None = None
-        # what subgraph calls share (ops/control_flow: resource variables), and whether this
+        # what subgraph calls share (ops/control/flow.py: resource variables), and whether this
         # builder's graph runs conditionally or repeatedly (an If branch, a Loop body)
         self.calls: object | None = None
         self.nested = False

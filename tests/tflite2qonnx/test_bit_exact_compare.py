@@ -199,7 +199,7 @@ def test_log_of_every_stored_input_equals_builtin(models) -> None:
 
 
 def test_squared_difference_between_differing_grids_equals_builtin_on_every_pair(models) -> None:
-    """int8 SQUARED_DIFFERENCE (ops.exact) on every pair; the runtime has no uint8 kernel,
+    """int8 SQUARED_DIFFERENCE (ops.exact.int8) on every pair; the runtime has no uint8 kernel,
     so --bit-exact refuses a uint8 one rather than guess."""
     from hand_built import edit_operator
     from test_bit_exact_reduce import as_uint8

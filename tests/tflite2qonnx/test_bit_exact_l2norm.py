@@ -1,6 +1,6 @@
 """--bit-exact L2_NORMALIZATION (int8 and uint8) against the interpreter's reference kernel
 (BUILTIN_REF): the fixed-point inverse square root per row, evaluated in the graph
-(tflite2qonnx.ops.exact_l2norm).
+(tflite2qonnx.ops.exact.l2norm).
 
 The graph is run in onnxruntime as --verify runs it (qonnx's executor, node by node, would take
 long on these ~640 nodes), on seeded inputs: uniform rows, rows squeezed toward the zero point

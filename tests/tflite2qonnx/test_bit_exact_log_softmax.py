@@ -1,6 +1,6 @@
 """--bit-exact LOG_SOFTMAX (int8) against the interpreter's reference_integer_ops::LogSoftmax
 (both resolvers run it for int8): the exponential and rescaled differences as tables, the
-row's fixed-point log evaluated in the graph (tflite2qonnx.ops.exact_log_softmax).
+row's fixed-point log evaluated in the graph (tflite2qonnx.ops.exact.log_softmax).
 
 The graph is run in onnxruntime as --verify runs it (qonnx's executor, node by node, would
 take minutes on these ~300 nodes), on 100 seeded inputs per model, half of them squeezed

@@ -1,5 +1,5 @@
 """--bit-exact RESIZE_BILINEAR on int8 (ResizeBilinearInteger's 10-bit fixed point) and uint8
-(reference_ops::ResizeBilinear<uint8_t>'s float32 arithmetic, ``ops/exact_resize_uint8.py``)
+(reference_ops::ResizeBilinear<uint8_t>'s float32 arithmetic, ``ops/exact/resize_uint8.py``)
 against the interpreter's builtin reference kernels: every coordinate mode, upscale (2x, where
 exact ties are common, and odd ratios) and downscale, on seeded inputs over the whole range.
 
@@ -18,7 +18,7 @@ from litert_compare import compare, reference_interpreter
 
 from qonnx_ingest.errors import ConversionWarning
 from tflite2qonnx.api import convert
-from tflite2qonnx.ops.exact_resize_uint8 import axis_weights
+from tflite2qonnx.ops.exact.resize_uint8 import axis_weights
 
 pytestmark = pytest.mark.keras
 

@@ -1,7 +1,7 @@
 """--bit-exact SOFTMAX from int8 / uint8 to int16 (TFLite Micro's keyword models end with it)
 against the interpreter's builtin reference kernels: gemmlowp's fixed-point
 reference_ops::Softmax, not the float table of the int8 -> int8 kernel
-(``ops/exact_softmax_int16_out.py``).
+(``ops/exact/softmax_int16_out.py``).
 
 Single-op models written with tflite_writer (TF's converter does not emit this pair of types),
 run in onnxruntime as --verify runs them, on seeded rows over the whole input range and rows

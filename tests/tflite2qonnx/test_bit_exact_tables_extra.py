@@ -1,6 +1,6 @@
 """--bit-exact EXP, LOG, ELU, ABS, GELU and RSQRT (int8) against the interpreter on every one of
 the 256 stored inputs (RSQRT: every one at or above the zero point, as the kernel refuses negative
-values): each becomes a Gather on its kernel's table (tflite2qonnx.ops.exact_tables_extra).
+values): each becomes a Gather on its kernel's table (tflite2qonnx.ops.exact.int8_math_tables).
 
 TF's converter keeps ELU in float, so the int8 ELU model is the int8 TANH one with its operator
 changed to ELU and an output grid for ELU's range (``hand_built.edit_operator``).

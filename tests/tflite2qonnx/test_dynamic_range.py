@@ -2,7 +2,7 @@
 
 QONNX says this exactly (a Quant on the weights, none on activations); QDQ cannot. TFLite's
 hybrid kernels additionally quantize each input on the fly to int8; the converted graph
-computes that quantization with standard ops (ops.fc_hybrid), so it matches the kernel.
+computes that quantization with standard ops (ops.hybrid.fully_connected), so it matches the kernel.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def test_only_the_weights_are_quantized(dense_model):
 
 def test_output_is_the_hybrid_kernel_bit_for_bit(dense_model):
     """The kernel quantizes each input row on the fly (asymmetric, per-channel weights);
-    ops.fc_hybrid follows its float32 steps, so the outputs are equal, not merely close, and
+    ops.hybrid.fully_connected follows its float32 steps, so the outputs are equal, not merely
+    close, and
     differ from the float layer on the dequantized weights (what the kernel does not do)."""
     (sg,) = read_model(dense_model).subgraphs
     (fc,) = [op for op in sg.operators if op.name == "FULLY_CONNECTED"]

@@ -4,7 +4,7 @@ The int64 biases are quantized like int32 ones (real = scale * q); reading them 
 integers once put every convolution off by its whole range while the conversion succeeded.
 Rounding once then left 6% of outputs equal (22 steps apart): the 16x8 kernels requantize with
 a 16-bit multiplier and SOFTMAX reads interpolated lookup tables, which the converter now
-emulates (``tflite2qonnx.ops.exact_int16``, ``exact_softmax16``) by default and under
+emulates (``tflite2qonnx.ops.exact.int16``, ``exact_softmax16``) by default and under
 --bit-exact alike.
 """
 

@@ -29,8 +29,9 @@ NAMES = [
     "softmax_rows_of_300",
     "mean_channels",  # 74% equal rounding once
     "concat_channels",  # QUANTIZE int16 -> int16 aligns one input's scale, then CONCATENATION
-    "tanh",  # the kernel's interpolated sigmoid table (ops.exact_sigmoid16)
-    "exp",  # EXP, LOG, GELU: the kernels' interpolated 513-entry tables (ops.exact_lut16)
+    "tanh",  # the kernel's interpolated sigmoid table (ops.exact.sigmoid16)
+    # EXP, LOG, GELU: the kernels' interpolated 513-entry tables (ops.exact.int16_interpolated)
+    "exp",
     "log",
     "gelu",
     "gelu_tanh",

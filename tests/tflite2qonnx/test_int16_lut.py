@@ -1,5 +1,6 @@
 """int16 EXP, LOG and GELU (the builtin kernels' 513-entry tables read with interpolation,
-``tflite2qonnx.ops.exact_lut16``) against the interpreter's builtin reference kernels, on
+``tflite2qonnx.ops.exact.int16_interpolated``) against the interpreter's builtin reference
+kernels, on
 hand-built single-op models fed every int16 input, run in onnxruntime as --verify runs them:
 100% of the output integers equal, by default and under --bit-exact, at several input and
 output scales (rounding the function once was up to 163, 17290 and 2 steps off).
@@ -20,7 +21,7 @@ from tflite_writer import build_model
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.verification import _onnxruntime_session
 from tflite2qonnx.api import convert
-from tflite2qonnx.ops.exact_lut16 import _interpolate, kernel_table
+from tflite2qonnx.ops.exact.int16_interpolated import _interpolate, kernel_table
 from tflite2qonnx.reader import read_model
 
 ALL_INT16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int16)

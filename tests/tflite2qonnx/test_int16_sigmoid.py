@@ -24,7 +24,7 @@ from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant_lowering import lower_quants
 from support import ROOT
 from tflite2qonnx.api import convert
-from tflite2qonnx.ops.int16_sigmoid_table import SIGMOID_TABLE_UINT16
+from tflite2qonnx.ops.exact.int16_sigmoid_table import SIGMOID_TABLE_UINT16
 
 ALL_INT16 = np.arange(-(1 << 15), 1 << 15, dtype=np.int16)
 MODES = pytest.mark.parametrize("bit_exact", [False, True], ids=["default", "bit_exact"])

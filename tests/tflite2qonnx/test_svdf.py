@@ -2,7 +2,7 @@
 
 TF's converter never emits SVDF, so the models are written by ``svdf_models`` from seeded
 weights. Each run starts from the reset (zero) state: the converted graph is one invocation
-(see tflite2qonnx.ops.svdf).
+(see tflite2qonnx.ops.recurrent.svdf).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Fused activations (every TFLite op's ``fused_activation_function``) and standalone ones.
+"""Fused activations (every TFLite op's ``fused_activation_function``); the standalone RELU
+and RELU6 converters are in ``ops.arith.elementwise``.
 
 On a quantized output TFLite clamps in the integer domain; applying the float activation
 before the output's Quant node gives the same values because quantization is monotone.
@@ -12,7 +13,6 @@ from onnx import helper
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import exact_unary
 from tflite2qonnx.ops.common import clip_bounds
 
 
@@ -43,15 +43,3 @@ def fused_activation(b: GraphBuilder, op: Operator, x: str) -> str:
         lo, hi = _INTEGER_RANGES[kind]
         return _clip(b, x, lo, np.iinfo(dtype).max if hi is None else hi, dtype)
     return _FUSED[kind](b, x)
-
-
-def relu(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
-    b.set_output(op.outputs[0], b.emit("Relu", [b.input(op.inputs[0])])[0])
-
-
-def relu6(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and exact_unary.convert(b, op):
-        return
-    b.set_output(op.outputs[0], _clip(b, b.input(op.inputs[0]), 0.0, 6.0))

@@ -1,4 +1,4 @@
-"""Small graph helpers several converters share (the kernels of ``ops.exact`` too)."""
+"""Small graph helpers several converters share (the kernels of ``ops.exact.int8`` too)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,13 @@ import numpy as np
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
+
+COMPLEX = "complex64"
+
+
+def is_complex(b: GraphBuilder, idx: int) -> bool:
+    """Whether tensor ``idx`` is complex64 (held as [..., 2] float pairs, ``ops.signal``)."""
+    return idx >= 0 and b.tensor(idx).dtype == COMPLEX
 
 
 def rank_of(b: GraphBuilder, idx: int) -> int:

@@ -6,8 +6,10 @@ registered: the converter loop, the reader's operand checks and the bit-exact pa
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from tflite2qonnx.model import Operator, Tensor
@@ -21,10 +23,19 @@ OperandRule = Callable[[OperandView], "str | None"]
 
 # How --bit-exact treats an integer operator (see tflite2qonnx.fixed_point):
 ROUNDED_ONCE = "rounded once"  # converted as by default; the conversion warns about it
-EMULATED = "emulated"  # its own fixed-point kernel under ops.exact
+EMULATED = "emulated"  # its own fixed-point kernel under ops.exact.int8
 EXACT = "exact"  # its int8 kernel only copies, compares or clamps the integers
 EXACT_ON_ONE_GRID = "exact on one grid"  # a clamp: exact when input and output share a grid
 DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes in float
+
+# ``Op.stored_integers``: every integer-quantized input type
+ANY_INTEGER = ("any integer",)
+
+# How an int16 (16x8) input is treated (``Op.int16``); without one of these --bit-exact
+# refuses an int16 input and the default rounds once
+INT16_DEFAULT = "kernel by default"  # no single rounding agrees with the kernel: always emulated
+INT16_DEFAULT_INT64_BIAS = "kernel by default for int64 biases"  # int32 biases: --bit-exact only
+INT16_BIT_EXACT = "kernel under --bit-exact"  # a single rounding is within a step of it
 
 
 @dataclass(frozen=True)
@@ -35,15 +46,39 @@ class Op:
     (its operands are validated on reading, converting it is unsupported). ``ranks``: the
     operand ranks its kernel requires, as (inputs, outputs), None for any rank; an absent or
     omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
-    ``bit_exact``: one of the constants above. ``complex``: it takes complex64 operands in
-    their [real, imag] form (``ops.signal``); any other converter refuses them.
+    ``bit_exact``: one of the constants above. ``int16``: one of the INT16_* constants, or
+    "" (no 16x8 kernel emulated). ``int16_kernel``: the kernel that replaces ``convert`` on an
+    int16 input where that treatment emulates it (``treatment.emulates``). ``table``: under
+    --bit-exact, the one-input kernel's 256-entry table (``ops.exact.unary``), tried before
+    ``convert`` on an integer input. ``kernel``: under --bit-exact, the integer kernel
+    ``f(builder, operator)`` run instead of ``convert`` on an integer input (an operator whose
+    kernel needs the converter's intermediate results calls it from ``convert`` instead).
+    ``complex``: how it meets complex64 operands in their [real, imag] form
+    (``ops.signal.complex_ops``): True if ``convert`` takes them, a reference to the converter
+    that does (the others going to ``convert``), False to refuse them by name.
+    ``stored_integers``:
+    the input types on which TFLite's kernel computes on the stored integers whatever the
+    scales say (converted so, hence exact; --bit-exact does not warn about them).
+
+    ``convert``, ``int16_kernel``, ``table`` and ``kernel`` are references
+    ``"subpackage.module:function"`` under ``tflite2qonnx.ops``, imported on first use
+    (``resolve``, ``tflite2qonnx.ops.dispatch``), so that reading the table loads no converter.
     """
 
-    convert: Converter | None
+    convert: str | None
     ranks: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
     operands: OperandRule | None = None
     bit_exact: str = ROUNDED_ONCE
-    complex: bool = False
+    int16: str = ""
+    int16_kernel: str | None = None
+    table: str | None = None
+    kernel: str | None = None
+    stored_integers: tuple[str, ...] = ()
+    complex: bool | str = False
+
+    def runs_on_stored_integers(self, dtype: str) -> bool:
+        """Whether TFLite's kernel ignores the quantization of a ``dtype`` input."""
+        return self.stored_integers == ANY_INTEGER or dtype in self.stored_integers
 
     def operand_problem(self, op: Operator, tensors: list[Tensor]) -> str | None:
         """What in ``op``'s operands its kernel would refuse, or None."""
@@ -61,3 +96,10 @@ class Op:
                         )
         problem = None if self.operands is None else self.operands(OperandView(op, tensors))
         return None if problem is None else f"{kind}: {problem}"
+
+
+@cache
+def resolve(reference: str) -> Callable:
+    """The function ``"subpackage.module:function"`` names under ``tflite2qonnx.ops``."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(f"tflite2qonnx.ops.{module}"), name)

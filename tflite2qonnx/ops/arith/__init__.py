@@ -1,0 +1,1 @@
+"""Element-wise, reduction and less common math converters (ABS ... ZEROS_LIKE arithmetic)."""

@@ -1,0 +1,94 @@
+"""Reductions over constant axes: MEAN, SUM, REDUCE_MAX / MIN / PROD, ARG_MAX / ARG_MIN, CUMSUM,
+L2_NORMALIZATION. Axes are in TFLite's (source) order; the layout pass renumbers them."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.common import reduce_axes
+from tflite2qonnx.ops.exact import int8 as exact
+from tflite2qonnx.ops.exact import reduce as exact_reduce
+from tflite2qonnx.ops.treatment import emulates
+
+
+def _axes(b: GraphBuilder, op: Operator) -> list[int]:
+    rank = len(b.tensor(op.inputs[0]).shape)
+    return sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
+
+
+def mean(b: GraphBuilder, op: Operator) -> None:
+    """MEAN over constant axes; ``keep_dims`` is ONNX's ``keepdims``."""
+    axes = _axes(b, op)
+    keepdims = int(bool(op.options.get("keep_dims", False)))
+    if emulates(b, op):
+        return exact.mean(b, op, axes, keepdims)
+    y = reduce_axes(b, "ReduceMean", b.input(op.inputs[0]), axes, keepdims)
+    b.set_output(op.outputs[0], y)
+
+
+def _reduce(onnx_op: str, raw: bool = False, emulated=None):
+    """``raw``: the int8 kernel picks raw integers (REDUCE_MAX, REDUCE_MIN), see
+    ``GraphBuilder.reinterpret``; ``emulated(b, op, axes, keepdims)``: its --bit-exact kernel."""
+
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        keepdims = int(bool(op.options.get("keep_dims", False)))
+        if emulated is not None and emulates(b, op):  # int16 REDUCE_PROD by default too
+            return emulated(b, op, _axes(b, op), keepdims)
+        x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])
+        y = reduce_axes(b, onnx_op, x, _axes(b, op), keepdims)
+        b.set_output(op.outputs[0], y)
+
+    return convert
+
+
+reduce_sum = _reduce("ReduceSum", emulated=exact_reduce.sum_)
+reduce_max = _reduce("ReduceMax", raw=True)
+reduce_min = _reduce("ReduceMin", raw=True)
+reduce_prod = _reduce("ReduceProd", emulated=exact_reduce.reduce_prod)
+
+_INDEX_TYPES = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}
+
+
+def _arg(onnx_op: str):
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        """The first extreme along one axis; ONNX returns int64, cast to the output's type."""
+        (axis,) = _axes(b, op)
+        y = b.emit(onnx_op, [b.input(op.inputs[0])], axis=axis, keepdims=0)[0]
+        dtype = b.tensor(op.outputs[0]).dtype
+        if dtype not in _INDEX_TYPES:
+            raise ConversionError(f"output type {dtype} unsupported", op.where)
+        if dtype != "int64":
+            y = b.emit("Cast", [y], to=_INDEX_TYPES[dtype])[0]
+        b.set_output(op.outputs[0], y)
+
+    return convert
+
+
+arg_max = _arg("ArgMax")
+arg_min = _arg("ArgMin")
+
+
+def cumsum(b: GraphBuilder, op: Operator) -> None:
+    (axis,) = _axes(b, op)
+    attrs = {
+        "exclusive": int(bool(op.options.get("exclusive", False))),
+        "reverse": int(bool(op.options.get("reverse", False))),
+    }
+    axis_name = b.const(np.array(axis, np.int64), "cumsum_axis")
+    b.set_output(op.outputs[0], b.emit("CumSum", [b.input(op.inputs[0]), axis_name], **attrs)[0])
+
+
+def l2_normalization(b: GraphBuilder, op: Operator) -> None:
+    """x / max(sqrt(sum(x^2)), 1e-6) over the last axis (TFLite's epsilon)."""
+    x = b.input(op.inputs[0])
+    rank = len(b.tensor(op.inputs[0]).shape)
+    sq = b.emit("Mul", [x, x])[0]
+    norm = b.emit("Sqrt", [reduce_axes(b, "ReduceSum", sq, [rank - 1], 1)])[0]
+    norm = b.emit("Max", [norm, b.const(np.array(1e-6, np.float32), "l2_epsilon")])[0]
+    y = b.emit("Div", [x, norm])[0]
+    b.set_output(op.outputs[0], fused_activation(b, op, y))

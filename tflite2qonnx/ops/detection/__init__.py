@@ -1,0 +1,1 @@
+"""Detection post-processing, non-max suppression and MediaPipe's custom ops."""

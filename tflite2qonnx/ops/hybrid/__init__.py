@@ -1,0 +1,1 @@
+"""Hybrid (dynamic-range) kernels: float activations, int8 weights quantized per call."""

@@ -1,0 +1,124 @@
+"""The operator lists the docs and ``tflite2qonnx.api.convert``'s docstring show, generated from
+the records (``tflite2qonnx.ops.OPERATORS``): supported operators, how --bit-exact treats each,
+which have an int16 kernel. ``regenerate`` rewrites each marked section in place;
+``scripts/update_readme_ops.py`` runs it and ``tests/test_readme.py`` fails when one drifts.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from tflite2qonnx.ops import CONVERTERS, OPERATORS
+from tflite2qonnx.ops.record import (
+    ANY_INTEGER,
+    DEQUANTIZES,
+    EMULATED,
+    EXACT,
+    INT16_BIT_EXACT,
+    INT16_DEFAULT,
+    INT16_DEFAULT_INT64_BIAS,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _names(keep: Callable) -> list[str]:
+    return sorted(name for name, op in OPERATORS.items() if op.convert is not None and keep(op))
+
+
+def _codes(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def supported() -> str:
+    names = sorted(CONVERTERS)
+    return f"{len(names)} operators: " + _codes(names)
+
+
+def bit_exact() -> str:
+    rows = [
+        ("its integer kernel emulated", lambda op: op.bit_exact == EMULATED),
+        ("exact as converted (the kernel copies, compares or clamps)",
+         lambda op: op.bit_exact == EXACT),
+        ("exact as converted (the kernel dequantizes)", lambda op: op.bit_exact == DEQUANTIZES),
+        ("exact as converted on any integer type (the kernel ignores the scales)",
+         lambda op: op.stored_integers == ANY_INTEGER),
+    ]  # fmt: skip
+    lines = ["| under `--bit-exact` | operators |", "|---|---|"]
+    lines += [f"| {what} | {_codes(_names(keep))} |" for what, keep in rows]
+    return "\n".join(lines)
+
+
+def int16() -> str:
+    rows = [
+        ("kernel emulated by default", lambda op: op.int16 == INT16_DEFAULT),
+        ("kernel emulated by default with an int64 bias, under `--bit-exact` otherwise",
+         lambda op: op.int16 == INT16_DEFAULT_INT64_BIAS),
+        ("kernel emulated under `--bit-exact` (one rounding is within a step by default)",
+         lambda op: op.int16 == INT16_BIT_EXACT),
+        ("the stored integers, as the kernel (exact)",
+         lambda op: op.stored_integers and op.stored_integers != ANY_INTEGER),
+    ]  # fmt: skip
+    lines = ["| int16 input | operators |", "|---|---|"]
+    lines += [f"| {what} | {_codes(_names(keep))} |" for what, keep in rows]
+    return "\n".join(lines)
+
+
+def convert_doc() -> str:
+    """The paragraph of ``api.convert``'s docstring that names the emulated operators."""
+    emulated = ", ".join(_names(lambda op: op.bit_exact == EMULATED))
+    by_default = ", ".join(_names(lambda op: op.int16 in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS)))
+    text = (
+        "``bit_exact`` emulates the builtin integer kernels' arithmetic bit for bit where a "
+        f"record says so: {emulated} (see ``tflite2qonnx.fixed_point``); the default rounds "
+        "once per op, like XNNPACK, except the 16x8 (int16) kernels no single rounding agrees "
+        f"with, emulated either way: {by_default} (the convolutions with an int64 bias), and "
+        "TRANSPOSE_CONV with an int64 or no bias (docs/int16.md)."
+    )
+    return textwrap.fill(text, width=92, initial_indent="    ", subsequent_indent="    ")
+
+
+# (file, section marker, generator); the marker pairs are ``<!-- name:begin -->`` in markdown and
+# ``.. name:begin`` in a docstring
+SECTIONS: list[tuple[str, str, Callable[[], str]]] = [
+    ("docs/tflite.md", "tflite-ops", supported),
+    ("docs/tflite.md", "tflite-bit-exact", bit_exact),
+    ("docs/int16.md", "tflite-int16", int16),
+    ("tflite2qonnx/api.py", "emulated-ops", convert_doc),
+]
+
+
+def _markers(path: str, name: str) -> tuple[str, str]:
+    if path.endswith(".py"):
+        return f"    .. {name}:begin", f"    .. {name}:end"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def render(path: str, text: str) -> str:
+    """``text`` (the file ``path``'s) with each of its generated sections regenerated."""
+    for target, name, generate in SECTIONS:
+        if target != path:
+            continue
+        begin, end = _markers(path, name)
+        pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise ValueError(f"{path}: no {begin} ... {end} section")
+        section = f"{begin}\n{generate()}\n{end}"
+        text = pattern.sub(lambda _m, section=section: section, text)
+    return text
+
+
+def regenerate(root: Path = ROOT) -> list[str]:
+    """Rewrite every generated section under ``root``; the files that changed."""
+    changed = []
+    for path in dict.fromkeys(target for target, _, _ in SECTIONS):
+        file = root / path
+        text = file.read_text()
+        new = render(path, text)
+        if new != text:
+            file.write_text(new)
+            changed.append(path)
+    return changed

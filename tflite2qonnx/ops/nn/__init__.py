@@ -1,0 +1,1 @@
+"""Layers: convolutions, fully connected, pooling, resize, softmax, QUANTIZE / DEQUANTIZE."""

@@ -1,0 +1,1 @@
+"""Recurrent ops: LSTM (float, hybrid, integer), RNN, SVDF and their sequence wrappers."""

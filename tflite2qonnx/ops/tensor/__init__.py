@@ -1,0 +1,1 @@
+"""Ops that move data without arithmetic: shape, slicing, concatenation, scatter, top-k."""
