@@ -187,7 +187,14 @@ def _indices(b: GraphBuilder, idx: int) -> str:
 def gather(b: GraphBuilder, op: Operator) -> None:
     """Gather; with ``batch_dims`` (which ONNX Gather lacks) see ``_batched_gather``."""
     rank = rank_of(b, op.inputs[0])
-    axis = int(op.options.get("axis", 0)) % rank
+    axis = int(op.options.get("axis", 0))
+    if not -rank <= axis < rank:  # the kernel refuses it; a modulo would pick another axis
+        raise ConversionError(
+            f"GATHER axis {axis} is out of range for input tensor {op.inputs[0]} "
+            f"'{b.tensor(op.inputs[0]).name}' of rank {rank}",
+            op.where,
+        )
+    axis %= rank
     batch_dims = int(op.options.get("batch_dims", 0))
     if batch_dims < 0:
         batch_dims += rank_of(b, op.inputs[1])
