@@ -76,28 +76,18 @@ def convert(
     if output_path is not None:
         check_output_path(output_path, inputs)  # fail before the expensive part
     needed = flavour.needed(model_or_path)
+    options = {"opset": opset, "batch_size": batch_size, "int_quant": int_quant}
+    options["channels_last"] = channels_last
     if not flavour.can_run(needed):  # the other QKeras generation: in a subprocess
         from qkeras2qonnx.isolated import convert_elsewhere
 
-        proto = convert_elsewhere(
-            model_or_path,
-            needed,
-            weights=weights,
-            opset=opset,
-            batch_size=batch_size,
-            allow_lambda=allow_lambda,
-            int_quant=int_quant,
-            channels_last=channels_last,
-            verify=verify,
-            format=format,
-        )
+        elsewhere = {"allow_lambda": allow_lambda, "verify": verify, "format": format}
+        proto = convert_elsewhere(model_or_path, needed, weights=weights, **options, **elsewhere)
         if output_path is not None:
             save_model(proto, output_path, inputs=inputs)
         return proto
     model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
-    proto = convert_keras(
-        model, opset=opset, batch_size=batch_size, int_quant=int_quant, channels_last=channels_last
-    )
+    proto = convert_keras(model, **options)
     proto = in_format(proto, format)
     if verify:
         from qkeras2qonnx.reference import verify as run_verification

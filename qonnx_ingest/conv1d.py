@@ -263,27 +263,23 @@ def _rewrite(
     source_tensor = chain.unsqueeze.input[0]
     if chain.enter != _IDENTITY3:
         moved = unique_name(f"{first.output[0]}_ncw", taken)
-        before.append(
-            helper.make_node(
-                "Transpose", [source_tensor], [moved], perm=chain.enter, name=moved + "_perm"
-            )
-        )
+        before.append(_transpose(source_tensor, moved, chain.enter, moved))
         source_tensor = moved
     first.input[0] = source_tensor
     after: list[onnx.NodeProto] = []
     result = chain.squeeze.output[0]
     if chain.leave != _IDENTITY3:
         produced = unique_name(f"{last.output[0]}_ncw", taken)
-        after.append(
-            helper.make_node(
-                "Transpose", [produced], [result], perm=chain.leave, name=produced + "_perm"
-            )
-        )
+        after.append(_transpose(produced, result, chain.leave, produced))
         last.output[0] = produced
     else:
         last.output[0] = result
     stale.discard(result)  # its shape is the Squeeze's, unchanged
     return before, after
+
+
+def _transpose(src: str, dst: str, perm, name: str) -> onnx.NodeProto:
+    return helper.make_node("Transpose", [src], [dst], perm=perm, name=name + "_perm")
 
 
 def _drop_axis_attributes(node: onnx.NodeProto, k: int) -> None:
