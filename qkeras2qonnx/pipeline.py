@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from functools import partial
 from typing import Any
 
 import onnx
@@ -26,6 +27,7 @@ from qonnx_ingest.errors import (
     NoQuantizerWarning,
 )
 from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, QUANT_OP_TYPES, finish_model
+from qonnx_ingest.passes import PassResult, run_passes
 from qonnx_ingest.qcdq import check_format, in_format
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
@@ -163,18 +165,21 @@ def convert_keras(
     or [channels-last -> finish], then count the quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
-    set_groups(proto, layer_map.grouped)
-    unroll_recurrent(proto, layer_map, int_quant=int_quant)
-    reinsert(proto, layer_map, int_quant=int_quant)
-    explicit_pads(proto.graph)
     # the Keras model's own name when the caller gives none, not tf2onnx's "tf2onnx"
     graph_name = name or getattr(model, "name", None)
     if graph_name:
         proto.graph.name = graph_name
-    finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
-    finished = _rank3(finished, opset=opset)
-    if channels_last:
-        finished = finish_model(to_channels_last(finished), opset=opset)
+    built = [
+        partial(set_groups, grouped=layer_map.grouped),
+        partial(unroll_recurrent, layer_map=layer_map, int_quant=int_quant),
+        partial(reinsert, layer_map=layer_map, int_quant=int_quant),
+        explicit_pads,
+        partial(finish_model, opset=opset, metadata=_metadata(layer_map)),
+    ]
+    reshaped = [conv1d_rank3, *([to_channels_last] if channels_last else [])]
+    finished, _ = run_passes(built, proto)
+    # each later pass that changes the graph is followed by finishing again
+    finished, _ = run_passes(reshaped, finished, cleanup=partial(finish_model, opset=opset))
     check_quantizer_count(finished, layer_map)
     if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
         warnings.warn(
@@ -186,14 +191,14 @@ def convert_keras(
     return finished
 
 
-def _rank3(finished: onnx.ModelProto, *, opset: int) -> onnx.ModelProto:
+def conv1d_rank3(model: onnx.ModelProto) -> PassResult:
     """tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze as a 1-D Conv with its bias inside: the
     form qonnx's channels-last pass returns on (a quantized bias Add after a rank-3 Conv
     made it loop, see qonnx_ingest.conv1d_bias) and hls4ml's ONNX frontend parses."""
-    if not conv1d_as_rank3(finished):
-        return finished
-    fold_conv1d_bias(finished)
-    return finish_model(finished, opset=opset)
+    model, modified = conv1d_as_rank3(model)
+    if modified:
+        model, _ = fold_conv1d_bias(model)
+    return model, modified
 
 
 def _metadata(layer_map: LayerMap) -> dict[str, str]:
