@@ -174,12 +174,13 @@ def convert_keras(
         partial(unroll_recurrent, layer_map=layer_map, int_quant=int_quant),
         partial(reinsert, layer_map=layer_map, int_quant=int_quant),
         explicit_pads,
-        partial(finish_model, opset=opset, metadata=_metadata(layer_map)),
     ]
-    reshaped = [conv1d_rank3, *([to_channels_last] if channels_last else [])]
-    finished, _ = run_passes(built, proto)
+    proto, _ = run_passes(built, proto)
+    finish = partial(finish_model, opset=opset)
+    finished, _ = finish(proto, metadata=_metadata(layer_map))
     # each later pass that changes the graph is followed by finishing again
-    finished, _ = run_passes(reshaped, finished, cleanup=partial(finish_model, opset=opset))
+    reshaped = [conv1d_rank3, *([to_channels_last] if channels_last else [])]
+    finished, _ = run_passes(reshaped, finished, cleanup=finish)
     check_quantizer_count(finished, layer_map)
     if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
         warnings.warn(
