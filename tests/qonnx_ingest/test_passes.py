@@ -46,3 +46,34 @@ def test_a_pass_that_always_says_modified_is_refused_by_name():
         apply_until_fixed(
             [sort_nodes, partial(stamp, metadata={"k": "v"})], _unnamed_chain(False), max_rounds=3
         )
+
+
+def test_a_finished_model_is_a_fixed_point_of_finishings_own_passes():
+    """Each idempotent step of finish_model, run again on its result, says it changed nothing
+    (and leaves the bytes as they were): the ``modified`` flags are true ones."""
+    from quant_models import dense_model
+
+    from qonnx_ingest.finish import (
+        drop_shapeless_value_info,
+        quant_domains,
+        remove_unused_tensors,
+        sort_commutative_inputs,
+    )
+    from qonnx_ingest.fold import fold_constants, share_equal_initializers
+
+    model = dense_model()
+    before = model.SerializeToString()
+    steps = [
+        quant_domains,
+        sort_nodes,
+        fold_constants,
+        sort_commutative_inputs,
+        share_equal_initializers,
+        remove_unused_tensors,
+        drop_shapeless_value_info,
+        name_nodes,
+    ]
+    for step in steps:
+        assert step(model) == (model, False), step.__name__
+    assert apply_until_fixed(steps, model) == (model, False)
+    assert model.SerializeToString() == before
