@@ -31,7 +31,7 @@ from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
 from qonnx_ingest.passes import run_passes
-from qonnx_ingest.qcdq_rewrite import lower_quants
+from qonnx_ingest.qcdq_rewrite import left_quants, lower_quants
 from qonnx_ingest.qcdq_unsigned import store_int8_as_uint8
 from qonnx_ingest.quant_info import (
     ACTIVATION,
@@ -133,7 +133,8 @@ def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
 def _quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
     """qonnx's QuantToQCDQ: our linear form of its rule (qcdq_rewrite), then, only for a Quant
     the rule leaves there, qonnx's own rewrite; unused tensors dropped."""
-    if lower_quants(model.graph) == 0:  # every Quant lowered: qonnx's pass would match none
+    model, _ = lower_quants(model)
+    if left_quants(model) == 0:  # every Quant lowered: qonnx's pass would match none
         return remove_unused_tensors(model)[0]
     return _qonnx_quant_to_qcdq(model)
 

@@ -16,7 +16,7 @@ from qonnx_ingest import qcdq
 from qonnx_ingest.errors import ConversionWarning
 from qonnx_ingest.finish import remove_unused_tensors, sort_nodes
 from qonnx_ingest.passes import run_passes
-from qonnx_ingest.qcdq_rewrite import lower_quants
+from qonnx_ingest.qcdq_rewrite import left_quants, lower_quants
 from qonnx_ingest.quant import make_quant
 from support import CORPUS, requires_corpus
 
@@ -30,9 +30,8 @@ def by_qonnx(model: onnx.ModelProto) -> onnx.ModelProto:
 def by_us(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    left = lower_quants(copy.graph)
-    run_passes([sort_nodes, remove_unused_tensors], copy)
-    return copy, left
+    run_passes([lower_quants, sort_nodes, remove_unused_tensors], copy)
+    return copy, left_quants(copy)
 
 
 def signature(model: onnx.ModelProto) -> list:
