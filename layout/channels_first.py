@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 import onnx
 
@@ -14,19 +15,26 @@ from layout.orders import PERMUTABLE_RANKS, SOURCE_NAMES, STORED_NAMES
 from layout.propagate import Seed, assign, implicit_seeds
 from layout.rewrite import Rewriter
 from qonnx_ingest.errors import ConversionError, InputError
+from qonnx_ingest.passes import PassResult, run_passes
 
 _SOURCE = {"NHWC", *SOURCE_NAMES.values()}
 _STORED = {"NCHW", *STORED_NAMES.values()}
 
 
-def to_channels_first(
+def to_channels_first(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+    """``channels_first``'s model (the layout package's entry point outside pass lists)."""
+    return channels_first(model, **options)[0]
+
+
+def channels_first(
     model: onnx.ModelProto,
     *,
     keep_io_layout: bool = False,
     explicit: Mapping[str, str] | None = None,
     keep_layout: Collection[str] = (),
-) -> onnx.ModelProto:
-    """A copy of ``model`` whose layout-sensitive ops run channels-first, computing the same.
+) -> PassResult:
+    """A copy of ``model`` whose layout-sensitive ops run channels-first, computing the same
+    (a pass: modified, conservatively, always).
 
     ``model`` is in the source layout: activations channels-last (NWC / NHWC / NDHWC), implicit
     ops (Conv, pools, ...) already in ONNX form. Tensors linked to those ops through
@@ -39,7 +47,7 @@ def to_channels_first(
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    constants_to_initializers(out.graph)
+    constants_to_initializers(out)
     g = GraphIndex(out)
     infer_ranks(g)
     rules = [node_rule(node, g) for node in g.nodes]
@@ -48,9 +56,8 @@ def to_channels_first(
     _refuse_subgraphs(g.nodes, rules, permuted)
     kept = set(g.inputs) | set(g.outputs) if keep_io_layout else set(keep_layout)
     Rewriter(g, rules, permuted, kept).run(out)
-    swap_transposed_matmuls(out)
-    collapse_moves(out)
-    return out
+    out, _ = run_passes([swap_transposed_matmuls, collapse_moves], out)
+    return out, True
 
 
 def _refuse_subgraphs(nodes, rules, permuted: Mapping[str, bool]) -> None:

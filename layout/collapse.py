@@ -19,18 +19,19 @@ from onnx import helper, numpy_helper
 from layout.graph import get_attr, is_default_domain
 from layout.op_table import QONNX_DOMAINS
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 _MAX_ELEMENTS = 1 << 22  # bound on the index simulation's cost
 _MAX_CHAIN = 8
 
 
-def collapse_moves(model: onnx.ModelProto) -> int:
-    """Rewrite ``model`` in place; returns how many Transposes it removed."""
+def collapse_moves(model: onnx.ModelProto) -> PassResult:
+    """Rewrite ``model`` in place; modified when it removed a Transpose."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     if not any(n.op_type == "Transpose" for n in graph.node):
-        return 0
+        return model, False
     shapes = _static_shapes(graph)
     shapes.update(_inferred_shapes(model, shapes))
     uses: dict[str, int] = {}
@@ -43,7 +44,6 @@ def collapse_moves(model: onnx.ModelProto) -> int:
     new_inits: list[onnx.TensorProto] = []
     replaced: dict[int, list[onnx.NodeProto]] = {}  # id(chain's last node) -> its nodes
     dropped: set[int] = set()
-    removed = 0
     for node in reversed(graph.node):
         if id(node) in dropped or _kind(node, inits) is None:
             continue
@@ -66,22 +66,17 @@ def collapse_moves(model: onnx.ModelProto) -> int:
             new = _collapse(part, shapes, inits, taken, new_inits)
             after = None if new is None else sum(n.op_type == "Transpose" for n in new)
             if after is not None and after < before:
-                removed += before - after
                 replaced[id(node)] = new
                 dropped.update(id(n) for n in mine[:-1])
                 break
     if not replaced:
-        return 0
+        return model, False
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
         if id(node) not in dropped:
             nodes.extend(replaced.get(id(node), [node]))
-    live = _live(nodes, inits, outputs)
-    removed += sum(n.op_type == "Transpose" for n in nodes) - sum(
-        n.op_type == "Transpose" for n in live
-    )
-    _replace_nodes(graph, live, new_inits, outputs)
-    return removed
+    _replace_nodes(graph, _live(nodes, inits, outputs), new_inits, outputs)
+    return model, True
 
 
 def _live(nodes: list, inits: dict, outputs: set[str]) -> list[onnx.NodeProto]:

@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.passes import PassResult
+
 Dim = int | str | None
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -169,11 +171,12 @@ def has_subgraph(node: onnx.NodeProto) -> bool:
     return any(a.type in kinds for a in node.attribute)
 
 
-def constants_to_initializers(graph: onnx.GraphProto) -> None:
+def constants_to_initializers(model: onnx.ModelProto) -> PassResult:
     """Turn Constant nodes into initializers, so they are transposed at conversion time too.
 
     A Constant whose output is a graph output stays a node (an output must be produced).
     """
+    graph = model.graph
     outputs = {vi.name for vi in graph.output}
     keep: list[onnx.NodeProto] = []
     found = False
@@ -187,6 +190,7 @@ def constants_to_initializers(graph: onnx.GraphProto) -> None:
     if found:
         del graph.node[:]
         graph.node.extend(keep)
+    return model, found
 
 
 def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:

@@ -14,10 +14,11 @@ from onnx import numpy_helper
 from layout.collapse import per_tensor_quantizer
 from layout.graph import get_attr, is_default_domain, set_attr
 from qonnx_ingest.graph_edit import set_nodes
+from qonnx_ingest.passes import PassResult
 
 
-def swap_transposed_matmuls(model: onnx.ModelProto) -> int:
-    """Rewrite ``model`` in place; returns how many Transposes it removed."""
+def swap_transposed_matmuls(model: onnx.ModelProto) -> PassResult:
+    """Rewrite ``model`` in place; modified when it removed a Transpose."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     readers: dict[str, list[onnx.NodeProto]] = {}
@@ -62,9 +63,9 @@ def swap_transposed_matmuls(model: onnx.ModelProto) -> int:
         identities.extend(_bypass(user, readers, outputs))
         gone.add(id(user))
     if not gone:
-        return 0
+        return model, False
     set_nodes(graph, [n for n in graph.node if id(n) not in gone] + identities, changed)
-    return len(gone)
+    return model, True
 
 
 def _source(t, producer, only_reader, inits):

@@ -20,42 +20,21 @@ from typing import TYPE_CHECKING
 # setdefault: a caller's explicit choice wins (and is reported by backend.keras() if unusable).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from qonnx_ingest import __version__  # noqa: E402
-from qonnx_ingest.errors import (  # noqa: E402
-    ConversionError,
-    ConversionWarning,
-    InputError,
-    ReferenceUnavailable,
-    VerificationError,
-)
+from qonnx_ingest import public  # noqa: E402
+from qonnx_ingest.public import *  # noqa: E402, F403  (the errors and the version)
 
 if TYPE_CHECKING:
     from qkeras2qonnx.pipeline import convert, from_keras
     from qkeras2qonnx.verified import convert_and_verify
 
-__all__ = [
-    "ConversionError",
-    "ConversionWarning",
-    "InputError",
-    "ReferenceUnavailable",
-    "VerificationError",
-    "__version__",
-    "convert",
-    "convert_and_verify",
-    "from_keras",
-]
-_LAZY = ("convert", "from_keras")
-
-
-def __getattr__(name: str):
-    """``convert``, ``convert_and_verify`` and ``from_keras`` load the pipeline (and
-    TensorFlow) on first use."""
-    if name == "convert_and_verify":
-        from qkeras2qonnx.verified import convert_and_verify
-
-        return convert_and_verify
-    if name in _LAZY:
-        from qkeras2qonnx import pipeline
-
-        return getattr(pipeline, name)
-    raise AttributeError(f"module 'qkeras2qonnx' has no attribute {name!r}")
+__all__ = [*public.__all__, "convert", "convert_and_verify", "from_keras"]
+# ``convert``, ``convert_and_verify`` and ``from_keras`` load the pipeline (and TensorFlow)
+# on first use.
+__getattr__ = public.lazy_attributes(
+    "qkeras2qonnx",
+    {
+        "convert": "qkeras2qonnx.pipeline",
+        "from_keras": "qkeras2qonnx.pipeline",
+        "convert_and_verify": "qkeras2qonnx.verified",
+    },
+)

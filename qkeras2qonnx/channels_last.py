@@ -15,9 +15,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.passes import PassResult
 
 
-def to_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
+def to_channels_last(model: onnx.ModelProto) -> PassResult:
     """The channels-last form of a finished (static-shape) model."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
@@ -31,7 +32,7 @@ def to_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
         raise ConversionError(f"qonnx's channels-last transformation failed: {message}") from exc
     model = wrapper.model
     _drop_identity_input_pair(model.graph)
-    return model
+    return model, True
 
 
 def _drop_identity_input_pair(graph: onnx.GraphProto) -> None:
@@ -70,10 +71,11 @@ def _drop_identity_input_pair(graph: onnx.GraphProto) -> None:
         graph.node.remove(transpose)
 
 
-def explicit_pads(graph: onnx.GraphProto) -> None:
+def explicit_pads(model: onnx.ModelProto) -> PassResult:
     """Write ONNX's default zero ``pads`` on Conv and pooling nodes: qonnx's channels-last ops
     and hls4ml's QONNX frontend require the attribute."""
-    for node in graph.node:
+    modified = False
+    for node in model.graph.node:
         if node.op_type not in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
             continue
         attrs = {a.name: a for a in node.attribute}
@@ -86,3 +88,5 @@ def explicit_pads(graph: onnx.GraphProto) -> None:
             continue
         rank = len(helper.get_attribute_value(attrs["kernel_shape"]))
         node.attribute.append(helper.make_attribute("pads", [0] * (2 * rank)))
+        modified = True
+    return model, modified

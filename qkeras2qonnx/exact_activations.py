@@ -122,8 +122,8 @@ def quantized_hswish(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec
     return _with(spec, Composite(form, emit, np.concatenate([dense, ties])))
 
 
-def ternary_activation(q: Any, where: str) -> QuantSpec:
-    """ternary() on activations (the weight form lives in ``quantizers``)."""
+def _activation_alpha(q: Any, where: str) -> float:
+    """The one finite, positive scale ``alpha`` of a ternary / binary activation (1 unset)."""
     alpha = q.alpha
     if isinstance(alpha, str):
         raise ConversionError(
@@ -132,11 +132,16 @@ def ternary_activation(q: Any, where: str) -> QuantSpec:
     scale = 1.0 if alpha is None else np.asarray(alpha, dtype=np.float64)
     if np.size(scale) != 1 or not np.isfinite(scale) or float(scale) <= 0:
         raise ConversionError(f"{_name(q)}: activation alpha must be one finite value > 0", where)
+    return float(scale)
+
+
+def ternary_activation(q: Any, where: str) -> QuantSpec:
+    """ternary() on activations (the weight form lives in ``quantizers``)."""
+    s = _activation_alpha(q, where)
     threshold = q.default_threshold if q.threshold is None else q.threshold
     if np.size(threshold) != 1 or isinstance(threshold, str):
         raise ConversionError(f"{_name(q)}: threshold {threshold!r} is not one number", where)
     t = _F32(np.asarray(threshold).reshape(()))
-    s = float(scale)
 
     def emit(b: Builder, x: str) -> str:
         kept = b.op("Cast", b.op("GreaterOrEqual", b.op("Abs", x), t), to=1)  # 1: FLOAT
@@ -150,15 +155,7 @@ def ternary_activation(q: Any, where: str) -> QuantSpec:
 def binary_01_activation(q: Any, where: str) -> QuantSpec:
     """binary(use_01=True) on activations: ``alpha * (x >= 0)``, as QKeras computes it:
     ``k = sign(x); k += 1 - |k|; (k + 1) / 2`` (so 0 -> 1)."""
-    alpha = q.alpha
-    if isinstance(alpha, str):
-        raise ConversionError(
-            f"{_name(q)}: alpha={alpha!r} derives the scale from each input at run time", where
-        )
-    scale = 1.0 if alpha is None else np.asarray(alpha, dtype=np.float64)
-    if np.size(scale) != 1 or not np.isfinite(scale) or float(scale) <= 0:
-        raise ConversionError(f"{_name(q)}: activation alpha must be one finite value > 0", where)
-    s = float(scale)
+    s = _activation_alpha(q, where)
 
     def emit(b: Builder, x: str) -> str:
         sign = b.op("Sign", x)

@@ -34,6 +34,7 @@ from onnx import helper
 from qkeras2qonnx.backend import keras
 from qkeras2qonnx.stripped import Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.passes import PassResult
 
 _TAG = "qkeras2qonnx_grouped_{}_{}"  # tag, groups
 _TAG_RE = re.compile(r"qkeras2qonnx_grouped_(\d+)_(\d+)")
@@ -81,11 +82,11 @@ def strip_separable_transpose(layer: Any, where: str) -> Stripped:
     return _stripped(config, slots, layer.get_weights())  # kernels[, bias], as the plain layer
 
 
-def set_groups(model: onnx.ModelProto, grouped: dict[int, str]) -> None:
+def set_groups(model: onnx.ModelProto, *, grouped: dict[int, str]) -> PassResult:
     """Give each tagged ConvTranspose of the tf2onnx graph its ``group`` (one pass); raise if
     a recorded layer's node is missing, repeated or not shaped like its grouped weight."""
     if not grouped:
-        return
+        return model, False
     graph = model.graph
     dims = {t.name: list(t.dims) for t in graph.initializer}
     found: Counter[int] = Counter()
@@ -112,6 +113,7 @@ def set_groups(model: onnx.ModelProto, grouped: dict[int, str]) -> None:
                 f"({found[tag]} matches; layers called more than once are not supported)",
                 path,
             )
+    return model, True
 
 
 def _checked_channels(layer: Any, where: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from functools import partial
 from typing import Any
 
 import onnx
@@ -26,6 +27,7 @@ from qonnx_ingest.errors import (
     NoQuantizerWarning,
 )
 from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, QUANT_OP_TYPES, finish_model
+from qonnx_ingest.passes import PassResult, run_passes
 from qonnx_ingest.qcdq import check_format, in_format
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
 from qonnx_ingest.save import check_output_path, save_model
@@ -76,28 +78,18 @@ def convert(
     if output_path is not None:
         check_output_path(output_path, inputs)  # fail before the expensive part
     needed = flavour.needed(model_or_path)
+    options = {"opset": opset, "batch_size": batch_size, "int_quant": int_quant}
+    options["channels_last"] = channels_last
     if not flavour.can_run(needed):  # the other QKeras generation: in a subprocess
         from qkeras2qonnx.isolated import convert_elsewhere
 
-        proto = convert_elsewhere(
-            model_or_path,
-            needed,
-            weights=weights,
-            opset=opset,
-            batch_size=batch_size,
-            allow_lambda=allow_lambda,
-            int_quant=int_quant,
-            channels_last=channels_last,
-            verify=verify,
-            format=format,
-        )
+        elsewhere = {"allow_lambda": allow_lambda, "verify": verify, "format": format}
+        proto = convert_elsewhere(model_or_path, needed, weights=weights, **options, **elsewhere)
         if output_path is not None:
             save_model(proto, output_path, inputs=inputs)
         return proto
     model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
-    proto = convert_keras(
-        model, opset=opset, batch_size=batch_size, int_quant=int_quant, channels_last=channels_last
-    )
+    proto = convert_keras(model, **options)
     proto = in_format(proto, format)
     if verify:
         from qkeras2qonnx.reference import verify as run_verification
@@ -173,18 +165,22 @@ def convert_keras(
     or [channels-last -> finish], then count the quantizers once more."""
     plain, layer_map = strip_model(model)
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
-    set_groups(proto, layer_map.grouped)
-    unroll_recurrent(proto, layer_map, int_quant=int_quant)
-    reinsert(proto, layer_map, int_quant=int_quant)
-    explicit_pads(proto.graph)
     # the Keras model's own name when the caller gives none, not tf2onnx's "tf2onnx"
     graph_name = name or getattr(model, "name", None)
     if graph_name:
         proto.graph.name = graph_name
-    finished = finish_model(proto, opset=opset, metadata=_metadata(layer_map))
-    finished = _rank3(finished, opset=opset)
-    if channels_last:
-        finished = finish_model(to_channels_last(finished), opset=opset)
+    built = [
+        partial(set_groups, grouped=layer_map.grouped),
+        partial(unroll_recurrent, layer_map=layer_map, int_quant=int_quant),
+        partial(reinsert, layer_map=layer_map, int_quant=int_quant),
+        explicit_pads,
+    ]
+    proto, _ = run_passes(built, proto)
+    finish = partial(finish_model, opset=opset)
+    finished, _ = finish(proto, metadata=_metadata(layer_map))
+    # each later pass that changes the graph is followed by finishing again
+    reshaped = [conv1d_rank3, *([to_channels_last] if channels_last else [])]
+    finished, _ = run_passes(reshaped, finished, cleanup=finish)
     check_quantizer_count(finished, layer_map)
     if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
         warnings.warn(
@@ -196,14 +192,14 @@ def convert_keras(
     return finished
 
 
-def _rank3(finished: onnx.ModelProto, *, opset: int) -> onnx.ModelProto:
+def conv1d_rank3(model: onnx.ModelProto) -> PassResult:
     """tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze as a 1-D Conv with its bias inside: the
     form qonnx's channels-last pass returns on (a quantized bias Add after a rank-3 Conv
     made it loop, see qonnx_ingest.conv1d_bias) and hls4ml's ONNX frontend parses."""
-    if not conv1d_as_rank3(finished):
-        return finished
-    fold_conv1d_bias(finished)
-    return finish_model(finished, opset=opset)
+    model, modified = conv1d_as_rank3(model)
+    if modified:
+        model, _ = fold_conv1d_bias(model)
+    return model, modified
 
 
 def _metadata(layer_map: LayerMap) -> dict[str, str]:

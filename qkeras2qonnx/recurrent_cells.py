@@ -21,15 +21,16 @@ from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, qu
 from qkeras2qonnx.reinsert import spec_quant_node
 from qkeras2qonnx.spec import QuantSpec
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.passes import PassResult
 
 _NAME_RE = re.compile(r"qkeras2qonnx_rnn_(in|out)_(\d+)")
 _I64 = np.int64
 
 
-def unroll_recurrent(model: onnx.ModelProto, layer_map: LayerMap, *, int_quant: bool) -> None:
+def unroll_recurrent(model: onnx.ModelProto, *, layer_map: LayerMap, int_quant: bool) -> PassResult:
     """Put each recorded recurrent layer's unrolled cell in place of its placeholder."""
     if not layer_map.recurrent:
-        return
+        return model, False
     graph = model.graph
     op_type = "IntQuant" if int_quant else "Quant"
     for plan in layer_map.recurrent:
@@ -48,6 +49,7 @@ def unroll_recurrent(model: onnx.ModelProto, layer_map: LayerMap, *, int_quant: 
                 plan.path,
             )
         _replace(graph, plan, ends[0][0], ends[1][0], op_type)
+    return model, True
 
 
 def _replace(

@@ -14,10 +14,11 @@ from qkeras2qonnx.markers import decode_weight_markers, marker_id
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import QUANT_OP_TYPES
+from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QuantNode, make_bipolar_quant, make_quant
 
 
-def reinsert(model: onnx.ModelProto, layer_map: LayerMap, *, int_quant: bool = False) -> None:
+def reinsert(model: onnx.ModelProto, *, layer_map: LayerMap, int_quant: bool = False) -> PassResult:
     """Replace weight markers by the real values behind a Quant node, output markers by the
     activation's Quant node (or nothing); raise if any recorded quantizer found no tensor."""
     graph = model.graph
@@ -35,6 +36,7 @@ def reinsert(model: onnx.ModelProto, layer_map: LayerMap, *, int_quant: bool = F
     # Stale after the surgery; finish_model infers shapes again.
     del graph.value_info[:]
     check_quantizer_count(model, layer_map)
+    return model, True
 
 
 def check_quantizer_count(model: onnx.ModelProto, layer_map: LayerMap) -> None:

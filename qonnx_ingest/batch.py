@@ -29,6 +29,7 @@ from qonnx_ingest.batch_pool import Children, run_all
 from qonnx_ingest.batch_result import (  # noqa: F401  (STATUS: what each exit code reads as)
     KILL_GRACE_SECONDS,
     STATUS,
+    Job,
     Result,
     outcome,
     timed_out,
@@ -89,11 +90,11 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
         if refused is None:
             argv = [*options, *scan.companion_args(model)]
             kind = scan.route(model) if workers is not None else None
+            job = Job(prog, model, output, argv, args.timeout)
             if kind is None:
-                result = _convert_one(prog, model, output, argv, args.timeout, running)
+                result = _convert_one(job, running)
             else:
-                job = (workers, kind)
-                result = convert_in_worker(prog, model, output, argv, args.timeout, running, job)
+                result = convert_in_worker(job, running, workers, kind)
         print(_line(prog, refused or result), file=lines, flush=True)
         return refused or result
 
@@ -250,14 +251,8 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
     return argv
 
 
-def _convert_one(
-    prog: str,
-    model: str,
-    output: str | None,
-    options: list[str],
-    timeout: float | None,
-    running: Children,
-) -> Result:
+def _convert_one(job: Job, running: Children) -> Result:
+    prog, model, output, options, timeout = job
     with tempfile.TemporaryDirectory(prefix="qonnx-ingest-") as scratch:
         result_file = Path(scratch) / "result.json"
         command = [sys.executable, "-m", prog, model, *options, "--quiet"]

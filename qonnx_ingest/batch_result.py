@@ -8,6 +8,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from qonnx_ingest.cli_options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output
 
@@ -33,6 +34,17 @@ class Result:
     verification: dict | None = None  # the figures, as Verification.as_dict()
     verification_skipped: str | None = None  # why --verify could not run the source model
     pid: int | None = None  # the process that converted it (a reused worker converts many)
+
+
+class Job(NamedTuple):
+    """One model to convert in a child process (of its own, or a reused worker): the CLI
+    (``prog``), the model, where to write it, the forwarded options and its ``--timeout``."""
+
+    prog: str
+    model: str
+    output: str | None
+    options: list[str]
+    timeout: float | None
 
 
 def timed_out(model: str, output: str | None, timeout: float, seconds: float, pid: int) -> Result:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qonnx_ingest.batch_result import KILL_GRACE_SECONDS, Result, outcome, timed_out
+from qonnx_ingest.batch_result import KILL_GRACE_SECONDS, Job, Result, outcome, timed_out
 from qonnx_ingest.cli_options import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
@@ -138,18 +138,10 @@ class Workers:
             worker.kill()  # teardown at exit would only add seconds to the batch
 
 
-def convert_in_worker(
-    prog: str,
-    model: str,
-    output: str | None,
-    options: list[str],
-    timeout: float | None,
-    running: Children,
-    job: tuple[Workers, str],
-) -> Result:
+def convert_in_worker(job: Job, running: Children, workers: Workers, kind: str) -> Result:
     """The run a process of its own would make (``batch._convert_one``), by a reused worker
     of the model's kind."""
-    workers, kind = job
+    prog, model, output, options, timeout = job
     with tempfile.TemporaryDirectory(prefix="qonnx-ingest-") as scratch:
         result_file, err_file = Path(scratch) / "result.json", Path(scratch) / "stderr"
         argv = [model, *(["-o", output] if output is not None else []), *options, "--quiet"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import onnx
 
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 # compact when the structure (everything but the initializers) exceeds both of these
@@ -54,8 +55,9 @@ def needs_compacting(model: onnx.ModelProto) -> bool:
     return structure > max(MIN_STRUCTURE_BYTES, MAX_STRUCTURE_VS_WEIGHTS * weights)
 
 
-def compact(graph: onnx.GraphProto) -> None:
+def compact(model: onnx.ModelProto) -> PassResult:
     """Name tensors ``t<k>``/``w<k>`` (value_info follows), shorten node names."""
+    graph = model.graph
     keep = {v.name for v in graph.input} | {v.name for v in graph.output}
     taken = TakenNames(keep)
     mapping: dict[str, str] = {}
@@ -77,6 +79,7 @@ def compact(graph: onnx.GraphProto) -> None:
         node.input[:] = [mapping.get(n, n) for n in node.input]
         node.output[:] = [mapping.get(n, n) for n in node.output]
         node.name = unique_name(_tail(node.name) or node.op_type, node_names)
+    return model, True
 
 
 def _tail(name: str, limit: int = NODE_NAME_LIMIT) -> str:

@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper
 
 from qonnx_ingest.graph_edit import set_nodes
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 _SPATIAL_OPS = ("Conv", "MaxPool", "AveragePool")
@@ -82,8 +83,8 @@ class _Graph:
         return None
 
 
-def conv1d_as_rank3(model: onnx.ModelProto) -> int:
-    """Rewrite every exactly matching 2-D-with-a-size-1-axis chain in place; return how many.
+def conv1d_as_rank3(model: onnx.ModelProto) -> PassResult:
+    """Rewrite every exactly matching 2-D-with-a-size-1-axis chain in place.
 
     Needs shapes on the tensors (a finished model); value info of the tensors whose shape
     changes is dropped, so run shape inference (``finish_model``) afterwards."""
@@ -91,7 +92,7 @@ def conv1d_as_rank3(model: onnx.ModelProto) -> int:
     index = _Graph(graph)
     chains = [c for n in graph.node if n.op_type == "Unsqueeze" for c in [_match(index, n)] if c]
     if not chains:
-        return 0
+        return model, False
     taken = TakenNames(
         {t.name for t in graph.initializer}
         | {name for node in graph.node for name in (*node.input, *node.output)}
@@ -106,7 +107,7 @@ def conv1d_as_rank3(model: onnx.ModelProto) -> int:
         replace[id(chain.unsqueeze)] = before
         replace[id(chain.squeeze)] = after
     set_nodes(graph, [new for node in graph.node for new in replace.get(id(node), [node])], stale)
-    return len(chains)
+    return model, True
 
 
 def _match(index: _Graph, unsqueeze: onnx.NodeProto) -> _Chain | None:
@@ -263,27 +264,23 @@ def _rewrite(
     source_tensor = chain.unsqueeze.input[0]
     if chain.enter != _IDENTITY3:
         moved = unique_name(f"{first.output[0]}_ncw", taken)
-        before.append(
-            helper.make_node(
-                "Transpose", [source_tensor], [moved], perm=chain.enter, name=moved + "_perm"
-            )
-        )
+        before.append(_transpose(source_tensor, moved, chain.enter, moved))
         source_tensor = moved
     first.input[0] = source_tensor
     after: list[onnx.NodeProto] = []
     result = chain.squeeze.output[0]
     if chain.leave != _IDENTITY3:
         produced = unique_name(f"{last.output[0]}_ncw", taken)
-        after.append(
-            helper.make_node(
-                "Transpose", [produced], [result], perm=chain.leave, name=produced + "_perm"
-            )
-        )
+        after.append(_transpose(produced, result, chain.leave, produced))
         last.output[0] = produced
     else:
         last.output[0] = result
     stale.discard(result)  # its shape is the Squeeze's, unchanged
     return before, after
+
+
+def _transpose(src: str, dst: str, perm, name: str) -> onnx.NodeProto:
+    return helper.make_node("Transpose", [src], [dst], perm=perm, name=name + "_perm")
 
 
 def _drop_axis_attributes(node: onnx.NodeProto, k: int) -> None:

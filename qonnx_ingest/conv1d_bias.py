@@ -19,13 +19,14 @@ from onnx import numpy_helper
 
 from qonnx_ingest.graph_edit import set_nodes
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult
 
 _QUANTIZERS = ("Quant", "IntQuant", "BipolarQuant")
 
 
-def fold_conv1d_bias(model: onnx.ModelProto) -> int:
+def fold_conv1d_bias(model: onnx.ModelProto) -> PassResult:
     """Move every per-channel constant or quantized-constant Add after a rank-3 Conv into the
-    Conv's bias input, in place; return how many. Drops the value info of the tensors whose
+    Conv's bias input, in place. Drops the value info of the tensors whose
     shape changes: run shape inference (``finish_model``) afterwards."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
@@ -75,7 +76,7 @@ def fold_conv1d_bias(model: onnx.ModelProto) -> int:
         removed.add(id(add))
     if removed:
         set_nodes(graph, (n for n in graph.node if id(n) not in removed), stale)
-    return len(removed)
+    return model, bool(removed)
 
 
 def _bias_source(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
+from functools import partial
 
 import onnx
 from onnx import helper
@@ -18,6 +19,7 @@ from qonnx_ingest.compact import compact, needs_compacting
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import Pass, PassResult, run_passes
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION, QUANT_OP_TYPES
 
 
@@ -28,43 +30,73 @@ def finish_model(
     metadata: Mapping[str, str] | None = None,
     rename_tensors: bool = True,
     compact_large: bool = False,
-) -> onnx.ModelProto:
-    """Return the finished model: opsets, constants folded except the quantizers, equal
-    constants shared, unused tensors dropped, names, checks; in time linear in the graph.
+) -> PassResult:
+    """The finished model: opsets, constants folded except the quantizers, equal constants
+    shared, unused tensors dropped, names, checks; in time linear in the graph. A pass
+    (``qonnx_ingest.passes``) made of passes; it says True (it re-infers every shape).
 
     ``compact_large``: a graph whose structure outweighs its weights gets the compact form
     (qonnx_ingest.compact); only where no metadata names internal tensors."""
-    set_opset_imports(model, opset)
-    for node in model.graph.node:
-        if node.op_type in QUANT_OP_TYPES:
-            node.domain = QONNX_DOMAIN
     # qonnx's passes (InferShapes, FoldConstantsFiltered and the cleanup each triggers) look
     # tensors up by scanning the graph: minutes on a 2,000-operator model. These do the same
     # work from indexes built once per pass.
-    sort_nodes(model.graph)
+    passes: list[Pass] = [
+        partial(set_opset_imports, opset=opset),
+        quant_domains,
+        sort_nodes,
+        _inferred_shapes,
+        _folded_constants,
+        sort_commutative_inputs,
+        share_equal_initializers,
+        remove_unused_tensors,
+        drop_shapeless_value_info,
+        name_nodes,
+    ]
+    if rename_tensors:
+        passes.append(name_tensors_after_nodes)
+        if compact_large:
+            passes.append(compact_if_large)
+    passes.append(partial(stamp, metadata=metadata))
+    model, _ = run_passes(passes, model)
+    check_model(model)
+    return model, True
+
+
+def quant_domains(model: onnx.ModelProto) -> PassResult:
+    """Every quantizer node in the QONNX domain."""
+    quants = [n for n in model.graph.node if n.op_type in QUANT_OP_TYPES]
+    modified = any(n.domain != QONNX_DOMAIN for n in quants)
+    for node in quants:
+        node.domain = QONNX_DOMAIN
+    return model, modified
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> PassResult:
     try:
-        model = infer_shapes(model)
+        return infer_shapes(model), True
     except Exception as exc:  # onnx's inference found inconsistent shapes or types
         raise ConversionError(f"shape inference failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _folded_constants(model: onnx.ModelProto) -> PassResult:
     try:
-        fold_constants(model)
+        return fold_constants(model)
     except Exception as exc:  # onnxruntime refused a node; name the stage that failed
         raise ConversionError(f"constant folding failed: {type(exc).__name__}: {exc}") from exc
-    sort_commutative_inputs(model.graph)
-    share_equal_initializers(model.graph)
-    remove_unused_tensors(model.graph)
-    _drop_shapeless_value_info(model.graph)
-    name_nodes(model.graph)
-    if rename_tensors:
-        name_tensors_after_nodes(model.graph)
-        if compact_large and needs_compacting(model):
-            compact(model.graph)
+
+
+def compact_if_large(model: onnx.ModelProto) -> PassResult:
+    """The compact form for a graph whose structure outweighs its weights."""
+    return compact(model) if needs_compacting(model) else (model, False)
+
+
+def stamp(model: onnx.ModelProto, *, metadata: Mapping[str, str] | None = None) -> PassResult:
+    """Our name and version as the producer; ``metadata`` added to the model's properties."""
     model.producer_name = "qonnx-ingest"
     model.producer_version = __version__
     if metadata:
         helper.set_model_props(model, {**_props(model), **dict(metadata)})
-    check_model(model)
-    return model
+    return model, True
 
 
 # Shape-compatible stand-ins for qonnx's quantizers, as qonnx's own InferShapes makes them.
@@ -129,9 +161,10 @@ MIN_OPSET = 13  # the converters emit opset-13 semantics (Resize, Pad, Clip with
 MAX_OPSET = 26
 
 
-def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
+def set_opset_imports(model: onnx.ModelProto, *, opset: int) -> PassResult:
     """Default domain first (qonnx's folding reads opset_import[0]), then the QONNX domain;
     the IR version is the lowest those opsets allow."""
+    before = (model.ir_version, [(o.domain, o.version) for o in model.opset_import])
     newest = min(MAX_OPSET, onnx.defs.onnx_opset_version())
     if not MIN_OPSET <= opset <= newest:
         raise InputError(f"opset {opset} is not supported: choose {MIN_OPSET} to {newest}")
@@ -144,10 +177,12 @@ def set_opset_imports(model: onnx.ModelProto, opset: int) -> None:
     # the IR version the opsets need, not the installed onnx's newest: onnx 1.23 writes IR 14,
     # which onnxruntime 1.31 refuses to load
     model.ir_version = helper.find_min_ir_version_for(model.opset_import, ignore_unknown=True)
+    return model, before != (model.ir_version, [(o.domain, o.version) for o in model.opset_import])
 
 
-def sort_nodes(graph: onnx.GraphProto) -> None:
+def sort_nodes(model: onnx.ModelProto) -> PassResult:
     """Order nodes topologically (Kahn, stable: ready nodes keep their relative order)."""
+    graph = model.graph
     producers = {out: k for k, node in enumerate(graph.node) for out in node.output if out}
     consumers: dict[int, list[int]] = {}
     waiting = []
@@ -169,31 +204,40 @@ def sort_nodes(graph: onnx.GraphProto) -> None:
     if len(order) != len(graph.node):
         stuck = next(graph.node[k] for k, n in enumerate(waiting) if n > 0)
         raise ConversionError("the graph has a cycle", stuck.name or stuck.op_type)
-    if order != sorted(order):
-        nodes = [graph.node[k] for k in order]
-        copies = [onnx.NodeProto() for _ in nodes]
-        for copy, node in zip(copies, nodes, strict=True):
-            copy.CopyFrom(node)
-        del graph.node[:]
-        graph.node.extend(copies)
+    if order == sorted(order):
+        return model, False
+    nodes = [graph.node[k] for k in order]
+    copies = [onnx.NodeProto() for _ in nodes]
+    for copy, node in zip(copies, nodes, strict=True):
+        copy.CopyFrom(node)
+    del graph.node[:]
+    graph.node.extend(copies)
+    return model, True
 
 
 # qonnx's SortCommutativeInputsInitializerLast: the order FINN's and qonnx's rewrites assume.
 _COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "Sum"})
 
 
-def sort_commutative_inputs(graph: onnx.GraphProto) -> None:
+def sort_commutative_inputs(model: onnx.ModelProto) -> PassResult:
     """Put the constant inputs of commutative ops last, the others keeping their order."""
-    inits = {t.name for t in graph.initializer}
-    for node in graph.node:
+    inits = {t.name for t in model.graph.initializer}
+    modified = False
+    for node in model.graph.node:
         if node.op_type in _COMMUTATIVE:
             names = list(node.input)
-            node.input[:] = [n for n in names if n not in inits] + [n for n in names if n in inits]
+            ordered = [n for n in names if n not in inits] + [n for n in names if n in inits]
+            if ordered != names:
+                node.input[:] = ordered
+                modified = True
+    return model, modified
 
 
-def remove_unused_tensors(graph: onnx.GraphProto) -> None:
+def remove_unused_tensors(model: onnx.ModelProto) -> PassResult:
     """Drop initializers, value_info and annotations no node reads or writes (qonnx's
     RemoveUnusedTensors)."""
+    graph = model.graph
+    modified = False
     used = {name for node in graph.node for name in (*node.input, *node.output)}
     used |= subgraph_reads(graph)
     for field in (graph.initializer, graph.value_info):
@@ -201,10 +245,13 @@ def remove_unused_tensors(graph: onnx.GraphProto) -> None:
         if len(kept) != len(field):
             del field[:]
             field.extend(kept)
+            modified = True
     notes = [a for a in graph.quantization_annotation if a.tensor_name in used]
     if len(notes) != len(graph.quantization_annotation):
         del graph.quantization_annotation[:]
         graph.quantization_annotation.extend(notes)
+        modified = True
+    return model, modified
 
 
 def subgraph_reads(graph: onnx.GraphProto) -> set[str]:
@@ -227,11 +274,12 @@ def check_model(model: onnx.ModelProto) -> None:
         raise ConversionError(f"the converted model fails onnx.checker: {first_line}") from exc
 
 
-def name_nodes(graph: onnx.GraphProto) -> None:
+def name_nodes(model: onnx.ModelProto) -> PassResult:
     """Keep each node's given name when it is unique; give the others OpType_k."""
     seen: set[str] = set()
     counts: dict[str, int] = {}
-    for node in graph.node:
+    modified = False
+    for node in model.graph.node:
         if node.name and node.name not in seen:
             seen.add(node.name)
             continue
@@ -243,14 +291,17 @@ def name_nodes(graph: onnx.GraphProto) -> None:
                 break
         node.name = candidate
         seen.add(candidate)
+        modified = True
+    return model, modified
 
 
-def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
+def name_tensors_after_nodes(model: onnx.ModelProto) -> PassResult:
     """Name internal tensors ``<producer>_out<k>`` and constants ``<consumer>_param<k>``.
 
     Graph inputs and outputs keep their names: users feed and read them by name, and the
     metadata (input scales, layouts) refers to them.
     """
+    graph = model.graph
     keep = {v.name for v in graph.input} | {v.name for v in graph.output}
     keep |= subgraph_reads(graph)  # If branches and Loop bodies read outer tensors by name
     initializers = {t.name for t in graph.initializer}
@@ -271,7 +322,7 @@ def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
         for k, name in enumerate(node.output):
             claim(name, f"{node.name}_out{k}")
     if not mapping:
-        return
+        return model, False
     for node in graph.node:
         node.input[:] = [mapping.get(n, n) for n in node.input]
         node.output[:] = [mapping.get(n, n) for n in node.output]
@@ -279,21 +330,25 @@ def name_tensors_after_nodes(graph: onnx.GraphProto) -> None:
         t.name = mapping.get(t.name, t.name)
     for vi in graph.value_info:
         vi.name = mapping.get(vi.name, vi.name)
+    return model, True
 
 
-def _drop_shapeless_value_info(graph: onnx.GraphProto) -> None:
+def drop_shapeless_value_info(model: onnx.ModelProto) -> PassResult:
     """Inference leaves type-only entries for data-dependent shapes; the checker rejects them.
     A second entry for one tensor goes too: qonnx's ModelWrapper refuses a model with one
     ("Multiple ValueInfoProto found")."""
+    graph = model.graph
     seen: set[str] = set()
     keep = []
     for vi in graph.value_info:
         if vi.type.tensor_type.HasField("shape") and vi.name not in seen:
             seen.add(vi.name)
             keep.append(vi)
-    if len(keep) != len(graph.value_info):
-        del graph.value_info[:]
-        graph.value_info.extend(keep)
+    if len(keep) == len(graph.value_info):
+        return model, False
+    del graph.value_info[:]
+    graph.value_info.extend(keep)
+    return model, True
 
 
 def _props(model: onnx.ModelProto) -> dict[str, str]:

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 # Never folded: folding a quantizer would replace it by its output and lose the annotation.
@@ -39,7 +40,7 @@ def static_dims(info: onnx.ValueInfoProto | None) -> list[int] | None:
     return [d.dim_value for d in dims]
 
 
-def fold_constants(model: onnx.ModelProto) -> bool:
+def fold_constants(model: onnx.ModelProto) -> PassResult:
     """Fold, in one pass in node order, every node computed from initializers only (and
     Shape of a statically shaped tensor), except quantizers; True if anything folded.
 
@@ -68,7 +69,7 @@ def fold_constants(model: onnx.ModelProto) -> bool:
     if folded:
         del graph.node[:]
         graph.node.extend(kept)
-    return folded
+    return model, folded
 
 
 def _fold(node, inits, values, infos, opset) -> list[np.ndarray] | None:
@@ -125,14 +126,15 @@ def _run_node(node, feeds: dict[str, np.ndarray], infos, opset) -> list[np.ndarr
     return session.run(None, feeds)
 
 
-def share_equal_initializers(graph: onnx.GraphProto) -> int:
+def share_equal_initializers(model: onnx.ModelProto) -> PassResult:
     """Make every use of equal constants (type, shape and bytes) read one initializer.
 
     Converters copy a constant per use (TFLite weights shared by many operators, per-node
     quantizer parameters); one copy per distinct value keeps the file the size of its weights.
     Downstream tools that edit parameters in place unshare first, as qonnx's cleanup does
-    (GiveUniqueParameterTensors). Returns how many initializers were dropped.
+    (GiveUniqueParameterTensors). Modified when an initializer was dropped.
     """
+    graph = model.graph
     first: dict[tuple, str] = {}
     rename: dict[str, str] = {}
     protected = {v.name for v in (*graph.input, *graph.output)}
@@ -145,7 +147,7 @@ def share_equal_initializers(graph: onnx.GraphProto) -> int:
         else:
             first[key] = init.name
     if not rename:
-        return 0
+        return model, False
     for node in graph.node:
         for k, name in enumerate(node.input):
             if name in rename:
@@ -157,7 +159,7 @@ def share_equal_initializers(graph: onnx.GraphProto) -> int:
     if len(kept_info) != len(graph.value_info):
         del graph.value_info[:]
         graph.value_info.extend(kept_info)
-    return len(rename)
+    return model, True
 
 
 def _content_key(init: onnx.TensorProto) -> tuple:

@@ -30,7 +30,8 @@ from onnx import TensorProto, helper, numpy_helper
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
-from qonnx_ingest.qcdq_rewrite import lower_quants
+from qonnx_ingest.passes import run_passes
+from qonnx_ingest.qcdq_rewrite import left_quants, lower_quants
 from qonnx_ingest.qcdq_unsigned import store_int8_as_uint8
 from qonnx_ingest.quant_info import (
     ACTIVATION,
@@ -126,16 +127,15 @@ def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
         _replace_nodes(graph, replaced)
     if standard:
         model = lower_to_standard_ops(model, only=standard)
-    sort_nodes(model.graph)
-    return model
+    return sort_nodes(model)[0]
 
 
 def _quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
     """qonnx's QuantToQCDQ: our linear form of its rule (qcdq_rewrite), then, only for a Quant
     the rule leaves there, qonnx's own rewrite; unused tensors dropped."""
-    if lower_quants(model.graph) == 0:  # every Quant lowered: qonnx's pass would match none
-        remove_unused_tensors(model.graph)
-        return model
+    model, _ = lower_quants(model)
+    if left_quants(model) == 0:  # every Quant lowered: qonnx's pass would match none
+        return remove_unused_tensors(model)[0]
     return _qonnx_quant_to_qcdq(model)
 
 
@@ -156,9 +156,7 @@ def _qonnx_quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
     if rules is None:  # another qonnx version: its public (slower) path
         return ModelWrapper(model).transform(transformation).model
     rewritten = ir.to_proto(rewrite(ir.from_proto(model), pattern_rewrite_rules=rules))
-    sort_nodes(rewritten.graph)
-    remove_unused_tensors(rewritten.graph)
-    return rewritten
+    return run_passes([sort_nodes, remove_unused_tensors], rewritten)[0]
 
 
 def _needs_standard_ops(q: QuantizedTensor) -> bool:

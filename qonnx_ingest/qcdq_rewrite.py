@@ -20,32 +20,37 @@ from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult
 
 # the domains qonnx's rule matches (its brevitas and qonnx patterns)
 _DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
 
 
-def lower_quants(graph: onnx.GraphProto) -> int:
-    """Replace every Quant of ``graph`` that qonnx's rule lowers by its QCDQ nodes (in place);
-    return how many were left as they were. Unused parameters stay: the caller drops them."""
+def lower_quants(model: onnx.ModelProto) -> PassResult:
+    """Replace every Quant of ``model`` that qonnx's rule lowers by its QCDQ nodes (in place);
+    ``left_quants`` counts the others. Unused parameters stay: the caller drops them."""
+    graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     taken = TakenNames(
         {n.name for n in graph.node} | {o for n in graph.node for o in n.output} | set(inits)
     )
-    nodes, left = [], 0
+    nodes, modified = [], False
     for node in graph.node:
-        if node.op_type != "Quant" or node.domain not in _DOMAINS:
-            nodes.append(node)
-            continue
-        replacement = _qcdq(node, inits, taken)
-        if replacement is None:
-            left += 1
-            nodes.append(node)
-        else:
-            nodes.extend(replacement)
-    if len(nodes) != len(graph.node):
+        replacement = _qcdq(node, inits, taken) if _is_quant(node) else None
+        nodes.extend([node] if replacement is None else replacement)
+        modified |= replacement is not None
+    if modified:
         replace_nodes(graph, nodes)
-    return left
+    return model, modified
+
+
+def left_quants(model: onnx.ModelProto) -> int:
+    """How many Quant nodes ``lower_quants`` left (qonnx's pass gets those)."""
+    return sum(_is_quant(n) for n in model.graph.node)
+
+
+def _is_quant(node: onnx.NodeProto) -> bool:
+    return node.op_type == "Quant" and node.domain in _DOMAINS
 
 
 def _attributes(node: onnx.NodeProto) -> dict:

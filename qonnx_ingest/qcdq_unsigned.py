@@ -25,18 +25,19 @@ from onnx import TensorProto, numpy_helper
 from qonnx_ingest.finish import remove_unused_tensors, subgraph_reads
 from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult
 
 # the first default-domain opset whose QuantizeLinear onnxruntime propagates with output_dtype
 PROPAGATES_OUTPUT_DTYPE = 21
 _SHIFT = 128
 
 
-def store_int8_as_uint8(model: onnx.ModelProto) -> int:
+def store_int8_as_uint8(model: onnx.ModelProto) -> PassResult:
     """Rewrite ``model``'s per-tensor int8 Q/DQ chains as uint8 in place when its opset is 21
-    or later; return how many chains changed."""
+    or later."""
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset < PROPAGATES_OUTPUT_DTYPE:
-        return 0
+        return model, False
     graph = model.graph
     values = _constant_values(graph)
     readers: dict[str, list[onnx.NodeProto]] = {}
@@ -77,8 +78,8 @@ def store_int8_as_uint8(model: onnx.ModelProto) -> int:
         for vi in graph.value_info:  # the rewritten integer tensors are uint8 now
             if vi.name in retyped and vi.type.tensor_type.elem_type == TensorProto.INT8:
                 vi.type.tensor_type.elem_type = TensorProto.UINT8
-        _drop_unread_constants(graph)
-    return len(chains)
+        _drop_unread_constants(model)
+    return model, bool(chains)
 
 
 def _int8_constant(name: str, inits: dict, outputs: set) -> bool:
@@ -138,11 +139,12 @@ def _add(graph: onnx.GraphProto, value: np.ndarray, node: onnx.NodeProto, taken)
     return name
 
 
-def _drop_unread_constants(graph: onnx.GraphProto) -> None:
+def _drop_unread_constants(model: onnx.ModelProto) -> None:
     """The int8 zero points and bounds no node reads any more (Constant nodes, initializers)."""
+    graph = model.graph
     read = {name for node in graph.node for name in node.input}
     read |= {o.name for o in graph.output} | subgraph_reads(graph)
     kept = [n for n in graph.node if n.op_type != "Constant" or n.output[0] in read]
     if len(kept) != len(graph.node):
         replace_nodes(graph, kept)
-    remove_unused_tensors(graph)
+    remove_unused_tensors(model)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import onnx
 
 from qonnx_ingest.errors import InputError
+from qonnx_ingest.passes import PassResult
 
 
 def parse_dims(text: str) -> tuple[int, ...]:
@@ -30,12 +31,13 @@ def parse_dims(text: str) -> tuple[int, ...]:
 
 def fix_input_shapes(
     model: onnx.ModelProto,
+    *,
     batch_size: int | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
-) -> onnx.ModelProto:
+) -> PassResult:
     """A copy of ``model`` whose graph inputs have ``shapes`` (by input name, in the converted
     model's layout) and, for the others, dimension 0 set to ``batch_size`` where it is dynamic;
-    every other shape is re-inferred. ``model`` itself when nothing changes."""
+    every other shape is re-inferred. ``model`` itself, unmodified, when nothing changes."""
     shapes = dict(shapes or {})
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise InputError(f"batch size must be a positive integer, got {batch_size!r}")
@@ -61,7 +63,7 @@ def fix_input_shapes(
                 )
             targets[vi.name] = (int(batch_size), *current[1:])
     if all(targets[n] == _dims(vi) for vi in inputs if (n := vi.name) in targets):
-        return model
+        return model, False
     from qonnx_ingest.finish import infer_shapes
 
     model = copy.deepcopy(model)
@@ -75,7 +77,7 @@ def fix_input_shapes(
             if not dim.HasField("dim_value"):
                 dim.Clear()
     del model.graph.value_info[:]
-    return infer_shapes(model)
+    return infer_shapes(model), True
 
 
 def _dims(vi: onnx.ValueInfoProto) -> tuple[int | None, ...]:

@@ -6,38 +6,15 @@ imports nothing heavy.
 
 from typing import TYPE_CHECKING
 
-from qonnx_ingest import __version__
-from qonnx_ingest.errors import (
-    ConversionError,
-    ConversionWarning,
-    InputError,
-    ReferenceUnavailable,
-    VerificationError,
-)
+from qonnx_ingest import public
+from qonnx_ingest.public import *  # noqa: F403  (the errors and the version)
 
 if TYPE_CHECKING:
     from tflite2qonnx.api import convert
     from tflite2qonnx.verified import convert_and_verify
 
-__all__ = [
-    "ConversionError",
-    "ConversionWarning",
-    "InputError",
-    "ReferenceUnavailable",
-    "VerificationError",
-    "__version__",
-    "convert",
-    "convert_and_verify",
-]
-
-
-def __getattr__(name: str):
-    if name == "convert":
-        from tflite2qonnx.api import convert
-
-        return convert
-    if name == "convert_and_verify":
-        from tflite2qonnx.verified import convert_and_verify
-
-        return convert_and_verify
-    raise AttributeError(f"module 'tflite2qonnx' has no attribute {name!r}")
+__all__ = [*public.__all__, "convert", "convert_and_verify"]
+__getattr__ = public.lazy_attributes(
+    "tflite2qonnx",
+    {"convert": "tflite2qonnx.api", "convert_and_verify": "tflite2qonnx.verified"},
+)

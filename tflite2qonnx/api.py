@@ -13,7 +13,7 @@ from pathlib import Path
 
 import onnx
 
-from layout import to_channels_first
+from layout.channels_first import channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
@@ -112,7 +112,7 @@ def convert(
     if not channels_last and (batch_size is not None or input_shapes):
         from qonnx_ingest.static_shapes import fix_input_shapes
 
-        model = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
+        model, _ = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
     model = in_format(model, format)
     if verify:
         from tflite2qonnx.reference import verify as run_verification
@@ -191,25 +191,25 @@ def convert_subgraph(
         metadata[IO_QUANTIZATION_KEY] = json.dumps(builder.io_quantization)
     if (states := state_metadata(builder)) is not None:
         metadata[STATE_IO_KEY] = states
-    set_opset_imports(model, opset)
+    model, _ = set_opset_imports(model, opset=opset)
     if channels_last:
-        from tflite2qonnx.channels_last import finish_channels_last
+        from layout.channels_last import finish_channels_last
 
         if batch_size is not None or input_shapes:
             from qonnx_ingest.static_shapes import fix_input_shapes
 
-            model = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
+            model, _ = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
         return finish_channels_last(model, opset=opset, metadata=metadata, layouts=layouts)
     if layouts:
         _check_layout_names(model, layouts)
     try:
-        model = to_channels_first(
+        model, _ = channels_first(
             model, keep_io_layout=keep_io_layout, explicit=layouts, keep_layout=state_names(builder)
         )
     except ConversionError as exc:
         raise _with_layout_hint(exc, model, layouts) from None
     # the metadata names graph inputs and outputs only, which the compact form keeps
-    return finish_model(model, opset=opset, metadata=metadata, compact_large=True)
+    return finish_model(model, opset=opset, metadata=metadata, compact_large=True)[0]
 
 
 def _scales(subgraph: Subgraph, op) -> str:

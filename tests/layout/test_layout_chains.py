@@ -310,7 +310,7 @@ def test_result_survives_finish_model_and_keeps_the_layout_record():
         {"scale": scale, "zp": f32(0), "bits": f32(6), "k": k, "flat": np.array([2, -1], np.int64)},
         [2, 120],
     )
-    out = finish_model(check(m), metadata={"source": "test"})
+    out = finish_model(check(m), metadata={"source": "test"})[0]
     assert set(layout_record(out)) == {"x"}
     assert count(out, "Transpose") == 1  # before the Reshape, which flattens NHWC order
     expected = (quant(c, scale, bits=6) + k).reshape(2, -1)

@@ -206,7 +206,7 @@ def test_folding_the_bias_into_the_conv_keeps_its_values_and_lets_qonnx_finish()
     model = _biased_conv()
     x = (np.random.default_rng(2).integers(-16, 16, (1, 2, 8)) / 8).astype(np.float32)
     expected = execute_qonnx(model, {"x": x})["y"]
-    assert fold_conv1d_bias(model) == 1
+    assert fold_conv1d_bias(model) == (model, True)  # the one Add gone, as checked below
     assert [n.op_type for n in model.graph.node] == ["Quant", "Conv"]
     conv = model.graph.node[1]
     assert list(conv.input)[2] == model.graph.node[0].output[0] and conv.output[0] == "y"

@@ -173,7 +173,7 @@ def test_lost_output_marker_is_an_error(stripped):
         node.input[:] = [marker.input[0] if i == marker.output[0] else i for i in node.input]
     graph.node.remove(marker)
     with pytest.raises(ConversionError, match="marker") as info:
-        reinsert(proto, layer_map)
+        reinsert(proto, layer_map=layer_map)
     assert str(info.value).startswith(layer_map.outputs[marker_id(marker)])
 
 
@@ -192,7 +192,7 @@ def test_changed_weight_is_an_error(stripped):
             init.CopyFrom(numpy_helper.from_array(values * np.float32(1.5), init.name))
             break
     with pytest.raises(ConversionError, match="not found"):
-        reinsert(proto, layer_map)
+        reinsert(proto, layer_map=layer_map)
 
 
 def test_stripped_model_has_no_qkeras_layers(model):

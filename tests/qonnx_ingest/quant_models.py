@@ -21,7 +21,7 @@ DENSE_W = np.array(
 
 
 def finished(graph: onnx.GraphProto) -> onnx.ModelProto:
-    return finish_model(helper.make_model(graph), rename_tensors=False)
+    return finish_model(helper.make_model(graph), rename_tensors=False)[0]
 
 
 def dense_model(w: np.ndarray = DENSE_W) -> onnx.ModelProto:

@@ -40,8 +40,8 @@ def chain(n: int) -> onnx.ModelProto:
 
 
 def test_large_structure_on_small_weights_is_compacted_and_computes_the_same():
-    full = finish_model(chain(1500), compact_large=False)
-    small = finish_model(chain(1500), compact_large=True)
+    full = finish_model(chain(1500), compact_large=False)[0]
+    small = finish_model(chain(1500), compact_large=True)[0]
     assert small.ByteSize() < full.ByteSize() / 2
     names = [n.name for n in small.graph.node]
     assert len(set(names)) == len(names) and all(len(n) <= NODE_NAME_LIMIT for n in names)
@@ -67,8 +67,8 @@ def test_qonnx_executor_runs_the_compact_form_as_written():
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
 
-    small = finish_model(chain(20))
-    compact(small.graph)  # what finishing does past the size threshold
+    small = finish_model(chain(20))[0]
+    compact(small)  # what finishing does past the size threshold
     assert small.graph.node[0].output[0] == "t0"
     c = np.array([0.5, -0.25, 0.125, -1.0], np.float32)
     x = np.array([[1.0, 2.0, -3.0, 4.0]], np.float32)
@@ -80,7 +80,7 @@ def test_qonnx_executor_runs_the_compact_form_as_written():
 
 
 def test_small_graph_keeps_its_names_and_value_info():
-    model = finish_model(chain(20), compact_large=True)
+    model = finish_model(chain(20), compact_large=True)[0]
     assert len(model.graph.value_info) > 0
     assert "model/recurrent_block_0/cell/step_7/add/Add" in [n.name for n in model.graph.node]
 

@@ -42,14 +42,14 @@ def quantized_matmul_graph(batch="N"):
 
 
 def test_quantizers_survive_folding_and_constants_fold():
-    model = finish_model(quantized_matmul_graph())
+    model = finish_model(quantized_matmul_graph())[0]
     ops = [n.op_type for n in model.graph.node]
     assert ops == ["Quant", "MatMul"]
     assert model.graph.node[0].domain == QONNX_DOMAIN
 
 
 def test_finished_model_passes_checker_with_qonnx_domain_imported():
-    model = finish_model(quantized_matmul_graph(), opset=13)
+    model = finish_model(quantized_matmul_graph(), opset=13)[0]
     onnx.checker.check_model(model)
     imports = {o.domain: o.version for o in model.opset_import}
     assert imports == {"": 13, QONNX_DOMAIN: 1}
@@ -59,13 +59,13 @@ def test_finished_model_passes_checker_with_qonnx_domain_imported():
 def test_finished_model_computes_the_hand_derived_result():
     # w + 0.01 = [[0.27, -0.73], [0.51, 0.13]] -> /0.25 = [[1.08,-2.92],[2.04,0.52]]
     # -> round [[1,-3],[2,1]] -> *0.25 = [[0.25,-0.75],[0.5,0.25]]; x=[[1,2]] -> [1.25, -0.25]
-    model = finish_model(quantized_matmul_graph())
+    model = finish_model(quantized_matmul_graph())[0]
     y = execute_qonnx(model, {"x": np.array([[1, 2]], np.float32)})["y"]
     np.testing.assert_allclose(y, [[1.25, -0.25]], rtol=1e-6)
 
 
 def test_graph_io_names_kept_and_internal_names_readable_and_unique():
-    model = finish_model(quantized_matmul_graph())
+    model = finish_model(quantized_matmul_graph())[0]
     assert [i.name for i in model.graph.input] == ["x"]
     assert [o.name for o in model.graph.output] == ["y"]
     names = [n.name for n in model.graph.node]
@@ -74,7 +74,7 @@ def test_graph_io_names_kept_and_internal_names_readable_and_unique():
 
 
 def test_every_tensor_gets_a_shape():
-    model = finish_model(quantized_matmul_graph())
+    model = finish_model(quantized_matmul_graph())[0]
     inits = {t.name for t in model.graph.initializer}
     known = {v.name for v in (*model.graph.value_info, *model.graph.input, *model.graph.output)}
     produced = {o for n in model.graph.node for o in n.output}
@@ -88,7 +88,7 @@ def test_shape_of_a_dynamic_tensor_is_not_baked_in():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
     )
-    model = finish_model(helper.make_model(graph))
+    model = finish_model(helper.make_model(graph))[0]
     assert [n.op_type for n in model.graph.node] == ["Shape", "Reshape"]
 
 
@@ -103,32 +103,34 @@ def test_duplicate_and_empty_node_names_are_made_unique():
         [],
         [],
     )
-    name_nodes(graph)
-    assert [n.name for n in graph.node] == ["act", "Relu_0", "Relu_1"]
+    model, modified = name_nodes(helper.make_model(graph))
+    assert modified and [n.name for n in model.graph.node] == ["act", "Relu_0", "Relu_1"]
 
 
-def _chain_graph(reverse: bool) -> onnx.GraphProto:
+def _chain_graph(reverse: bool) -> onnx.ModelProto:
     nodes = [
         onnx.helper.make_node("Relu", ["x"], ["a"], name="first"),
         onnx.helper.make_node("Neg", ["a"], ["b"], name="second"),
         onnx.helper.make_node("Abs", ["x"], ["c"], name="independent"),
         onnx.helper.make_node("Add", ["b", "c"], ["y"], name="last"),
     ]
-    return onnx.helper.make_graph(nodes[::-1] if reverse else nodes, "g", [], [])
+    return onnx.helper.make_model(
+        onnx.helper.make_graph(nodes[::-1] if reverse else nodes, "g", [], [])
+    )
 
 
 def test_sort_nodes_orders_a_reversed_graph_topologically():
-    graph = _chain_graph(reverse=True)
-    sort_nodes(graph)
-    order = [n.name for n in graph.node]
+    model, modified = sort_nodes(_chain_graph(reverse=True))
+    order = [n.name for n in model.graph.node]
+    assert modified
     assert order.index("first") < order.index("second") < order.index("last")
     assert order.index("independent") < order.index("last")
 
 
 def test_sort_nodes_keeps_an_already_sorted_graph_unchanged():
-    graph = _chain_graph(reverse=False)
-    sort_nodes(graph)
-    assert [n.name for n in graph.node] == ["first", "second", "independent", "last"]
+    model, modified = sort_nodes(_chain_graph(reverse=False))
+    assert not modified
+    assert [n.name for n in model.graph.node] == ["first", "second", "independent", "last"]
 
 
 def test_sort_nodes_names_a_cycle():
@@ -142,14 +144,14 @@ def test_sort_nodes_names_a_cycle():
         [],
     )
     with pytest.raises(ConversionError, match="cycle"):
-        sort_nodes(graph)
+        sort_nodes(onnx.helper.make_model(graph))
 
 
 @pytest.mark.parametrize("opset", [7, 12, 27, 99])
 def test_opsets_outside_what_the_converters_emit_are_refused(opset):
     model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
     with pytest.raises(InputError, match=f"opset {opset}"):
-        set_opset_imports(model, opset)
+        set_opset_imports(model, opset=opset)
 
 
 def test_the_newest_accepted_opset_loads_in_onnxruntime():
@@ -160,7 +162,7 @@ def test_the_newest_accepted_opset_loads_in_onnxruntime():
     y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
     relu = onnx.helper.make_node("Relu", ["x"], ["y"])
     model = finish_model(onnx.helper.make_model(onnx.helper.make_graph([relu], "g", [x], [y])),
-                         opset=MAX_OPSET)  # fmt: skip
+                         opset=MAX_OPSET)[0]  # fmt: skip
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"x": np.array([-1.0, 2.0], np.float32)})
     np.testing.assert_array_equal(out, [0.0, 2.0])
@@ -177,7 +179,7 @@ def test_ir_version_is_the_opsets_own_so_onnxruntime_loads_a_newer_onnxs_output(
     relu = onnx.helper.make_node("Relu", ["x"], ["y"])
     model = onnx.helper.make_model(onnx.helper.make_graph([relu], "g", [x], [y]))
     model.ir_version = 14  # as onnx 1.23 writes it
-    finished = finish_model(model, opset=opset)
+    finished = finish_model(model, opset=opset)[0]
     assert finished.ir_version == {13: 7, 26: 13}[opset]  # onnx.helper.VERSION_TABLE
     session = ort.InferenceSession(finished.SerializeToString(), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"x": np.array([-1.0, 2.0], np.float32)})
@@ -201,7 +203,7 @@ def test_linear_shape_inference_agrees_with_qonnx_infer_shapes(batch):
     model = quantized_matmul_graph(batch)
     make_quant("y", "y_q", 0.5, 1, 6, rounding_mode="HALF_UP").add_to(model.graph)
     model.graph.output[0].name = "y_q"
-    set_opset_imports(model, 13)
+    set_opset_imports(model, opset=13)
     ours = infer_shapes(model)
     theirs = ModelWrapper(model).transform(InferShapes(), cleanup=False).model
     assert _activation_shapes(ours) == _activation_shapes(theirs)
@@ -232,7 +234,7 @@ def test_outer_tensors_an_if_branch_reads_keep_their_names_and_values():
             numpy_helper.from_array(np.array(3.0, np.float32), "three"),
         ],
     )
-    finished = finish_model(helper.make_model(graph))
+    finished = finish_model(helper.make_model(graph))[0]
     assert "three" in {t.name for t in finished.graph.initializer}
     import onnxruntime as ort
 

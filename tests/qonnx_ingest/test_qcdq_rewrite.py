@@ -15,7 +15,8 @@ from quant_models import activation_model, finished, ort_session
 from qonnx_ingest import qcdq
 from qonnx_ingest.errors import ConversionWarning
 from qonnx_ingest.finish import remove_unused_tensors, sort_nodes
-from qonnx_ingest.qcdq_rewrite import lower_quants
+from qonnx_ingest.passes import run_passes
+from qonnx_ingest.qcdq_rewrite import left_quants, lower_quants
 from qonnx_ingest.quant import make_quant
 from support import CORPUS, requires_corpus
 
@@ -29,10 +30,8 @@ def by_qonnx(model: onnx.ModelProto) -> onnx.ModelProto:
 def by_us(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    left = lower_quants(copy.graph)
-    sort_nodes(copy.graph)
-    remove_unused_tensors(copy.graph)
-    return copy, left
+    run_passes([lower_quants, sort_nodes, remove_unused_tensors], copy)
+    return copy, left_quants(copy)
 
 
 def signature(model: onnx.ModelProto) -> list:

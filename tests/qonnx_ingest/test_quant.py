@@ -25,7 +25,7 @@ def run_single(qnode, x):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     )
     qnode.add_to(graph)
-    model = finish_model(helper.make_model(graph), rename_tensors=False)
+    model = finish_model(helper.make_model(graph), rename_tensors=False)[0]
     return execute_qonnx(model, {"x": x})["y"]
 
 

@@ -13,10 +13,10 @@ import pytest
 
 import tflite2qonnx
 from layout import stored_perms
+from layout.channels_last import CHANNELS_LAST_DOMAIN
 from qonnx_ingest.errors import InputError
 from qonnx_ingest.execute import execute_qonnx
 from support import CORPUS, requires_corpus
-from tflite2qonnx.channels_last import CHANNELS_LAST_DOMAIN
 
 TFLITE = CORPUS / "tflite"
 pytestmark = [

@@ -116,7 +116,7 @@ def test_channels_last_output_has_every_shape_qonnx_reads(name):
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.custom_op.registry import getCustomOp
 
-    from tflite2qonnx.channels_last import CHANNELS_LAST_DOMAIN
+    from layout.channels_last import CHANNELS_LAST_DOMAIN
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConversionWarning)

@@ -37,9 +37,9 @@ import onnx
 import pytest
 
 import tflite2qonnx
+from layout.channels_last import CHANNELS_LAST_DOMAIN
 from qonnx_ingest.execute import execute_qonnx
 from support import CORPUS, requires_corpus
-from tflite2qonnx.channels_last import CHANNELS_LAST_DOMAIN
 
 hls4ml = pytest.importorskip(
     "hls4ml", reason="hls4ml is not installed: pip install -c constraints.txt -e '.[hls4ml]'"

@@ -1,9 +1,11 @@
-"""Channels-last output (``convert(..., channels_last=True)``): what qonnx's
+"""Channels-last output (``tflite2qonnx.convert(..., channels_last=True)``): what qonnx's
 ``ConvertToChannelsLastAndClean`` makes of our channels-first output, built directly.
 
-TFLite graphs are NHWC already, so instead of moving every tensor to NCHW (the layout pass)
-and having qonnx move them back (minutes on a MediaPipe model: its passes rescan the graph
-per node), every tensor keeps its source order. Two linear passes:
+A graph built in source order (TFLite's) is NHWC already, so instead of moving every tensor
+to NCHW (the layout pass) and having qonnx move them back (minutes on a MediaPipe model: its
+passes rescan the graph per node), every tensor keeps its source order. Two linear passes:
+
+Both steps are passes (``qonnx_ingest.passes``):
 
 * ``wrap_implicit`` (before finishing): each implicit op of the layout table (Conv, pools,
   Resize, ...; built with ONNX's channels-first semantics) reads its activations through a
@@ -20,17 +22,19 @@ per node), every tensor keeps its source order. Two linear passes:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from layout import OP_CLASSES, Kind
 from layout.classes import infer_ranks
 from layout.graph import GraphIndex, constants_to_initializers
+from layout.op_table import OP_CLASSES, Kind
 from layout.orders import channels_first
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.finish import finish_model
+from qonnx_ingest.passes import PassResult, run_passes
 
 CHANNELS_LAST_DOMAIN = "qonnx.custom_op.channels_last"
 # qonnx's channels-last ops (qonnx.custom_op.channels_last) and the ranks they take
@@ -53,15 +57,16 @@ def finish_channels_last(
     """The finished channels-last model of a source-order graph (graph I/O stays NHWC)."""
     if layouts:
         raise InputError("explicit layouts do not apply to channels-last output (all NHWC)")
-    return fuse_channels_last(finish_model(wrap_implicit(model), opset=opset, metadata=metadata))
+    finish = partial(finish_model, opset=opset, metadata=metadata)
+    return run_passes([wrap_implicit, finish, fuse_channels_last], model)[0]
 
 
-def wrap_implicit(model: onnx.ModelProto) -> onnx.ModelProto:
+def wrap_implicit(model: onnx.ModelProto) -> PassResult:
     """A copy of the source-order ``model`` whose implicit ops sit between Transposes, with
     the batch fixed at 1; raises ``ConversionError`` for another dynamic dimension."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    constants_to_initializers(out.graph)
+    constants_to_initializers(out)
     _fix_batch(out.graph)
     g = GraphIndex(out)
     infer_ranks(g)
@@ -88,11 +93,12 @@ def wrap_implicit(model: onnx.ModelProto) -> onnx.ModelProto:
         nodes.extend(after)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
-    return out
+    return out, True
 
 
-def fuse_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The finished ``wrap_implicit`` graph with qonnx's channels-last ops, in place."""
+def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
+    """The finished ``wrap_implicit`` graph with qonnx's channels-last ops, in place
+    (modified, conservatively, always)."""
     graph = model.graph
     producer = {o: n for n in graph.node for o in n.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -141,7 +147,7 @@ def fuse_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
         if all(o.domain != CHANNELS_LAST_DOMAIN for o in model.opset_import):
             model.opset_import.append(helper.make_opsetid(CHANNELS_LAST_DOMAIN, opset))
-    return model
+    return model, True
 
 
 # ---------------------------------------------------------------------- helpers
