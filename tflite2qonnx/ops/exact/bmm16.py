@@ -22,6 +22,7 @@ from tflite2qonnx.fixed_point import (
 )
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.exact.int8 import batch_matmul_operands
 
 
 def batch_matmul(b: GraphBuilder, op: Operator) -> None:
@@ -30,15 +31,8 @@ def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     g_out = grid(b, op.outputs[0], where)
     if any(b.tensor(i).dtype != "int16" for i in op.inputs[:2]):
         raise ConversionError("bit_exact: int16 BATCH_MATMUL needs two int16 operands", where)
-    operands = []
-    for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
-        x = cast(b, offsets(b, idx, where), TensorProto.DOUBLE)
-        if op.options.get(key, False):
-            rank = len(b.tensor(idx).shape)
-            x = b.emit("Transpose", [x], perm=[*range(rank - 2), rank - 1, rank - 2])[0]
-        operands.append(x)
-    lhs_shape = b.tensor(op.inputs[0]).shape
-    depth = lhs_shape[-2] if op.options.get("adj_x", False) else lhs_shape[-1]
+    doubles = (cast(b, offsets(b, i, where), TensorProto.DOUBLE) for i in op.inputs[:2])
+    operands, depth = batch_matmul_operands(b, op, doubles)
     bound = float(depth * grids[0].max_abs_offset * grids[1].max_abs_offset)
     if bound * 0x7FFF >= 2.0**53:
         raise ConversionError(

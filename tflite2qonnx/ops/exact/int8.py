@@ -9,6 +9,8 @@ integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from onnx import TensorProto
 
@@ -103,6 +105,21 @@ def fully_connected(b: GraphBuilder, op: Operator, x_reshaped) -> None:
     )
 
 
+def batch_matmul_operands(
+    b: GraphBuilder, op: Operator, values: Iterable[str]
+) -> tuple[list[str], int]:
+    """BATCH_MATMUL's two operand ``values`` with adj_x / adj_y applied (the last two axes
+    transposed), and the depth its products sum over."""
+    operands = []
+    for idx, key, x in zip(op.inputs[:2], ("adj_x", "adj_y"), values, strict=True):
+        if op.options.get(key, False):
+            rank = len(b.tensor(idx).shape)
+            x = b.emit("Transpose", [x], perm=[*range(rank - 2), rank - 1, rank - 2])[0]
+        operands.append(x)
+    lhs_shape = b.tensor(op.inputs[0]).shape
+    return operands, lhs_shape[-2] if op.options.get("adj_x", False) else lhs_shape[-1]
+
+
 def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     """BATCH_MATMUL (int8): the integer product of both operands' ``q - zp`` (adj_x / adj_y
     transpose the last two axes first), requantized with the float32 product of the input
@@ -111,15 +128,7 @@ def batch_matmul(b: GraphBuilder, op: Operator) -> None:
     where = op.where
     grids = [grid(b, i, where) for i in op.inputs[:2]]
     g_out = grid(b, op.outputs[0], where)
-    operands = []
-    for idx, key in ((op.inputs[0], "adj_x"), (op.inputs[1], "adj_y")):
-        x = offsets(b, idx, where)
-        if op.options.get(key, False):
-            rank = len(b.tensor(idx).shape)
-            x = b.emit("Transpose", [x], perm=[*range(rank - 2), rank - 1, rank - 2])[0]
-        operands.append(x)
-    lhs_shape = b.tensor(op.inputs[0]).shape
-    depth = lhs_shape[-2] if op.options.get("adj_x", False) else lhs_shape[-1]
+    operands, depth = batch_matmul_operands(b, op, (offsets(b, i, where) for i in op.inputs[:2]))
     if depth * grids[0].max_abs_offset * grids[1].max_abs_offset >= EXACT_F32:
         raise ConversionError("bit_exact: BATCH_MATMUL too deep for exact float32 sums", where)
     acc = cast(b, b.emit("MatMul", operands)[0], TensorProto.DOUBLE)

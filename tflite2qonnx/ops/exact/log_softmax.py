@@ -22,6 +22,7 @@ exact in float64 (``FixedPointGraph.srdhm``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from onnx import TensorProto
@@ -195,6 +196,22 @@ class FixedPointGraph:
         return self.sat_left(total, 1)
 
 
+def row_max_tables(
+    b: GraphBuilder, op: Operator, x_raw: str
+) -> tuple[int, str, Callable[[np.ndarray, str], str]]:
+    """The last axis, each element's distance below its row's maximum (``max - x``, 0..255,
+    int64), and a lookup of 256-entry tables indexed by that distance, as the 8-bit softmax
+    kernels index theirs."""
+    axis = rank_of(b, op.inputs[0]) - 1
+    row_max = reduce_axes(b, "ReduceMax", x_raw, [axis], 1)
+    k = cast(b, b.emit("Sub", [row_max, x_raw])[0], TensorProto.INT64)
+
+    def table(values: np.ndarray, hint: str) -> str:
+        return b.emit("Gather", [b.const(values.astype(np.float64), hint), k], axis=0)[0]
+
+    return axis, k, table
+
+
 def log_softmax(b: GraphBuilder, op: Operator) -> None:
     where = op.where
     uint8 = b.tensor(op.inputs[0]).dtype == "uint8"
@@ -207,13 +224,7 @@ def log_softmax(b: GraphBuilder, op: Operator) -> None:
     scaled = multiply_by_quantized_multiplier(d, m_in, left)
     exps = rounding_divide_by_pot(exp_on_negative_values(scaled, 5), 12)
     exps = np.where(d >= diff_min, exps, 0)
-    axis = rank_of(b, op.inputs[0]) - 1
-    row_max = reduce_axes(b, "ReduceMax", x_raw, [axis], 1)
-    k = cast(b, b.emit("Sub", [row_max, x_raw])[0], TensorProto.INT64)
-
-    def table(values: np.ndarray, hint: str) -> str:
-        return b.emit("Gather", [b.const(values.astype(np.float64), hint), k], axis=0)[0]
-
+    axis, _, table = row_max_tables(b, op, x_raw)
     fx = FixedPointGraph(b)
     total = reduce_axes(b, "ReduceSum", table(exps, "log_softmax_exp"), [axis], 1)
     log_sum = fx.log(total)

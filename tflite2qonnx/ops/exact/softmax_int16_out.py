@@ -27,12 +27,16 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import cast, quantize_multiplier, raw_integers
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.common import rank_of, reduce_axes
+from tflite2qonnx.ops.common import reduce_axes
 from tflite2qonnx.ops.exact.int8_tables import (
     multiply_by_quantized_multiplier,
     rounding_divide_by_pot,
 )
-from tflite2qonnx.ops.exact.log_softmax import FixedPointGraph, exp_on_negative_values
+from tflite2qonnx.ops.exact.log_softmax import (
+    FixedPointGraph,
+    exp_on_negative_values,
+    row_max_tables,
+)
 
 _SCALED_DIFF_BITS = 5
 
@@ -73,13 +77,7 @@ def softmax(b: GraphBuilder, op: Operator) -> None:
     m_in, left, diff_min = prepare(g_in.scale, beta, where, b.tensor(op.inputs[0]).name)
     d = np.arange(0, -256, -1, dtype=np.int64)  # table index k holds d = -k
     exps = exp_on_negative_values(multiply_by_quantized_multiplier(d, m_in, left), 5)
-    axis = rank_of(b, op.inputs[0]) - 1
-    row_max = reduce_axes(b, "ReduceMax", x_raw, [axis], 1)
-    k = cast(b, b.emit("Sub", [row_max, x_raw])[0], TensorProto.INT64)
-
-    def table(values: np.ndarray, hint: str) -> str:
-        return b.emit("Gather", [b.const(values.astype(np.float64), hint), k], axis=0)[0]
-
+    axis, k, table = row_max_tables(b, op, x_raw)
     fx = FixedPointGraph(b)
     terms = np.where(d >= diff_min, rounding_divide_by_pot(exps, 12), 0)
     total = reduce_axes(b, "ReduceSum", table(terms, "softmax_exp_q12"), [axis], 1)
