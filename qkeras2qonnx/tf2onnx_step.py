@@ -124,4 +124,3 @@ def _restoring_tf2onnx_registry() -> Iterator[None]:
                 table[_HANDLED_OP] = before
         if saved is None and not any(opsets.get(domain, [])):
             opsets.pop(domain, None)  # the domain did not exist before
-
