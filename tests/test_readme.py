@@ -1,20 +1,12 @@
 """The README and docs/: generated sections match the code they describe, every docs page is
 linked from the README, every relative link resolves, and the README stays a short page."""
 
-import importlib.util
 import re
 
 from support import ROOT
 
 DOCS = ROOT / "docs"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def anchors(path) -> set[str]:
@@ -28,7 +20,8 @@ def anchors(path) -> set[str]:
 
 
 def test_docs_tflite_lists_exactly_the_registered_tflite_ops():
-    script = load_script("update_readme_ops")
+    import tflite_ops_list as script
+
     assert script.TARGET == DOCS / "tflite.md"
     text = script.TARGET.read_text()
     assert script.BEGIN in text
