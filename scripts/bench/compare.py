@@ -1,4 +1,4 @@
-"""The one benchmark: our converters against their peers, side by side, on this machine.
+"""``run.py all``: our converters against their peers, side by side, on this machine.
 
 Everything runs in one process tree, one measurement at a time (the machine is shared):
 
