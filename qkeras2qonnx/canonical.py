@@ -17,6 +17,7 @@ import re
 
 import onnx
 
+from qonnx_ingest.finish import subgraph_reads
 from qonnx_ingest.graph_edit import replace_nodes
 
 _NUMBER = re.compile(r"__\d+")  # what tf2onnx's make_name appends, possibly more than once
@@ -49,7 +50,8 @@ def _canonical_order(graph: onnx.GraphProto) -> list[int]:
     consumers: dict[int, list[int]] = {}
     waiting = []
     for k, node in enumerate(nodes):
-        deps = {producer[i] for i in node.input if i in producer and producer[i] != k}
+        reads = [*node.input, *_subgraph_reads(node)]
+        deps = {producer[i] for i in reads if i in producer and producer[i] != k}
         waiting.append(len(deps))
         for d in deps:
             consumers.setdefault(d, []).append(k)
@@ -66,6 +68,16 @@ def _canonical_order(graph: onnx.GraphProto) -> list[int]:
     if len(order) != len(nodes):  # a cycle: leave the order to finishing, which names it
         return list(range(len(nodes)))
     return order
+
+
+def _subgraph_reads(node: onnx.NodeProto) -> set[str]:
+    """What the node's If / Loop bodies read by name: outer tensors it depends on too."""
+    if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for a in node.attribute):  # fmt: skip
+        return set()
+    alone = onnx.GraphProto()
+    alone.node.append(node)
+    return subgraph_reads(alone)
 
 
 def _renumber(nodes) -> None:

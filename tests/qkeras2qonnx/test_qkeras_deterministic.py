@@ -111,3 +111,27 @@ def test_canonical_form_ignores_tf2onnx_order_and_numbers():
         "model/mul__3",
     ]
     assert [t.name for t in one.initializer] == ["w", "c"]
+
+
+def test_canonical_order_keeps_a_loop_after_what_its_body_reads():
+    """An If reads ``w2`` only inside its branch: the node making ``w2`` (named to sort after
+    the If) still comes first."""
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["w2"], ["out"], name="inner")],
+        "branch",
+        [],
+        [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, [1])],
+    )
+    maker = helper.make_node("Neg", ["x"], ["w2"], name="z/neg__4")
+    cond = helper.make_node("Cast", ["x"], ["c"], name="a/cast", to=onnx.TensorProto.BOOL)
+    branching = helper.make_node(
+        "If", ["c"], ["y"], name="b/if", then_branch=branch, else_branch=branch
+    )
+    graph = helper.make_graph(
+        [maker, cond, branching],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    canonicalize(graph)
+    assert [n.name for n in graph.node] == ["a/cast", "z/neg__1", "b/if"]
