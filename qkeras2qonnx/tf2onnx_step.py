@@ -8,6 +8,7 @@ from typing import Any
 
 import onnx
 
+from qkeras2qonnx.canonical import canonicalize
 from qkeras2qonnx.markers import tf2onnx_handler
 from qonnx_ingest.errors import ConversionError
 
@@ -51,6 +52,7 @@ def to_onnx(
             raise ConversionError(f"tf2onnx failed: {type(exc).__name__}: {exc}") from exc
     _check_converted(proto)
     _name_batch_dims(proto.graph)
+    canonicalize(proto.graph)
     return proto
 
 

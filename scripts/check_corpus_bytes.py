@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's converters, not an installed copy's
 CORPUS = (ROOT.parent / "shared" / "corpus").resolve()  # as the tests name it, links resolved
 
 # The JSON architectures need their weights file; every other .h5 / SavedModel stands alone.

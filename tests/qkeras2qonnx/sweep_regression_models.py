@@ -1,7 +1,7 @@
 """Run under qkeras-v3 (``qkeras3_support.run_qkeras3``), never imported by pytest itself.
 
 ``python sweep_regression_models.py OUT`` builds the seeded qkeras-v3 models behind the fixes
-``scripts/sweep_qkeras.py`` found and writes, per model NAME: ``NAME.npz`` (seeded inputs on
+``scripts/sweep/sweep_qkeras.py`` found and writes, per model NAME: ``NAME.npz`` (seeded inputs on
 a 1/16 grid and qkeras-v3's predict at batch 1 and 8: ``x1 y1 x8 y8``) and
 ``NAME.inmemory.onnx`` from ``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the
 error it raised.

@@ -1,4 +1,4 @@
-"""Regressions found by ``scripts/sweep_qkeras.py`` (seeded QKeras models of both
+"""Regressions found by ``scripts/sweep/sweep_qkeras.py`` (seeded QKeras models of both
 generations, compared with QKeras's own predict).
 
 Keras 3 models are built, run and converted under qkeras-v3 by

@@ -1,5 +1,6 @@
 """Seeded small Keras models of the kinds people ship, converted by TF's TFLiteConverter in the
-usual modes (scripts/sweep_keras_tflite.py sweeps them; test_tflite_sweep_regressions pins fixes).
+usual modes (scripts/sweep/sweep_keras_tflite.py sweeps them; test_tflite_sweep_regressions
+pins fixes).
 
 Needs tf_keras (TF_USE_LEGACY_KERAS=1); build in a fresh process (control_flow_models.
 in_fresh_process) since TF's converter depends on process-wide state.

@@ -1,4 +1,5 @@
-"""The TFLite fuzzer (scripts/fuzz_tflite.py): a fast seeded run, and the harness itself.
+"""The TFLite fuzzer (fuzz_tflite.py beside this file; scripts/fuzz.py runs it in full): a fast
+seeded run, and the harness itself.
 
 The fast run is the first 3000 cases of the default seed, the same cases the full
 10 000-case run starts with, on two worker processes (about 25 s on the 2-core CI machine).
@@ -9,13 +10,11 @@ to rerun the case in-process with its traceback.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
-import sys
 
 import pytest
 
-from support import CORPUS, ROOT, requires_corpus
+from support import CORPUS, requires_corpus
 
 pytestmark = requires_corpus
 
@@ -25,12 +24,9 @@ SEED = 0
 
 @pytest.fixture(scope="module")
 def fuzz_tflite():
-    spec = importlib.util.spec_from_file_location("fuzz_tflite", ROOT / "scripts/fuzz_tflite.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    import fuzz_tflite
+
+    return fuzz_tflite
 
 
 def report_text(fuzz_tflite, report) -> str:

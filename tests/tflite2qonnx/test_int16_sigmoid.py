@@ -5,15 +5,12 @@ interpreter's builtin reference kernels, run by onnxruntime as --verify runs the
   path (power-of-two scales the kernel takes as such, power-of-two ones it rescales, general
   ones, one without a right shift) and the output scales the kernel accepts: 100% equal by
   default and under --bit-exact;
-* the generated table equals what scripts/probe_int16_sigmoid_table.py measures from the
+* the generated table equals what int16_sigmoid_probe.py (beside this file) measures from the
   installed interpreter now (so a TFLite change shows here);
 * a TF-generated 16x8 model (Dense + sigmoid, Dense + tanh): 100% equal end to end.
 """
 
 from __future__ import annotations
-
-import importlib.util
-import sys
 
 import numpy as np
 import pytest
@@ -22,7 +19,6 @@ from tflite_writer import build_model
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant_lowering import lower_quants
-from support import ROOT
 from tflite2qonnx.api import convert
 from tflite2qonnx.ops.exact.int16_sigmoid_table import SIGMOID_TABLE_UINT16
 
@@ -76,13 +72,9 @@ def test_int16_logistic_tanh_output_scale_not_2_pow_minus_15_is_refused(op: str)
 
 @pytest.fixture(scope="module")
 def probe():
-    path = ROOT / "scripts/probe_int16_sigmoid_table.py"
-    spec = importlib.util.spec_from_file_location("probe_int16_sigmoid_table", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    import int16_sigmoid_probe
+
+    return int16_sigmoid_probe
 
 
 def test_generated_table_equals_the_interpreters_measured_now(probe) -> None:

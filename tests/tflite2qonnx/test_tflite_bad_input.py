@@ -5,9 +5,8 @@ stderr line that names the problem and the file / operator / tensor, no tracebac
 ``--verbose``), and that nothing was written: no output, no staging directory left behind, the
 input untouched. One row also runs through a subprocess for the real exit status;
 tests/tflite2qonnx/test_tflite_cli.py runs the basic rows (missing, directory, empty, random,
-identifier, output paths, read-only directory) that way too. The fuzzer
-(scripts/fuzz_tflite.py, tests/tflite2qonnx/test_fuzz_tflite.py) covers the mutations no table
-lists.
+identifier, output paths, read-only directory) that way too. The fuzzer (fuzz_tflite.py here,
+run by scripts/fuzz.py and test_fuzz_tflite.py) covers the mutations no table lists.
 """
 
 from __future__ import annotations

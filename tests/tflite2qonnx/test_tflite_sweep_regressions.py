@@ -1,4 +1,4 @@
-"""Regressions found by scripts/sweep_keras_tflite.py (seeded Keras models x converter modes),
+"""Regressions found by scripts/sweep/sweep_keras_tflite.py (seeded Keras models x converter modes),
 each compared with the interpreter's builtin reference kernels."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""bench.py's table pieces: the status column, shortened reasons, one table per model, and the
+"""compare.py's table pieces: the status column, shortened reasons, one table per model, and the
 PASS/FAIL lines."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""bench.py's scaling section: conversion time per operator of generated TFLite and QKeras
+"""compare.py's scaling section: conversion time per operator of generated TFLite and QKeras
 chains of growing size, which should stay flat."""
 
 from __future__ import annotations

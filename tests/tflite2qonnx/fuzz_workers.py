@@ -23,7 +23,7 @@ from pathlib import Path
 from fuzz_case import planned_faults, run_case
 from fuzz_mutations import Corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FUZZ_TFLITE = Path(__file__).resolve().with_name("fuzz_tflite.py")  # the workers run it
 CORPUS = ROOT.parent / "shared" / "corpus" / "tflite"
 PROBLEMS = ("crash", "hang", "blowup")

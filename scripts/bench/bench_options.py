@@ -1,4 +1,4 @@
-"""bench.py's options-overhead section: what ``--report``, ``--format qcdq`` and ``--encodings``
+"""compare.py's options-overhead section: what ``--report``, ``--format qcdq`` and ``--encodings``
 add to a whole CLI run on Coral MobileNet v2, against the conversion's own time."""
 
 from __future__ import annotations

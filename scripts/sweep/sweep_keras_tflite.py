@@ -20,7 +20,7 @@ Cells: ``ok`` / ``ok(Ns)`` (N steps, allowed), ``WRONG ...`` (a silent wrong ans
 (ConversionError, message listed below), ``CRASH`` (any other exception), ``tf-fail`` (TF's
 converter refused the mode). Exit 1 if anything is WRONG or CRASH.
 
-Run: ``.venv/bin/python scripts/sweep_keras_tflite.py [--models a,b] [--modes int8,16x8]``.
+Run: ``.venv/bin/python scripts/sweep/run.py keras-tflite [--models a,b] [--modes int8,16x8]``.
 Building all 90 .tflite files takes about an hour on two busy cores (TF's converter segfaults
 on the quantized GRU / SimpleRNN and each death restarts the build process).
 
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests" / "tflite2qonnx"
 for _p in (ROOT, ROOT / "tests", TESTS):
     if str(_p) not in sys.path:

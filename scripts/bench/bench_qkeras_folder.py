@@ -1,7 +1,7 @@
 """Wall time of ``qkeras2qonnx ../shared/corpus/qkeras -o OUT --jobs N`` (folder mode) and of
 its first result line: the figure reused workers (one TensorFlow import per worker) are for.
 
-    .venv/bin/python scripts/bench_qkeras_folder.py [--jobs 2]
+    .venv/bin/python scripts/bench/run.py qkeras-folder [--jobs 2]
 
 Prints one line per model as it arrives (with the time since the start), then the totals. It
 is a benchmark, not a test: the figure depends on the machine and on its load.
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT.parent / "shared" / "corpus" / "qkeras"
 
 

@@ -26,7 +26,7 @@ A case is identified by ``--seed`` and its index; ``--case I`` reruns one in-pro
 traceback (``--dump FILE`` writes its bytes). The corpus files are only read. Exit status 1 if
 any case crashed, hung or blew up.
 
-Run: ``.venv/bin/python scripts/fuzz_tflite.py [--cases 10000] [--seed 0] [--jobs 2]``.
+Run: ``.venv/bin/python scripts/fuzz.py [--cases 10000] [--seed 0] [--jobs 2]``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "scripts"):  # the package; the fuzz_* modules when loaded by path
+ROOT = Path(__file__).resolve().parents[2]
+for path in (ROOT, Path(__file__).resolve().parent):  # the package; the other fuzz_* modules
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

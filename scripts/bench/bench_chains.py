@@ -1,4 +1,4 @@
-"""bench.py's generated models: the TFLite ``Chain`` (made by TensorFlow's converter in a
+"""compare.py's generated models: the TFLite ``Chain`` (made by TensorFlow's converter in a
 worker, cached) and the QKeras QDense chain of the scaling section."""
 
 from __future__ import annotations

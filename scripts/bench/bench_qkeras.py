@@ -6,7 +6,7 @@ a second, untimed run) and the process's peak RSS, and the number of Quant/Bipol
 against the quantizers QKeras applies in the model (non-uniform weight quantizers become
 constants, listed as lost). Target: under 1 s per model.
 
-Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench_qkeras.py``.
+Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench/run.py qkeras``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "qkeras"

@@ -1,5 +1,5 @@
-"""What bench.py's sections and workers share: progress lines, best-of timing, op counts, the
-worker subprocess (``bench.py --worker``), and TensorFlow/QKeras/tf2onnx imported and warmed up.
+"""What compare.py's sections and workers share: progress lines, best-of timing, op counts, the
+worker subprocess (``compare.py --worker``), and TensorFlow/QKeras/tf2onnx imported and warmed up.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import bench_qkeras  # noqa: F401 - sets TF_USE_LEGACY_KERAS / TF_CPP_MIN_LOG_LE
 from bench_tflite import CORPUS, ROOT, Row, one_line
 
 TFLITE_CORPUS = CORPUS
-BENCH = Path(__file__).resolve().with_name("bench.py")  # runs the workers: bench.py --worker
+BENCH = Path(__file__).resolve().with_name("compare.py")  # runs the workers: compare.py --worker
 
 
 OURS_QUANT = ("Quant", "IntQuant", "BipolarQuant")

@@ -1,4 +1,4 @@
-"""bench.py's peers and machine: which peers run (tflite2onnx in its own venv, from the pins in
+"""compare.py's peers and machine: which peers run (tflite2onnx in its own venv, from the pins in
 bench-peers.txt), the machine and versions lines, and one peer CLI run."""
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """What qkeras2qonnx adds to tf2onnx per layer on deep QKeras chains, in one conversion each.
 
-``bench.py``'s QKeras scaling converts each chain twice (ours, then the floor: tf2onnx's
+``compare.py``'s QKeras scaling converts each chain twice (ours, then the floor: tf2onnx's
 ``from_keras`` on the stripped model); at 5,000 layers tf2onnx alone takes many minutes, so this
 script converts once and times tf2onnx's ``from_keras`` inside our run instead: what remains
-(stripping, our passes, finishing) is what our pipeline adds. The chains are ``bench.py``'s
+(stripping, our passes, finishing) is what our pipeline adds. The chains are ``compare.py``'s
 (``bench_chains.qdense_chain``). Target: added ms per layer at the deepest within 1.5x of that
 at 100.
 
-Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench_qkeras_depth.py 100
+Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench/run.py qkeras-depth 100
 1000 5000``.
 """
 

@@ -15,7 +15,8 @@ Per quantized model of ``../shared/corpus/tflite/`` (int16 models excepted unles
 person_detect's rank-1 biases carry quantized_dimension 3, which the interpreter refuses; it
 runs with 0 there (the only axis a rank-1 tensor has, as the converter reads it).
 
-Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench_bit_exact.py [MODEL ...]``.
+Prints figures; it is not a test.
+Run: ``.venv/bin/python scripts/bench/run.py bit-exact [MODEL ...]``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "tflite"

@@ -10,7 +10,7 @@ file), ``onnx.checker``, then QONNX (qonnx executor) vs QKeras ``predict`` at ba
 within 1e-6 relative. Prints a table: model x generation x source -> exact / max error /
 refusal / crash.
 
-    python scripts/sweep_qkeras.py [--only NAME,...] [--gen keras2|keras3] [--cli] [--no-files]
+    python scripts/sweep/run.py qkeras [--only NAME,...] [--gen keras2|keras3] [--cli] [--no-files]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sweep_qkeras_check import attempt, deterministic, seed_weights
 from sweep_qkeras_layer_models import layer_builders
 from sweep_qkeras_quantizer_models import quantizer_builders
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

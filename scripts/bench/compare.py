@@ -1,12 +1,12 @@
-"""The one benchmark: our converters against their peers, side by side, on this machine.
+"""``run.py all``: our converters against their peers, side by side, on this machine.
 
 Everything runs in one process tree, one measurement at a time (the machine is shared):
 
 1. TFLite corpus (../shared/corpus/tflite), one table per model, one row per tool:
    ``tflite2qonnx`` (ours), ``python -m tf2onnx.convert --tflite`` and ``tflite2onnx`` (PyPI;
    installed on first run into ``.venv-bench/`` from the exact pins in
-   ``scripts/bench-peers.txt``, since it needs its own numpy/onnx/tflite; a peer that cannot be
-   installed is shown as ``n/a`` with the reason).
+   ``scripts/bench/bench-peers.txt``, since it needs its own numpy/onnx/tflite; a peer that
+   cannot be installed is shown as ``n/a`` with the reason).
 2. QKeras corpus (``bench_qkeras.MODELS``), one table per model: ``qkeras2qonnx`` (ours) and the
    floor our pipeline adds to: tf2onnx's plain ``convert.from_keras`` on the stripped model
    (``qkeras2qonnx.strip.strip_model``: plain Keras layers plus the output markers, which plain
@@ -59,14 +59,14 @@ on that.
 
 One module per part, next to this one: bench_corpus, bench_large, bench_options and
 bench_scaling (the sections), bench_chains (the generated models: ``Chain``, ``qdense_chain``),
-bench_workers (the in-process measurements, run as ``bench.py --worker KIND ...``), bench_peers,
+bench_workers (the in-process measurements, run as ``compare.py --worker KIND ...``), bench_peers,
 bench_tables and bench_common (what they share).
 
 Prints figures; it is not a test. On the 2-core VM, shared: the large-models, options and
 TFLite scaling sections take about 5 min, the QKeras scaling chains up to 2000 layers about
 15 (``--depths 10 100 1000`` about 5); the corpus tables about 5. The first run also creates
 ``.venv-bench`` and generates the TFLite models (about 2 min). Run: ``.venv/bin/python
-scripts/bench.py [--no-peers] [--models NAME ...] [--no-corpus] [--no-large] [--no-options]
+scripts/bench/run.py all [--no-peers] [--models NAME ...] [--no-corpus] [--no-large] [--no-options]
 [--depths 10 100 1000 5000 | --no-scaling]``.
 """
 

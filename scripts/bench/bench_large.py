@@ -1,4 +1,4 @@
-"""bench.py's large-models section: whole CLI runs on dp_net and the large generated chain,
+"""compare.py's large-models section: whole CLI runs on dp_net and the large generated chain,
 against the issue's dp_net targets."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def print_report(report: Report, top: int = 15, out=sys.stdout) -> None:
         if r.get("where"):
             print(f"      at {' <- '.join(reversed(r['where']))}", file=out)
         print(
-            f"      rerun: .venv/bin/python scripts/fuzz_tflite.py --seed {report.seed} "
+            f"      rerun: .venv/bin/python scripts/fuzz.py --seed {report.seed} "
             f"--case {r['index']}",
             file=out,
         )

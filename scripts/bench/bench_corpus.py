@@ -1,4 +1,4 @@
-"""bench.py's corpus sections: one table per TFLite model (ours, tf2onnx, tflite2onnx) and per
+"""compare.py's corpus sections: one table per TFLite model (ours, tf2onnx, tflite2onnx) and per
 QKeras model (ours and the floor)."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Per model:
 
 A model that does not convert shows the CLI's one-line error instead of figures. Target: the
 whole CLI run under 1 s per model. Prints figures; it is not a test. --bit-exact has its own
-bench, ``scripts/bench_bit_exact.py`` (agreement, node growth, onnxruntime cost).
-Run: ``.venv/bin/python scripts/bench_tflite.py [MODEL.tflite ...]``.
+bench, ``scripts/bench/run.py bit-exact`` (agreement, node growth, onnxruntime cost).
+Run: ``.venv/bin/python scripts/bench/run.py tflite [MODEL.tflite ...]``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "tflite"
@@ -55,7 +55,7 @@ def run_cli(model: Path, out: Path) -> tuple[int, float, float, str]:
 
 def run_command(argv: list[str]) -> tuple[int, float, float, str]:
     """(exit code, wall seconds, peak RSS MB, stderr) of any command in a fresh process, run
-    from the project root (scripts/bench.py measures the peers with it too)."""
+    from the project root (scripts/bench/run.py all measures the peers with it too)."""
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         proc = subprocess.Popen(

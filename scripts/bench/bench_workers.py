@@ -1,4 +1,4 @@
-"""bench.py's in-process measurements, each run in a child (``bench.py --worker KIND ...``) with
+"""compare.py's in-process measurements, each run in a child (``compare.py --worker KIND ...``) with
 its own imports: tf2onnx and tflite2onnx conversion times, ours against the floor on QKeras
 models, and generating the TFLite chains."""
 
@@ -143,7 +143,7 @@ WORKERS: dict[str, Callable[[list[str], Any], dict[str, Any]]] = {
 
 
 def worker_main(argv: list[str]) -> int:
-    """``bench.py --worker KIND RESULT.json LAST_ARG ITEMS...`` (internal): LAST_ARG is the
+    """``compare.py --worker KIND RESULT.json LAST_ARG ITEMS...`` (internal): LAST_ARG is the
     repeat count, or the cache directory for make-tflite."""
     kind, result, last, *items = argv
     if kind != "make-tflite":

@@ -7,7 +7,7 @@ at 1k. Two shapes of graph, both with value_info on every tensor as converters e
 - dag:   two Conv branches per block, a [C] constant Mul, a per-channel Quant, an Add skip,
          and every 50 blocks a Reshape -> Reshape detour (terminate ops: real Transposes).
 
-Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench_layout.py``.
+Prints figures; it is not a test. Run: ``.venv/bin/python scripts/bench/run.py layout``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
