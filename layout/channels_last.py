@@ -100,6 +100,7 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
     """The finished ``wrap_implicit`` graph with qonnx's channels-last ops, in place
     (modified, conservatively, always)."""
     graph = model.graph
+    _split_chains(graph)
     producer = {o: n for n in graph.node for o in n.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in graph.node:
@@ -151,6 +152,43 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
 
 
 # ---------------------------------------------------------------------- helpers
+def _split_chains(graph: onnx.GraphProto) -> None:
+    """A Transpose to channels-last and one back between two implicit ops that tf2onnx
+    chains channels-first (a separable conv's depthwise and pointwise halves), so each sits
+    between its own pair; the pair cancels or is absorbed when both are fused."""
+    producer = {o: n for n in graph.node for o in n.output}
+    infos = {vi.name: vi for vi in graph.value_info}
+    nodes = []
+    for node in graph.node:
+        first = producer.get(node.input[0]) if node.input else None
+        dims = _dims(infos.get(node.input[0]))
+        if _implicit(node) and first is not None and _implicit(first) and len(dims or ()) > 2:
+            name, perm = node.input[0], _to_last(len(dims))
+            elem = _elem_type(infos[name])
+            nodes.append(_transpose(name, f"{name}_last", perm))
+            nodes.append(_transpose(f"{name}_last", f"{name}_first", channels_first(len(dims))))
+            # shapes on record: qonnx's channels-last ops read their input's in InferShapes
+            graph.value_info.extend(
+                [
+                    helper.make_tensor_value_info(f"{name}_last", elem, [dims[i] for i in perm]),
+                    helper.make_tensor_value_info(f"{name}_first", elem, dims),
+                ]
+            )
+            node.input[0] = f"{name}_first"
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _elem_type(vi: onnx.ValueInfoProto) -> int:
+    return vi.type.tensor_type.elem_type
+
+
+def _implicit(node: onnx.NodeProto) -> bool:
+    op = OP_CLASSES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    return op is not None and op.kind is Kind.IMPLICIT
+
+
 def _fix_batch(graph: onnx.GraphProto) -> None:
     """Batch 1 on every tensor whose leading dim is a graph input's symbolic batch."""
     batch = set()

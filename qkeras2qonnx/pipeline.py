@@ -10,14 +10,15 @@ from typing import Any
 
 import onnx
 
+from layout.channels_last import fuse_channels_last
 from qkeras2qonnx import flavour
-from qkeras2qonnx.channels_last import explicit_pads, to_channels_last
+from qkeras2qonnx.channels_last import explicit_pads
 from qkeras2qonnx.grouped_transpose import set_groups
 from qkeras2qonnx.load import load_model
 from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
-from qkeras2qonnx.tf2onnx_step import to_onnx
+from qkeras2qonnx.tf2onnx_step import source_order_optimizers, to_onnx
 from qonnx_ingest.conv1d import conv1d_as_rank3
 from qonnx_ingest.conv1d_bias import fold_conv1d_bias
 from qonnx_ingest.errors import (
@@ -164,6 +165,8 @@ def convert_keras(
     """strip -> tf2onnx [-> groups] -> reinsert -> finish, then [1-D convolutions -> finish]
     or [channels-last -> finish], then count the quantizers once more."""
     plain, layer_map = strip_model(model)
+    if channels_last:  # source order: NHWC, tf2onnx's Transposes only around each Conv/pool
+        tf2onnx_options["optimizers"] = source_order_optimizers()
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
     # the Keras model's own name when the caller gives none, not tf2onnx's "tf2onnx"
     graph_name = name or getattr(model, "name", None)
@@ -179,7 +182,7 @@ def convert_keras(
     finish = partial(finish_model, opset=opset)
     finished, _ = finish(proto, metadata=_metadata(layer_map))
     # each later pass that changes the graph is followed by finishing again
-    reshaped = [conv1d_rank3, *([to_channels_last] if channels_last else [])]
+    reshaped = [conv1d_rank3, *([fuse_channels_last] if channels_last else [])]
     finished, _ = run_passes(reshaped, finished, cleanup=finish)
     check_quantizer_count(finished, layer_map)
     if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
