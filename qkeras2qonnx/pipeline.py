@@ -58,8 +58,9 @@ def convert(
     ``batch_size=None`` keeps the batch dimension dynamic. ``weights`` loads a weights file on
     top (required for a .json architecture). Lambda layers run code stored in the model, so
     they are refused unless ``allow_lambda``. ``int_quant`` emits IntQuant instead of Quant.
-    ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
-    the batch is fixed to 1 unless ``batch_size`` says otherwise).
+    ``channels_last`` writes Conv, MaxPool and BatchNormalization as qonnx's channels-last ops
+    on the NHWC tensors (``layout.channels_last``; static shapes: the batch is fixed to 1
+    unless ``batch_size`` says otherwise).
     Every quantizer becomes a QONNX node (inside an unrolled recurrent cell, one per step),
     or a ``ConversionError`` names it.
     A model of the QKeras generation this process did not import (qkeras-v3 / Keras 3 vs
@@ -72,7 +73,7 @@ def convert(
     """
     check_format(format)
     if channels_last and batch_size is None:
-        batch_size = 1  # qonnx's channels-last transformation needs static shapes
+        batch_size = 1  # qonnx's channels-last ops need static shapes
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     inputs = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
@@ -163,7 +164,8 @@ def convert_keras(
     **tf2onnx_options: Any,
 ) -> onnx.ModelProto:
     """strip -> tf2onnx [-> groups] -> reinsert -> finish, then [1-D convolutions -> finish]
-    or [channels-last -> finish], then count the quantizers once more."""
+    and [channels-last -> finish], then count the quantizers once more. For channels-last,
+    tf2onnx runs without its transpose optimizer, so the graph stays in Keras's NHWC order."""
     plain, layer_map = strip_model(model)
     if channels_last:  # source order: NHWC, tf2onnx's Transposes only around each Conv/pool
         tf2onnx_options["optimizers"] = source_order_optimizers()
