@@ -1,5 +1,5 @@
-"""--channels-last: qonnx's ConvertToChannelsLastAndClean on the output; the result runs in
-qonnx's executor and computes what the default output and QKeras compute."""
+"""--channels-last: qonnx's channels-last ops (written by layout.channels_last); the result runs
+in qonnx's executor and computes what the default output and QKeras compute."""
 
 import numpy as np
 import onnx
