@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 
 from layout.channels_last import fuse_channels_last
+from layout.global_pool import source_global_pools
 from qkeras2qonnx import flavour
 from qkeras2qonnx.channels_last import explicit_pads
 from qkeras2qonnx.grouped_transpose import set_groups
@@ -184,7 +185,9 @@ def convert_keras(
     finish = partial(finish_model, opset=opset)
     finished, _ = finish(proto, metadata=_metadata(layer_map))
     # each later pass that changes the graph is followed by finishing again
-    reshaped = [conv1d_rank3, *([fuse_channels_last] if channels_last else [])]
+    # channels-last: each bias inside its Conv, global pools as in the default output, fused
+    last = [fold_conv1d_bias, source_global_pools, fuse_channels_last] if channels_last else []
+    reshaped = [conv1d_rank3, *last]
     finished, _ = run_passes(reshaped, finished, cleanup=finish)
     check_quantizer_count(finished, layer_map)
     if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):
