@@ -43,7 +43,7 @@ CHANNELS_LAST_RANKS = (3, 4)
 _QUANTIZERS = ("Quant", "IntQuant", "BipolarQuant", "Trunc")
 
 
-def _to_last(rank: int) -> list[int]:
+def to_last(rank: int) -> list[int]:
     return [0, *range(2, rank), 1]
 
 
@@ -83,12 +83,12 @@ def wrap_implicit(model: onnx.ModelProto) -> PassResult:
             if name:  # a constant too: finishing folds its Transpose
                 rank = _rank(g, node, name)
                 node.input[slot] = f"{name}__{node.output[0]}_nchw"
-                nodes.append(_transpose(name, node.input[slot], channels_first(rank)))
+                nodes.append(transpose_node(name, node.input[slot], channels_first(rank)))
         for slot in op.ports_out:
             name = node.output[slot] if slot < len(node.output) else ""
             if name:
                 node.output[slot] = f"{name}_nchw"
-                after.append(_transpose(node.output[slot], name, _to_last(rank_out)))
+                after.append(transpose_node(node.output[slot], name, to_last(rank_out)))
         nodes.append(node)
         nodes.extend(after)
     del out.graph.node[:]
@@ -100,6 +100,7 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
     """The finished ``wrap_implicit`` graph with qonnx's channels-last ops, in place
     (modified, conservatively, always)."""
     graph = model.graph
+    _split_chains(graph)
     producer = {o: n for n in graph.node for o in n.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in graph.node:
@@ -120,7 +121,7 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
         if (
             rank not in CHANNELS_LAST_RANKS
             or _perm(before) != list(channels_first(rank))
-            or _perm(afters[0]) != _to_last(rank)
+            or _perm(afters[0]) != to_last(rank)
             or len(consumers[before.output[0]]) != 1
             or node.output[0] in outputs
         ):
@@ -151,6 +152,43 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
 
 
 # ---------------------------------------------------------------------- helpers
+def _split_chains(graph: onnx.GraphProto) -> None:
+    """A Transpose to channels-last and one back between two implicit ops that tf2onnx
+    chains channels-first (a separable conv's depthwise and pointwise halves), so each sits
+    between its own pair; the pair cancels or is absorbed when both are fused."""
+    producer = {o: n for n in graph.node for o in n.output}
+    infos = {vi.name: vi for vi in graph.value_info}
+    nodes = []
+    for node in graph.node:
+        first = producer.get(node.input[0]) if node.input else None
+        dims = _dims(infos.get(node.input[0]))
+        if _implicit(node) and first is not None and _implicit(first) and len(dims or ()) > 2:
+            name, perm = node.input[0], to_last(len(dims))
+            elem = _elem_type(infos[name])
+            nodes.append(transpose_node(name, f"{name}_last", perm))
+            nodes.append(transpose_node(f"{name}_last", f"{name}_first", channels_first(len(dims))))
+            # shapes on record: qonnx's channels-last ops read their input's in InferShapes
+            graph.value_info.extend(
+                [
+                    helper.make_tensor_value_info(f"{name}_last", elem, [dims[i] for i in perm]),
+                    helper.make_tensor_value_info(f"{name}_first", elem, dims),
+                ]
+            )
+            node.input[0] = f"{name}_first"
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _elem_type(vi: onnx.ValueInfoProto) -> int:
+    return vi.type.tensor_type.elem_type
+
+
+def _implicit(node: onnx.NodeProto) -> bool:
+    op = OP_CLASSES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    return op is not None and op.kind is Kind.IMPLICIT
+
+
 def _fix_batch(graph: onnx.GraphProto) -> None:
     """Batch 1 on every tensor whose leading dim is a graph input's symbolic batch."""
     batch = set()
@@ -185,7 +223,7 @@ def _rank(g: GraphIndex, node: onnx.NodeProto, name: str) -> int:
     return rank
 
 
-def _transpose(src: str, dst: str, perm) -> onnx.NodeProto:
+def transpose_node(src: str, dst: str, perm) -> onnx.NodeProto:
     return helper.make_node("Transpose", [src], [dst], name=f"{dst}_transpose", perm=list(perm))
 
 
@@ -201,7 +239,7 @@ def _weight_to_last(node, graph, producer, consumers, inits, infos) -> str:
     read through a Transpose."""
     name = node.input[1]
     rank = len(_dims(infos.get(name)) or _dims_init(inits.get(name)) or ())
-    perm = _to_last(rank) if rank else None
+    perm = to_last(rank) if rank else None
     source = producer.get(name)
     target = name if source is None else source.input[0] if source.op_type in _QUANTIZERS else ""
     params_ok = source is None or all(
@@ -224,7 +262,7 @@ def _weight_to_last(node, graph, producer, consumers, inits, infos) -> str:
     if not perm:
         raise ConversionError("the rank of this Conv weight is unknown", name)
     moved = f"{name}_ohwi"
-    graph.node.append(_transpose(name, moved, perm))
+    graph.node.append(transpose_node(name, moved, perm))
     # its shape on record: qonnx's channels-last Conv reads it in InferShapes (cleanup_model)
     dims = _dims(infos.get(name)) or _dims_init(inits.get(name))
     elem_type = infos[name].type.tensor_type.elem_type if name in infos else inits[name].data_type
@@ -270,7 +308,7 @@ def _cancel_pairs(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.N
         if (
             rank in (3, 4, 5)
             and perm == list(channels_first(rank))
-            and _perm(first) == _to_last(rank)
+            and _perm(first) == to_last(rank)
         ):
             rename[node.output[0]] = first.input[0]
             dropped.add(id(node))

@@ -61,8 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--channels-last",
         action="store_true",
-        help="run qonnx's channels-last transformation on the output (fixes the batch to 1 "
-        "unless --batch-size is given)",
+        help="NHWC throughout, Conv / MaxPool / BatchNormalization as qonnx's channels-last "
+        "ops, for hls4ml and FINN (fixes the batch to 1 unless --batch-size is given)",
     )
     return run(
         parser,

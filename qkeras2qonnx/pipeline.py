@@ -10,14 +10,16 @@ from typing import Any
 
 import onnx
 
+from layout.channels_last import fuse_channels_last
+from layout.global_pool import source_global_pools
 from qkeras2qonnx import flavour
-from qkeras2qonnx.channels_last import explicit_pads, to_channels_last
+from qkeras2qonnx.channels_last import explicit_pads
 from qkeras2qonnx.grouped_transpose import set_groups
 from qkeras2qonnx.load import load_model
 from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
-from qkeras2qonnx.tf2onnx_step import to_onnx
+from qkeras2qonnx.tf2onnx_step import source_order_optimizers, to_onnx
 from qonnx_ingest.conv1d import conv1d_as_rank3
 from qonnx_ingest.conv1d_bias import fold_conv1d_bias
 from qonnx_ingest.errors import (
@@ -57,8 +59,9 @@ def convert(
     ``batch_size=None`` keeps the batch dimension dynamic. ``weights`` loads a weights file on
     top (required for a .json architecture). Lambda layers run code stored in the model, so
     they are refused unless ``allow_lambda``. ``int_quant`` emits IntQuant instead of Quant.
-    ``channels_last`` runs qonnx's ConvertToChannelsLastAndClean on the result (static shapes:
-    the batch is fixed to 1 unless ``batch_size`` says otherwise).
+    ``channels_last`` writes Conv, MaxPool and BatchNormalization as qonnx's channels-last ops
+    on the NHWC tensors (``layout.channels_last``; static shapes: the batch is fixed to 1
+    unless ``batch_size`` says otherwise).
     Every quantizer becomes a QONNX node (inside an unrolled recurrent cell, one per step),
     or a ``ConversionError`` names it.
     A model of the QKeras generation this process did not import (qkeras-v3 / Keras 3 vs
@@ -71,7 +74,7 @@ def convert(
     """
     check_format(format)
     if channels_last and batch_size is None:
-        batch_size = 1  # qonnx's channels-last transformation needs static shapes
+        batch_size = 1  # qonnx's channels-last ops need static shapes
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     inputs = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
@@ -162,8 +165,11 @@ def convert_keras(
     **tf2onnx_options: Any,
 ) -> onnx.ModelProto:
     """strip -> tf2onnx [-> groups] -> reinsert -> finish, then [1-D convolutions -> finish]
-    or [channels-last -> finish], then count the quantizers once more."""
+    and [channels-last -> finish], then count the quantizers once more. For channels-last,
+    tf2onnx runs without its transpose optimizer, so the graph stays in Keras's NHWC order."""
     plain, layer_map = strip_model(model)
+    if channels_last:  # source order: NHWC, tf2onnx's Transposes only around each Conv/pool
+        tf2onnx_options["optimizers"] = source_order_optimizers()
     proto = to_onnx(plain, opset=opset, **tf2onnx_options)
     # the Keras model's own name when the caller gives none, not tf2onnx's "tf2onnx"
     graph_name = name or getattr(model, "name", None)
@@ -179,7 +185,9 @@ def convert_keras(
     finish = partial(finish_model, opset=opset)
     finished, _ = finish(proto, metadata=_metadata(layer_map))
     # each later pass that changes the graph is followed by finishing again
-    reshaped = [conv1d_rank3, *([to_channels_last] if channels_last else [])]
+    # channels-last: each bias inside its Conv, global pools as in the default output, fused
+    last = [fold_conv1d_bias, source_global_pools, fuse_channels_last] if channels_last else []
+    reshaped = [conv1d_rank3, *last]
     finished, _ = run_passes(reshaped, finished, cleanup=finish)
     check_quantizer_count(finished, layer_map)
     if not any(n.op_type in QUANT_OP_TYPES for n in finished.graph.node):

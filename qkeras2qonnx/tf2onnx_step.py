@@ -56,6 +56,15 @@ def to_onnx(
     return proto
 
 
+def source_order_optimizers() -> dict:
+    """tf2onnx's optimizers but its transpose optimizer: the graph stays in Keras's NHWC order,
+    each Conv/pool between a Transpose to channels-first and one back (what
+    ``layout.channels_last.fuse_channels_last`` turns into qonnx's channels-last ops)."""
+    from tf2onnx.optimizer import _get_optimizers
+
+    return {k: v for k, v in _get_optimizers().items() if k != "optimize_transpose"}
+
+
 def _functional(model: Any) -> Any:
     """tf2onnx 1.17 cannot name the outputs of a Keras 3 Sequential (KeyError 'keras_tensor_N');
     the same layers as a functional model convert."""

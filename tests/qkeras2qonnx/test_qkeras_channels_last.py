@@ -1,5 +1,5 @@
-"""--channels-last: qonnx's ConvertToChannelsLastAndClean on the output; the result runs in
-qonnx's executor and computes what the default output and QKeras compute."""
+"""--channels-last: qonnx's channels-last ops (written by layout.channels_last); the result runs
+in qonnx's executor and computes what the default output and QKeras compute."""
 
 import numpy as np
 import onnx
@@ -54,3 +54,44 @@ def test_cli_channels_last(tmp_path):
     assert main([str(tmp_path / "m.h5"), "--channels-last"]) == 0
     converted = onnx.load(tmp_path / "m.onnx")
     assert "qonnx.custom_op.channels_last" in {n.domain for n in converted.graph.node}
+
+
+@pytest.fixture(scope="module")
+def pooled_depthwise():
+    """QDepthwiseConv2D with a quantized bias -> QActivation -> a global pool (mean, max)."""
+    from qkeras import QActivation, QDepthwiseConv2D, quantized_bits, quantized_relu
+    from qkeras_helpers import keras, set_seeded_weights
+
+    k = keras()
+    models = {}
+    for seed, pool in enumerate((k.layers.GlobalAveragePooling2D, k.layers.GlobalMaxPooling2D)):
+        inp = k.Input((6, 6, 3), name="x")
+        h = QDepthwiseConv2D(
+            3,
+            depthwise_quantizer=quantized_bits(6, 0, alpha=1),
+            bias_quantizer=quantized_bits(6, 2, alpha=1),
+            name="dw",
+        )(inp)
+        h = QActivation(quantized_relu(6, 2), name="act")(h)
+        models[pool.__name__] = k.Model(inp, pool()(h))
+        set_seeded_weights(models[pool.__name__], 21 + seed)
+    return models
+
+
+@pytest.mark.parametrize("pool", ["GlobalAveragePooling2D", "GlobalMaxPooling2D"])
+def test_channels_last_keeps_bias_in_conv_and_global_pool_and_equals_qkeras(pooled_depthwise, pool):
+    """A depthwise bias goes into the channels-last Conv and a global pool stays a global pool
+    (not a ReduceMean / ReduceMax), as in the default output; values equal QKeras's."""
+    import qkeras2qonnx
+
+    model = pooled_depthwise[pool]
+    last = qkeras2qonnx.convert(model, channels_last=True)
+    ops = [n.op_type for n in last.graph.node]
+    pooled = {"GlobalAveragePooling2D": "GlobalAveragePool", "GlobalMaxPooling2D": "GlobalMaxPool"}
+    assert pooled[pool] in ops and not {"ReduceMean", "ReduceMax", "Add"} & set(ops), ops
+    (conv,) = [n for n in last.graph.node if n.op_type == "Conv"]
+    assert conv.domain == "qonnx.custom_op.channels_last" and len(conv.input) == 3
+    x = (np.random.default_rng(3).integers(-32, 32, (6, 6, 6, 3)) / 16).astype(np.float32)
+    expected = model.predict(x, verbose=0)
+    got = np.concatenate([_run(last, row[None]) for row in x])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * float(np.abs(expected).max()))
