@@ -55,19 +55,25 @@ def _convert(tf, fn, signature, quantized: bool = False) -> bytes:
     concrete = tf.function(fn, input_signature=signature).get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], None)
     if quantized:
-        rng = np.random.default_rng(0)
-        shape = signature[0].shape
-
-        def representative():
-            for _ in range(16):
-                yield [rng.uniform(-1, 1, shape).astype(np.float32)]
-
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        full_integer(converter, signature[0].shape)
     return converter.convert()
+
+
+def full_integer(converter, shape, seed: int = 0) -> None:
+    """Set ``converter`` to full-integer int8 with int8 I/O, calibrated on 16 seeded uniform
+    [-1, 1) inputs of ``shape``."""
+    tf = _tf()
+    rng = np.random.default_rng(seed)
+
+    def representative():
+        for _ in range(16):
+            yield [rng.uniform(-1, 1, shape).astype(np.float32)]
+
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
 
 
 def cond_model(quantized: bool = False) -> bytes:

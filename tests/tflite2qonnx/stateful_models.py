@@ -15,7 +15,7 @@ Also here, to be built in the same process: control_flow_models' tf.Variable mod
 from __future__ import annotations
 
 import numpy as np
-from control_flow_models import _tf
+from control_flow_models import _tf, full_integer
 from control_flow_models import conditional_assignment_model as conditional_assignment_model
 from control_flow_models import variable_model as variable_model
 
@@ -39,17 +39,7 @@ def keras_stateful(quantized: bool = False, seed: int = 3) -> bytes:
     ]
     converter = tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(x, outs))
     if quantized:
-        rng = np.random.default_rng(seed)
-
-        def representative():
-            for _ in range(16):
-                yield [rng.uniform(-1, 1, SHAPE).astype(np.float32)]
-
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        full_integer(converter, SHAPE, seed)
     return converter.convert()
 
 
