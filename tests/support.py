@@ -2,6 +2,7 @@
 every bad-input CLI row makes."""
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -54,3 +55,25 @@ def run_module(
         timeout=timeout,
         env={**os.environ, "PYTHONPATH": pythonpath},
     )
+
+
+def ctrl_c_after_first_line(
+    tool: str, args: Sequence[str], cwd: Path, timeout: float
+) -> tuple[str, str, str, int]:
+    """Run ``python -m tool args`` in ``cwd``, send it SIGINT once its first stdout line (one
+    model done) arrives, as a user's Ctrl-C; return that line, the rest of stdout, stderr and
+    the exit code."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", tool, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # a shell's background job ignores SIGINT; a user's Ctrl-C is what this sends
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    first = child.stdout.readline()
+    child.send_signal(signal.SIGINT)  # to the batch alone: it passes it on to its workers
+    rest, err = child.communicate(timeout=timeout)
+    return first, rest, err, child.returncode

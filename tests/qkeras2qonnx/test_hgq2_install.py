@@ -28,8 +28,7 @@ def test_hgq2_is_on_the_keras3_path_only(tmp_path, monkeypatch):
     (tmp_path / "hgq" / "__init__.py").write_text("")
     monkeypatch.setenv(flavour.HGQ2_DIR_VARIABLE, str(tmp_path))
     assert flavour.hgq2_dir() == tmp_path
-    if flavour.qkeras3_dir() is None:
-        pytest.skip("qkeras-v3 is not installed beside the venv")
+    assert flavour.qkeras3_dir() is not None, "qkeras-v3 is missing: run scripts/setup.sh"
     keras3 = flavour.qkeras3_environment({"PYTHONPATH": ""})["PYTHONPATH"].split(os.pathsep)
     assert str(tmp_path) in keras3
     keras2 = flavour.keras2_environment({"PYTHONPATH": str(tmp_path)})["PYTHONPATH"]

@@ -10,7 +10,6 @@ import os
 import pty
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import zipfile
@@ -20,7 +19,15 @@ import onnx
 import pytest
 
 from qonnx_ingest.errors import InputError, ReferenceUnavailable
-from support import CORPUS, ROOT, assert_cli_fails, requires_corpus, run_module, snapshot
+from support import (
+    CORPUS,
+    ROOT,
+    assert_cli_fails,
+    ctrl_c_after_first_line,
+    requires_corpus,
+    run_module,
+    snapshot,
+)
 from tflite2qonnx.cli import main
 
 TFLITE = CORPUS / "tflite"
@@ -228,21 +235,11 @@ def test_ctrl_c_in_folder_mode_prints_what_finished_and_what_did_not(tmp_path):
     models.mkdir()
     for k in range(6):
         shutil.copy(PERSON, models / f"m{k}.tflite")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tflite2qonnx", "models", "-o", "out/"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        # a shell's background job ignores SIGINT; a user's Ctrl-C is what this test sends
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    first, rest, err, code = ctrl_c_after_first_line(
+        "tflite2qonnx", ["models", "-o", "out/"], tmp_path, timeout=120
     )
-    first = child.stdout.readline()  # one model done
-    child.send_signal(signal.SIGINT)  # to the batch alone: it passes it on to its children
-    rest, err = child.communicate(timeout=120)
     assert first.startswith("tflite2qonnx: converted models/m0.tflite"), (first, err)
-    assert child.returncode == 130, err
+    assert code == 130, err
     assert "crashed" not in rest + err and "Traceback" not in err
     rows = (
         re.match(r"(converted|interrupted|not run|total) +(\d+) ", ln) for ln in rest.splitlines()
