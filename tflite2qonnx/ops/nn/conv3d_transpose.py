@@ -7,7 +7,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.nn.conv import transpose_conv_attrs
+from tflite2qonnx.ops.geometry import transpose_conv_attrs
 
 DHWOI_TO_IODHW = (4, 3, 0, 1, 2)
 
