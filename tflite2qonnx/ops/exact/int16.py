@@ -4,7 +4,7 @@ FULLY_CONNECTED, AVERAGE_POOL_2D and QUANTIZE from int16 (``ops.exact.softmax16`
 ``ops.exact.int8`` MEAN), and, under --bit-exact, ADD / SUB with pot_scale_int16 on power-of-two
 scales.
 
-They run both by default and under --bit-exact (``ops.dispatch.emulates``): the 16x8 kernels
+They run both by default and under --bit-exact (``ops.treatment.emulates``): the 16x8 kernels
 requantize with a multiplier rounded to 16 bits, which moves about one output in twenty by a
 step against any single rounding of the real product, so only their arithmetic agrees with the
 interpreter end to end.
@@ -72,7 +72,7 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     """16x8 CONV_2D / DEPTHWISE_CONV_2D (reference_integer_ops' int16 ConvPerChannel and
     DepthwiseConvPerChannel with int64 biases): per-channel multipliers in double, one
     rounding. An int32 bias (the kernel's other accumulator) is refused; by default such a
-    convolution rounds once (``ops.dispatch.emulates``)."""
+    convolution rounds once (``ops.treatment.emulates``)."""
     where = op.where
     if len(op.inputs) < 3 or op.inputs[2] < 0:
         raise ConversionError(

@@ -1,5 +1,5 @@
 """CONV_3D_TRANSPOSE(output_shape, weights [kd, kh, kw, O, I], input NDHWC[, bias]) as
-ConvTranspose, padded as TRANSPOSE_CONV is (``ops.nn.conv.transpose_conv``) in three dims."""
+ConvTranspose, padded as TRANSPOSE_CONV is (``ops.geometry.transpose_conv_attrs``) in three dims."""
 
 from __future__ import annotations
 
