@@ -18,8 +18,7 @@ from tflite2qonnx.ops.geometry import reduction_axes as _axes
 def _reduce(onnx_op: str, raw: bool = False):
     """``raw``: the int8 kernel picks raw integers (REDUCE_MAX, REDUCE_MIN), see
     ``GraphBuilder.reinterpret``. The integer kernels (MEAN, SUM, REDUCE_PROD under
-    --bit-exact; int16 MEAN and REDUCE_PROD always) are their records' ``kernel`` /
-    ``int16_kernel``."""
+    --bit-exact; int16 MEAN and REDUCE_PROD always) are their records' ``kernel``."""
 
     def convert(b: GraphBuilder, op: Operator) -> None:
         x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])

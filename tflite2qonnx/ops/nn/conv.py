@@ -26,12 +26,12 @@ DHWIO_TO_OIDHW = (4, 3, 0, 1, 2)
 
 
 def conv_2d(b: GraphBuilder, op: Operator) -> None:
-    """Integer kernels (--bit-exact, int16): its record's ``kernel`` / ``int16_kernel``."""
+    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
     _conv(b, op, *conv_2d_layout(b, op))
 
 
 def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
-    """Integer kernels (--bit-exact, int16): its record's ``kernel`` / ``int16_kernel``."""
+    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
     _conv(b, op, *depthwise_layout(b, op))
 
 
@@ -48,7 +48,7 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
 
 def transpose_conv(b: GraphBuilder, op: Operator) -> None:
     """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose; integer kernels
-    (--bit-exact, int16): its record's ``kernel`` / ``int16_kernel``."""
+    (--bit-exact; int16 as its record's ``int16`` says): its record's ``kernel``."""
     w_idx, x_idx = op.inputs[1], op.inputs[2]
     attrs = transpose_conv_2d_attrs(b, op)
     inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]

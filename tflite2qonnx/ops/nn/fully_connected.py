@@ -10,7 +10,7 @@ from tflite2qonnx.ops.hybrid.fully_connected import hybrid_fully_connected, is_h
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
-    """Integer kernels (--bit-exact, int16): its record's ``kernel`` / ``int16_kernel``."""
+    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
     check_fc_weights(op)
     x_idx, w_idx = op.inputs[0], op.inputs[1]
     bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1

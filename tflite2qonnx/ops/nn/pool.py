@@ -19,8 +19,7 @@ def _pool(b: GraphBuilder, op: Operator, op_type: str, **extra) -> None:
 
 
 def average_pool_2d(b: GraphBuilder, op: Operator) -> None:
-    """Integer kernels (int16 always, int8 under --bit-exact): its record's ``kernel`` /
-    ``int16_kernel``."""
+    """Integer kernels (int16 always, int8 under --bit-exact): its record's ``kernel``."""
     _pool(b, op, "AveragePool", count_include_pad=0)
 
 

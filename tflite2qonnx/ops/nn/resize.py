@@ -39,8 +39,7 @@ def _nearest_mode(op: Operator) -> dict:
 
 
 def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
-    """Integer kernel (int16 always, int8 under --bit-exact): its record's ``kernel`` /
-    ``int16_kernel``."""
+    """Integer kernel (int16 always, int8 under --bit-exact): its record's ``kernel``."""
     _resize(b, op, {"mode": "linear", "coordinate_transformation_mode": _coordinate_mode(op)})
 
 

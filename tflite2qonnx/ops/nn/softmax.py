@@ -9,8 +9,7 @@ from tflite2qonnx.model import Operator
 
 
 def softmax(b: GraphBuilder, op: Operator) -> None:
-    """Integer kernels (int16 always, int8 under --bit-exact): its record's ``kernel`` /
-    ``int16_kernel``."""
+    """Integer kernels (int16 always, int8 under --bit-exact): its record's ``kernel``."""
     x = b.input(op.inputs[0])
     beta = float(op.options.get("beta", 1.0))
     if beta != 1.0:
