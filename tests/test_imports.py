@@ -99,17 +99,20 @@ def test_every_record_names_an_existing_converter():
     from tflite2qonnx.ops.dispatch import resolve
 
     for name, record in OPERATORS.items():
-        for reference in (record.convert, record.int16_kernel):
+        references = (record.convert, record.int16_kernel, record.table, record.kernel)
+        for reference in (*references, record.int16_when, record.kernel_when):
             if reference is not None:
                 assert callable(resolve(reference)), f"{name}: {reference}"
 
 
 def test_integer_back_end_imports_no_float_converter():
     """``ops.exact`` may use the shared helpers of ``ops`` (common, padding, the fused
-    activation, the record and its treatment decisions), never a converter of another family."""
+    activation, the operand geometry, the record and its treatment decisions), never a converter
+    of another family."""
     modules = _modules()
     shared = {
         "tflite2qonnx.ops.common",
+        "tflite2qonnx.ops.geometry",
         "tflite2qonnx.ops.padding",
         "tflite2qonnx.ops.activation",
         "tflite2qonnx.ops.record",

@@ -1,7 +1,10 @@
 """Each operator record's --bit-exact and int16 declarations are what conversion does.
 
-Three views: the dispatch's decisions (``ops.dispatch``: emulates, is_integer_op, rounded_once)
-for every record, against what each declared constant means; and, for every record with an
+Four views: the dispatch's decisions (``ops.dispatch``: emulates, is_integer_op, rounded_once)
+for every record, against what each declared constant means; which declared function
+``ops.dispatch`` runs for each record with a kernel, on int8 and int16 stand-ins, by default
+and under --bit-exact (no converter picks a kernel: a source check pins that); and, for every
+record with an
 int16 kernel and a hand-built 16x8 single-op model (``int16_op_models.CASES``), the converted
 graphs: a kernel that runs by default converts the same with and without --bit-exact and
 equals the interpreter's builtin kernel; one that runs under --bit-exact only converts
@@ -12,16 +15,21 @@ differently under --bit-exact and then equals the interpreter's builtin kernel.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from int16_op_models import CASES, differences
+from litert_compare import reference_interpreter, run_ours
 from tflite_writer import build_model
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.quant_lowering import lower_quants
 from tflite2qonnx.api import convert
 from tflite2qonnx.ops import OPERATORS
+from tflite2qonnx.ops.dispatch import dispatch
 from tflite2qonnx.ops.record import (
     ANY_INTEGER,
     DEQUANTIZES,
@@ -32,28 +40,45 @@ from tflite2qonnx.ops.record import (
     INT16_DEFAULT,
     INT16_DEFAULT_INT64_BIAS,
     ROUNDED_ONCE,
+    resolve,
 )
 from tflite2qonnx.ops.treatment import emulates, is_integer_op, rounded_once
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def _builder(dtype: str, bit_exact: bool, bias: str = "int32", out_scale: float = 0.5):
-    """A stand-in GraphBuilder: input 0 of ``dtype``, bias 2 of ``bias``, output 1."""
-    q_in = SimpleNamespace(scale=[0.25], zero_point=[0])
-    q_out = SimpleNamespace(scale=[out_scale], zero_point=[0])
+
+def _tensor(dtype: str, scale: float | None, axis: int | None = None) -> SimpleNamespace:
+    q = None if scale is None else SimpleNamespace(scale=[scale], zero_point=[0])
+    quant = None if scale is None else SimpleNamespace(scale=scale, zero_point=0, axis=axis)
+    return SimpleNamespace(
+        dtype=dtype, integer_quantized=q is not None, quantization=q, quant=quant
+    )
+
+
+def _builder(
+    dtype: str, bit_exact: bool, bias: str = "int32", out_scale: float = 0.5, out_axis=None
+):
+    """A stand-in GraphBuilder: inputs 0 and 9 of ``dtype``, bias 2 of ``bias``, output 1, an
+    int32 shape 7 (TRANSPOSE_CONV's input 0)."""
     tensors = {
-        0: SimpleNamespace(dtype=dtype, integer_quantized=True, quantization=q_in),
-        1: SimpleNamespace(dtype=dtype, integer_quantized=True, quantization=q_out),
-        2: SimpleNamespace(dtype=bias, integer_quantized=False, quantization=None),
+        0: _tensor(dtype, 0.25),
+        1: _tensor(dtype, out_scale, out_axis),
+        2: _tensor(bias, None),
+        7: _tensor("int32", None),
+        9: _tensor(dtype, 0.125),  # weights, or a binary op's second operand
     }
     return SimpleNamespace(bit_exact=bit_exact, tensor=tensors.__getitem__)
 
 
 def _op(name: str):
-    return SimpleNamespace(name=name, inputs=[0, 9, 2], outputs=[1], where=f"{name} (test)")
+    inputs = [7, 9, 0, 2] if name == "TRANSPOSE_CONV" else [0, 9, 2]  # its activation is input 2
+    return SimpleNamespace(name=name, inputs=inputs, outputs=[1], where=f"{name} (test)")
 
 
-@pytest.mark.parametrize("name", sorted(OPERATORS))
+@pytest.mark.parametrize("name", sorted(n for n, op in OPERATORS.items() if not op.int16_when))
 def test_int16_dispatch_follows_the_record(name: str) -> None:
+    """``emulates`` as each ``int16`` constant says (a record with its own ``int16_when``
+    predicate: ``test_dispatch_runs_the_kernel_the_record_declares``)."""
     treatment = OPERATORS[name].int16
     op = _op(name)
     by_default = emulates(_builder("int16", False), op)
@@ -86,6 +111,103 @@ def test_bit_exact_warning_follows_the_record(name: str) -> None:
             assert record.bit_exact == ROUNDED_ONCE and warned
 
 
+# records with a kernel; CONCATENATION's runs on uint8 across grids only (a real model below)
+_KERNEL_RECORDS = sorted(
+    n for n, op in OPERATORS.items() if (op.kernel or op.int16_kernel) and n != "CONCATENATION"
+)
+_BY_DEFAULT = (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS)
+
+
+def _declared(name: str, dtype: str, bit_exact: bool, bias: str) -> str | None:
+    """The reference the record's declarations say runs; None for a refusal."""
+    record = OPERATORS[name]
+    int16_ref = record.int16_kernel or (record.kernel if record.int16 in _BY_DEFAULT else None)
+    if dtype == "int16" and int16_ref is not None:
+        if bit_exact or record.int16 == INT16_DEFAULT:
+            return int16_ref
+        if record.int16 == INT16_DEFAULT_INT64_BIAS and bias == "int64":
+            return int16_ref
+    if not bit_exact or record.runs_on_stored_integers(dtype):
+        return record.convert
+    if dtype == "int16" and not record.int16:
+        return None  # --bit-exact refuses an int16 kernel nobody emulates
+    return record.kernel or record.convert
+
+
+def _spied(name: str, calls: list[str]):
+    """``name``'s dispatch with every function it may run replaced by a recorder (predicates
+    real: they are the choice under test)."""
+    record = OPERATORS[name]
+    predicates = {record.int16_when, record.kernel_when}
+
+    def load(reference: str):
+        assert callable(resolve(reference)), reference
+        if reference in predicates:
+            return resolve(reference)
+        return lambda b, op: calls.append(reference)
+
+    return dispatch(record, load)
+
+
+@pytest.mark.parametrize("name", _KERNEL_RECORDS)
+def test_dispatch_runs_the_kernel_the_record_declares(name: str) -> None:
+    """int8 and int16 stand-ins, by default and under --bit-exact (int32 and int64 biases):
+    the function run is the one the record's ``int16`` / ``kernel`` / ``int16_kernel`` /
+    ``stored_integers`` say. A ``table`` kernel's own step is real (the int8 models below)."""
+    table = OPERATORS[name].table is not None
+    for dtype in ("int8", "int16"):
+        for bit_exact in (False, True):
+            for bias in ("int32", "int64"):
+                want = _declared(name, dtype, bit_exact, bias)
+                if table and bit_exact and dtype == "int8":
+                    continue  # the table kernel's own step: the int8 models below
+                calls: list[str] = []
+                run = _spied(name, calls)
+                b, op = _builder(dtype, bit_exact, bias=bias), _op(name)
+                if want is None:
+                    with pytest.raises(ConversionError, match="not emulated"):
+                        run(b, op)
+                    continue
+                run(b, op)
+                assert calls == [want], (dtype, bit_exact, bias)
+
+
+def test_int16_quantize_the_kernel_does_not_cover_is_refused_under_bit_exact() -> None:
+    """QUANTIZE from int16 onto a per-axis grid: no requantization kernel (its record's
+    ``int16_when``); rounded once by default, refused by --bit-exact, never the int8 table."""
+    calls: list[str] = []
+    run = _spied("QUANTIZE", calls)
+    run(_builder("int16", False, out_axis=0), _op("QUANTIZE"))
+    assert calls == [OPERATORS["QUANTIZE"].convert]
+    with pytest.raises(ConversionError, match="this int16 QUANTIZE is not emulated"):
+        run(_builder("int16", True, out_axis=0), _op("QUANTIZE"))
+
+
+def _reads_kernel_choice(tree: ast.AST) -> list[int]:
+    """Lines reading the builder's ``b.bit_exact`` or calling ``emulates``."""
+    lines = []
+    for node in ast.walk(tree):
+        builder_flag = isinstance(node, ast.Attribute) and node.attr == "bit_exact"
+        builder_flag = builder_flag and getattr(node.value, "id", "") == "b"
+        call = isinstance(node, ast.Call) and getattr(node.func, "id", "") == "emulates"
+        if builder_flag or call:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_dispatch_and_treatment_choose_a_kernel() -> None:
+    """No converter and no kernel reads --bit-exact or calls ``emulates``: the records'
+    declarations, read by ``ops.dispatch`` and ``ops.treatment``, are the one choice."""
+    ops = ROOT / "tflite2qonnx" / "ops"
+    allowed = {ops / "dispatch.py", ops / "treatment.py"}
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted(ops.rglob("*.py"))
+        if path not in allowed and (lines := _reads_kernel_choice(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
 INT16_CASES = sorted(n for n in CASES if n in OPERATORS and OPERATORS[n].int16)
 
 
@@ -100,7 +222,7 @@ def test_int16_declaration_is_what_conversion_does(name: str) -> None:
     data = case.model(same=False)
     default = convert(data).SerializeToString()
     exact = convert(data, bit_exact=True).SerializeToString()
-    if OPERATORS[name].int16 == INT16_DEFAULT:
+    if OPERATORS[name].int16 in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS):  # biases: int64
         assert default == exact
         assert differences(data, case.feeds(), bit_exact=False).max() == 0
     else:
@@ -117,9 +239,41 @@ _INT8_SHAPES = {"BATCH_MATMUL": [(2, 3), (3, 4)], "PRELU": [(4, 16), (16,)]}
 _TWO_INPUTS = {"ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE"}
 # the only grid these kernels write
 _OUTPUT_GRID = {"L2_NORMALIZATION": (1 / 128, 0), "LOGISTIC": (1 / 256, -128)}
+# kernels whose operands a one- or two-input [4, 16] int8 model cannot hold (weights, axes,
+# options, bool outputs, uint8 or float inputs): their real models, against the interpreter
+_OWN_MODELS = {
+    "AVERAGE_POOL_2D": "test_bit_exact.py",
+    "CONCATENATION": "test_op_records.py",
+    "CONV_2D": "test_bit_exact.py",
+    "DEPTHWISE_CONV_2D": "test_bit_exact.py",
+    "EQUAL": "test_bit_exact_compare.py",
+    "FULLY_CONNECTED": "test_bit_exact_fc_rounding.py",
+    "GREATER": "test_bit_exact_compare.py",
+    "GREATER_EQUAL": "test_bit_exact_compare.py",
+    "LESS": "test_bit_exact_compare.py",
+    "LESS_EQUAL": "test_bit_exact_compare.py",
+    "LOG_SOFTMAX": "test_bit_exact_log_softmax.py",
+    "MEAN": "test_bit_exact.py",
+    "NEG": "test_bit_exact_compare.py",
+    "NOT_EQUAL": "test_bit_exact_compare.py",
+    "REDUCE_PROD": "test_bit_exact_reduce.py",
+    "RESIZE_BILINEAR": "test_bit_exact_resize.py",
+    "SOFTMAX": "test_bit_exact_kernels.py",
+    "SUM": "test_bit_exact_reduce.py",
+    "TRANSPOSE_CONV": "test_bit_exact_kernels.py",
+}
 _INT8_KERNELS = sorted(
-    n for n, op in OPERATORS.items() if op.table is not None or op.kernel is not None
+    n
+    for n, op in OPERATORS.items()
+    if (op.table is not None or op.kernel is not None) and n not in _OWN_MODELS
 )
+
+
+@pytest.mark.parametrize("name", sorted(_OWN_MODELS))
+def test_kernels_without_a_one_op_int8_model_have_their_own(name: str) -> None:
+    assert OPERATORS[name].kernel is not None
+    text = (Path(__file__).parent / _OWN_MODELS[name]).read_text()
+    assert f'"{name}"' in text or f"'{name}'" in text or name.lower() in text
 
 
 def _int8_model(name: str) -> bytes:
@@ -151,3 +305,51 @@ def test_int8_table_or_kernel_runs_under_bit_exact(name: str) -> None:
         feeds[0] = np.maximum(feeds[0], 4)  # the real input above zero
     # the reference resolver has no ELU: the default one's int8 ELU is the same table
     assert differences(data, feeds, bit_exact=True, xnnpack=name == "ELU").max() == 0
+
+
+def test_float_quantize_onto_a_zero_point_rounds_first_under_bit_exact() -> None:
+    """QUANTIZE from float onto a zero point (its record's ``kernel_when``): TFLite rounds
+    ``x / s`` half away from zero before adding the zero point; equal on every tie under
+    --bit-exact, while the default's single Quant differs on some."""
+    tensors = [
+        {"name": "x", "shape": (64,), "dtype": "float32"},
+        {"name": "y", "shape": (64,), "dtype": "int8", "quant": ([0.5], [5])},
+    ]
+    data = build_model(tensors, [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}], [0], [1])
+    x = ((np.arange(64) - 40) * 0.25).astype(np.float32)  # x / s: every half from -20 to 11.5
+    assert differences(data, [x], bit_exact=True).max() == 0
+    assert differences(data, [x], bit_exact=False).max() > 0
+
+
+def test_uint8_concatenation_across_grids_equals_builtin_under_bit_exact() -> None:
+    """uint8 CONCATENATION with inputs on other grids than its output's (its record's
+    ``kernel_when``): every stored input integer rescaled as the kernel does, under --bit-exact
+    equal to the interpreter on all 256 of each input (the kernel's graph, not the default's)."""
+    grids = [(0.05, 128), (0.03, 100), (0.07, 120)]
+    tensors = [
+        {"name": n, "shape": s, "dtype": "uint8", "quant": ([g[0]], [g[1]])}
+        for n, s, g in zip("aby", [(1, 256), (1, 256), (1, 512)], grids, strict=True)
+    ]
+    spec = {
+        "op": "CONCATENATION",
+        "inputs": [0, 1],
+        "outputs": [2],
+        "options": ("ConcatenationOptions", {"Axis": 1}),
+    }
+    data = build_model(tensors, [spec], [0, 1], [2])
+    q = np.arange(256, dtype=np.uint8).reshape(1, 256)
+    feeds = [q, q[:, ::-1].copy()]
+    it = reference_interpreter(data)
+    for detail, value in zip(it.get_input_details(), feeds, strict=True):
+        it.set_tensor(detail["index"], value)
+    it.invoke()
+    theirs = it.get_tensor(it.get_output_details()[0]["index"]).astype(np.float64)
+    real = {
+        n: np.float32(s) * (v.astype(np.float32) - z)
+        for n, v, (s, z) in zip("ab", feeds, grids, strict=False)
+    }
+    models = {bit_exact: convert(data, bit_exact=bit_exact) for bit_exact in (False, True)}
+    assert models[False].SerializeToString() != models[True].SerializeToString()
+    (y,) = run_ours(lower_quants(models[True]), real).values()
+    ours = np.round(np.asarray(y, np.float64) / grids[2][0]) + grids[2][1]
+    assert np.array_equal(ours, theirs), f"{np.sum(ours != theirs)} differ"

@@ -1,14 +1,9 @@
-"""The operator table: one record (``Op``) per TFLite builtin or MediaPipe custom code.
+"""The operator table: one record (``Op``, ``ops.record``) per TFLite builtin or custom code.
 
-Adding an operator means writing one small converter ``f(builder, operator)`` and one row here;
-the row also carries the operand ranks and rules the reader checks and how --bit-exact treats
-the operator (``tflite2qonnx.ops.record``).
-
-The table is data: a row names its converter as ``"subpackage.module:function"`` under this
-package, imported on first use, so the flatbuffer reader checks operands without loading any
-converter and no converter module imports this table back in a circle. ``ops.dispatch`` reads
-the records for which function runs, ``ops.treatment`` for whether an integer kernel is
-emulated and what --bit-exact warns about; ``ops.listing`` generates the docs' lists from them.
+Adding an operator means one small converter ``f(builder, operator)`` and one row here, with
+its operand rules and how --bit-exact and int16 compute it (its integer kernels). Rows name
+functions as ``"subpackage.module:function"``, imported on first use: the reader checks operands
+without loading a converter. ``ops.dispatch`` runs them, ``ops.listing`` documents them.
 """
 
 from __future__ import annotations
@@ -29,6 +24,13 @@ from tflite2qonnx.ops.record import (
 # biases (1-D), projection weights and bias; the states and layer norms follow per kernel
 _LSTM_DIRECTION = (2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 2, 1)
 
+_COMPARISON = {  # int16 compares stored integers; int8 / uint8 rescale (the kernel's, --bit-exact)
+    "kernel": "exact.compare:compare",
+    "kernel_when": "arith.stored_integer:compare_rescales",
+    "stored_integers": ("int16",),
+    "bit_exact": EMULATED,
+}
+
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op"]
 
 # Builtin operators, by BuiltinOperator name
@@ -48,7 +50,11 @@ OPERATORS: dict[str, Op] = {
     "ARG_MIN": Op("arith.reduce:arg_min", operands=rules.one_axis, bit_exact=EXACT),
     "ATAN2": Op("arith.misc_builtins:atan2"),
     "AVERAGE_POOL_2D": Op(
-        "nn.pool:average_pool_2d", int16=INT16_DEFAULT, ranks=((4,), (4,)), bit_exact=EMULATED
+        "nn.pool:average_pool_2d",
+        kernel="exact.entry:average_pool_2d",
+        int16=INT16_DEFAULT,
+        ranks=((4,), (4,)),
+        bit_exact=EMULATED,
     ),
     "BATCH_MATMUL": Op(
         "nn.fully_connected:batch_matmul",
@@ -70,11 +76,14 @@ OPERATORS: dict[str, Op] = {
     "CEIL": Op("arith.elementwise:ceil"),
     "CONCATENATION": Op(
         "tensor.concat_pad_transpose:concatenation",
+        kernel="exact.concat:concatenation",
+        kernel_when="exact.concat:rescales",
         operands=rules.concatenation,
         bit_exact=EMULATED,
     ),
     "CONV_2D": Op(
         "nn.conv:conv_2d",
+        kernel="exact.entry:conv_2d",
         int16=INT16_DEFAULT_INT64_BIAS,
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
@@ -88,6 +97,7 @@ OPERATORS: dict[str, Op] = {
     "DENSIFY": Op("tensor.densify:densify"),
     "DEPTHWISE_CONV_2D": Op(
         "nn.conv:depthwise_conv_2d",
+        kernel="exact.entry:depthwise_conv_2d",
         int16=INT16_DEFAULT_INT64_BIAS,
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
@@ -107,7 +117,7 @@ OPERATORS: dict[str, Op] = {
     "EMBEDDING_LOOKUP": Op(
         "tensor.update:embedding_lookup", ranks=((1, None), (None,)), bit_exact=EXACT
     ),
-    "EQUAL": Op("arith.stored_integer:equal", stored_integers=("int16",), bit_exact=EMULATED),
+    "EQUAL": Op("arith.stored_integer:equal", **_COMPARISON),
     "EXP": Op(
         "arith.elementwise:exp",
         table="exact.unary:exp",
@@ -126,7 +136,10 @@ OPERATORS: dict[str, Op] = {
     "FLOOR_DIV": Op("arith.stored_integer:floor_div", stored_integers=ANY_INTEGER),
     "FLOOR_MOD": Op("arith.stored_integer:floor_mod", stored_integers=ANY_INTEGER),
     "FULLY_CONNECTED": Op(
-        "nn.fully_connected:fully_connected", int16=INT16_DEFAULT, bit_exact=EMULATED
+        "nn.fully_connected:fully_connected",
+        kernel="exact.entry:fully_connected",
+        int16=INT16_DEFAULT,
+        bit_exact=EMULATED,
     ),
     "GATHER": Op("tensor.slicing:gather", bit_exact=EXACT),
     "GATHER_ND": Op("tensor.slicing:gather_nd", bit_exact=EXACT),
@@ -137,10 +150,8 @@ OPERATORS: dict[str, Op] = {
         int16_kernel="exact.int16_interpolated:convert",
         bit_exact=EMULATED,
     ),
-    "GREATER": Op("arith.stored_integer:greater", stored_integers=("int16",), bit_exact=EMULATED),
-    "GREATER_EQUAL": Op(
-        "arith.stored_integer:greater_equal", stored_integers=("int16",), bit_exact=EMULATED
-    ),
+    "GREATER": Op("arith.stored_integer:greater", **_COMPARISON),
+    "GREATER_EQUAL": Op("arith.stored_integer:greater_equal", **_COMPARISON),
     "IF": Op("control.flow:if_"),
     "IMAG": Op("signal.complex_ops:imag", complex=True),
     "HARD_SWISH": Op(
@@ -156,10 +167,8 @@ OPERATORS: dict[str, Op] = {
         int16=INT16_BIT_EXACT,
         bit_exact=EMULATED,
     ),
-    "LESS": Op("arith.stored_integer:less", stored_integers=("int16",), bit_exact=EMULATED),
-    "LESS_EQUAL": Op(
-        "arith.stored_integer:less_equal", stored_integers=("int16",), bit_exact=EMULATED
-    ),
+    "LESS": Op("arith.stored_integer:less", **_COMPARISON),
+    "LESS_EQUAL": Op("arith.stored_integer:less_equal", **_COMPARISON),
     "LOCAL_RESPONSE_NORMALIZATION": Op("nn.conv:local_response_normalization", ranks=((4,), (4,))),
     "LOG": Op(
         "arith.elementwise:log",
@@ -168,7 +177,9 @@ OPERATORS: dict[str, Op] = {
         int16_kernel="exact.int16_interpolated:convert",
         bit_exact=EMULATED,
     ),
-    "LOG_SOFTMAX": Op("nn.softmax:log_softmax", bit_exact=EMULATED),
+    "LOG_SOFTMAX": Op(
+        "nn.softmax:log_softmax", kernel="exact.log_softmax:log_softmax", bit_exact=EMULATED
+    ),
     "LOGICAL_AND": Op("arith.elementwise:logical_and"),
     "LOGICAL_NOT": Op("arith.elementwise:logical_not"),
     "LOGICAL_OR": Op("arith.elementwise:logical_or"),
@@ -184,7 +195,11 @@ OPERATORS: dict[str, Op] = {
     "MAXIMUM": Op("arith.elementwise:maximum", bit_exact=EXACT),
     "MAX_POOL_2D": Op("nn.pool:max_pool_2d", ranks=((4,), (4,)), bit_exact=EXACT),
     "MEAN": Op(
-        "arith.reduce:mean", int16=INT16_DEFAULT, operands=rules.reduction, bit_exact=EMULATED
+        "arith.reduce:mean",
+        kernel="exact.entry:mean",
+        int16=INT16_DEFAULT,
+        operands=rules.reduction,
+        bit_exact=EMULATED,
     ),
     "MINIMUM": Op("arith.elementwise:minimum", bit_exact=EXACT),
     "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, bit_exact=EXACT),
@@ -195,12 +210,16 @@ OPERATORS: dict[str, Op] = {
         bit_exact=EMULATED,
         complex="signal.complex_ops:complex_mul",
     ),
-    "NEG": Op("arith.stored_integer:neg", stored_integers=ANY_INTEGER, bit_exact=EMULATED),
+    "NEG": Op(
+        "arith.stored_integer:neg",
+        kernel="exact.compare:neg",
+        kernel_when="arith.stored_integer:neg_rescales",
+        stored_integers=ANY_INTEGER,
+        bit_exact=EMULATED,
+    ),
     "NON_MAX_SUPPRESSION_V4": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1, 1))),
-    "NOT_EQUAL": Op(
-        "arith.stored_integer:not_equal", stored_integers=("int16",), bit_exact=EMULATED
-    ),
+    "NOT_EQUAL": Op("arith.stored_integer:not_equal", **_COMPARISON),
     "ONE_HOT": Op("tensor.scatter:one_hot", bit_exact=EXACT),
     "PACK": Op("tensor.slicing:pack", bit_exact=EXACT),
     "PAD": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
@@ -215,8 +234,11 @@ OPERATORS: dict[str, Op] = {
     ),
     "QUANTIZE": Op(
         "nn.quantize:quantize",
-        int16_kernel="nn.quantize:from_int16",
+        int16_kernel="exact.int16:quantize",
+        int16_when="exact.int16:requantizes",
         table="exact.unary:requantize",
+        kernel="exact.quantize:quantize",
+        kernel_when="exact.quantize:rounds_first",
         int16=INT16_DEFAULT,
         bit_exact=EMULATED,
     ),
@@ -228,6 +250,7 @@ OPERATORS: dict[str, Op] = {
     "REDUCE_MIN": Op("arith.reduce:reduce_min", operands=rules.reduction, bit_exact=EXACT),
     "REDUCE_PROD": Op(
         "arith.reduce:reduce_prod",
+        kernel="exact.entry:reduce_prod",
         int16=INT16_DEFAULT,
         operands=rules.reduction,
         bit_exact=EMULATED,
@@ -257,6 +280,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "RESIZE_BILINEAR": Op(
         "nn.resize:resize_bilinear",
+        kernel="exact.resize:resize_bilinear",
         int16=INT16_DEFAULT,
         ranks=((4,), (4,)),
         operands=rules.resize,
@@ -288,7 +312,9 @@ OPERATORS: dict[str, Op] = {
     "SIGN": Op("arith.elementwise:sign"),
     "SIN": Op("arith.elementwise:sin"),
     "SLICE": Op("tensor.slicing:slice_", operands=rules.per_dimension(1, 2), bit_exact=EXACT),
-    "SOFTMAX": Op("nn.softmax:softmax", int16=INT16_DEFAULT, bit_exact=EMULATED),
+    "SOFTMAX": Op(
+        "nn.softmax:softmax", kernel="exact.entry:softmax", int16=INT16_DEFAULT, bit_exact=EMULATED
+    ),
     "SPACE_TO_BATCH_ND": Op("tensor.space_batch:space_to_batch_nd", bit_exact=EXACT),
     "SPACE_TO_DEPTH": Op("nn.conv:space_to_depth", ranks=((4,), (4,)), bit_exact=EXACT),
     "SPARSE_TO_DENSE": Op("tensor.scatter:sparse_to_dense", bit_exact=EXACT),
@@ -312,6 +338,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "SUM": Op(
         "arith.reduce:reduce_sum",
+        kernel="exact.entry:reduce_sum",
         int16=INT16_BIT_EXACT,
         operands=rules.reduction,
         bit_exact=EMULATED,
@@ -329,7 +356,15 @@ OPERATORS: dict[str, Op] = {
     "TRANSPOSE": Op(
         "tensor.concat_pad_transpose:transpose", operands=rules.per_dimension(1), bit_exact=EXACT
     ),
-    "TRANSPOSE_CONV": Op("nn.conv:transpose_conv", ranks=((None, 4, 4), (4,)), bit_exact=EMULATED),
+    "TRANSPOSE_CONV": Op(  # its activation is input 2: the record's predicates read that
+        "nn.conv:transpose_conv",
+        kernel="exact.entry:transpose_conv",
+        kernel_when="treatment:transpose_conv_integer",
+        int16_when="treatment:transpose_conv_int16",
+        int16=INT16_DEFAULT_INT64_BIAS,
+        ranks=((None, 4, 4), (4,)),
+        bit_exact=EMULATED,
+    ),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(
         "recurrent.sequence:unidirectional_sequence_lstm",
         ranks=((3, *_LSTM_DIRECTION, 2, 2, 1, 1, 1, 1), (3,)),

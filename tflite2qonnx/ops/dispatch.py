@@ -4,13 +4,15 @@ The records (``tflite2qonnx.ops.OPERATORS``) are data; this module turns their r
 functions (on first use) and composes them in one order: the record's int16 kernel on an int16
 input it emulates (``ops.treatment``), else under --bit-exact its table kernel
 (``ops.exact.unary``) where that applies or its integer kernel on an integer input, else its
-converter. No converter keeps its own list
-of operator names.
+converter; a record's predicates (``int16_when``, ``kernel_when``) decide where the input's type
+alone does not. The converters hold the float graphs only: none picks a kernel or keeps its own
+list of operator names.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -19,7 +21,13 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import CUSTOM_OPERATORS, OPERATORS
 from tflite2qonnx.ops.common import is_complex
 from tflite2qonnx.ops.exact import unary as exact_unary
-from tflite2qonnx.ops.record import Converter, resolve
+from tflite2qonnx.ops.record import (
+    INT16_DEFAULT,
+    INT16_DEFAULT_INT64_BIAS,
+    Converter,
+    Op,
+    resolve,
+)
 from tflite2qonnx.ops.treatment import emulates, is_integer_op
 
 if TYPE_CHECKING:
@@ -28,25 +36,40 @@ if TYPE_CHECKING:
 
 @cache
 def converter(name: str) -> Converter | None:
-    """The converter for operator ``name`` (custom code for custom ops), None if it has none;
-    a record with an ``int16_kernel`` runs it first on the int16 inputs it emulates."""
+    """The converter for operator ``name`` (custom code for custom ops), None if it has none."""
     record = OPERATORS.get(name)
     if record is None or record.convert is None:
         return None
-    convert = _with_complex(record.complex, resolve(record.convert))
-    int16 = None if record.int16_kernel is None else resolve(record.int16_kernel)
+    return dispatch(record)
+
+
+def dispatch(record: Op, load: Callable[[str], Callable] = resolve) -> Converter:
+    """``record``'s converter composed with its kernels, each reference loaded by ``load``:
+    the int16 kernel (``int16_kernel``, else ``kernel`` where int16 runs it by default) where
+    it applies (``int16_when``, else an int16 first input ``emulates`` takes); else under
+    --bit-exact the table kernel where it applies and the integer kernel where it applies
+    (``kernel_when``, else ``is_integer_op``); else ``convert``."""
+    convert = _with_complex(record.complex, load(record.convert), load)
+    int16_ref = record.int16_kernel
+    if int16_ref is None and record.int16 in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS):
+        int16_ref = record.kernel  # one kernel for int8 / uint8 and int16, by default too
+    int16 = None if int16_ref is None else load(int16_ref)
+    int16_when = _int16_emulated if record.int16_when is None else load(record.int16_when)
     table = record.table is not None
-    kernel = None if record.kernel is None else resolve(record.kernel)
+    kernel = None if record.kernel is None else load(record.kernel)
+    kernel_when = is_integer_op if record.kernel_when is None else load(record.kernel_when)
     if int16 is None and not table and kernel is None:
         return convert
 
     def dispatched(b: GraphBuilder, op: Operator) -> None:
-        t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-        if int16 is not None and t is not None and t.dtype == "int16" and emulates(b, op):
-            return int16(b, op)
+        if int16 is not None:
+            if int16_when(b, op):
+                return int16(b, op)
+            if b.bit_exact and _int16_input(b, op):  # nothing else emulates it
+                raise ConversionError(f"bit_exact: this int16 {op.name} is not emulated", op.where)
         if table and b.bit_exact and exact_unary.convert(b, op):
             return None
-        if kernel is not None and b.bit_exact and is_integer_op(b, op):
+        if kernel is not None and b.bit_exact and kernel_when(b, op):
             return kernel(b, op)
         return convert(b, op)
 
@@ -54,13 +77,26 @@ def converter(name: str) -> Converter | None:
     return dispatched
 
 
-def _with_complex(handles: bool | str, convert: Converter) -> Converter:
+def _int16_input(b: GraphBuilder, op: Operator) -> bool:
+    t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+    return t is not None and t.integer_quantized and t.dtype == "int16"
+
+
+def _int16_emulated(b: GraphBuilder, op: Operator) -> bool:
+    """An int16 first input the record's ``int16`` treatment emulates (``emulates``)."""
+    t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+    return t is not None and t.dtype == "int16" and emulates(b, op)
+
+
+def _with_complex(
+    handles: bool | str, convert: Converter, load: Callable[[str], Callable]
+) -> Converter:
     """``convert`` as the record's ``complex`` field says: as is where it takes complex64
     operands, beside the converter that does where it names one, else behind a refusal (a
     converter that does not know the [real, imag] form would read it as a real tensor)."""
     if handles is True:
         return convert
-    complex_convert = None if handles is False else resolve(handles)
+    complex_convert = None if handles is False else load(handles)
 
     @functools.wraps(convert)
     def guarded(b: GraphBuilder, op: Operator) -> None:

@@ -75,8 +75,8 @@ def convert_doc() -> str:
         "``bit_exact`` emulates the builtin integer kernels' arithmetic bit for bit where a "
         f"record says so: {emulated} (see ``tflite2qonnx.fixed_point``); the default rounds "
         "once per op, like XNNPACK, except the 16x8 (int16) kernels no single rounding agrees "
-        f"with, emulated either way: {by_default} (the convolutions with an int64 bias), and "
-        "TRANSPOSE_CONV with an int64 or no bias (docs/int16.md)."
+        f"with, emulated either way: {by_default} (the convolutions with an int64 bias, "
+        "TRANSPOSE_CONV with no bias too; docs/int16.md)."
     )
     return textwrap.fill(text, width=92, initial_indent="    ", subsequent_indent="    ")
 

@@ -48,11 +48,16 @@ class Op:
     omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
     ``bit_exact``: one of the constants above. ``int16``: one of the INT16_* constants, or
     "" (no 16x8 kernel emulated). ``int16_kernel``: the kernel that replaces ``convert`` on an
-    int16 input where that treatment emulates it (``treatment.emulates``). ``table``: under
-    --bit-exact, the one-input kernel's 256-entry table (``ops.exact.unary``), tried before
-    ``convert`` on an integer input. ``kernel``: under --bit-exact, the integer kernel
-    ``f(builder, operator)`` run instead of ``convert`` on an integer input (an operator whose
-    kernel needs the converter's intermediate results calls it from ``convert`` instead).
+    int16 input where that treatment emulates it (``treatment.emulates``), or where
+    ``int16_when(builder, operator)`` says so; without one, a treatment that runs by default
+    runs ``kernel`` there (one kernel function for both). ``table``: under --bit-exact, the
+    one-input kernel's 256-entry table (``ops.exact.unary``), tried before ``convert`` on an
+    integer input. ``kernel``: under --bit-exact, the integer kernel ``f(builder, operator)``
+    run instead of ``convert`` on an integer input (``treatment.is_integer_op``), or where
+    ``kernel_when(builder, operator)`` says so. A choice that depends on more than the first
+    input's type (TRANSPOSE_CONV's activation is its third, QUANTIZE from float onto a zero
+    point, a uint8 CONCATENATION across grids) is such a predicate, never a converter's
+    branch: ``ops.dispatch`` is the one place that picks a kernel.
     ``complex``: how it meets complex64 operands in their [real, imag] form
     (``ops.signal.complex_ops``): True if ``convert`` takes them, a reference to the converter
     that does (the others going to ``convert``), False to refuse them by name.
@@ -60,7 +65,7 @@ class Op:
     the input types on which TFLite's kernel computes on the stored integers whatever the
     scales say (converted so, hence exact; --bit-exact does not warn about them).
 
-    ``convert``, ``int16_kernel``, ``table`` and ``kernel`` are references
+    ``convert``, ``int16_kernel``, ``table``, ``kernel`` and the predicates are references
     ``"subpackage.module:function"`` under ``tflite2qonnx.ops``, imported on first use
     (``resolve``, ``tflite2qonnx.ops.dispatch``), so that reading the table loads no converter.
     """
@@ -73,6 +78,8 @@ class Op:
     int16_kernel: str | None = None
     table: str | None = None
     kernel: str | None = None
+    int16_when: str | None = None
+    kernel_when: str | None = None
     stored_integers: tuple[str, ...] = ()
     complex: bool | str = False
 

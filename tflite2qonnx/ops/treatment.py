@@ -62,6 +62,23 @@ def emulates(b: GraphBuilder, op: Operator) -> bool:
     return b.bit_exact and is_integer_op(b, op)
 
 
+def transpose_conv_int16(b: GraphBuilder, op: Operator) -> bool:
+    """TRANSPOSE_CONV's ``emulates`` for its 16x8 kernel: its activation is input 2, and the
+    kernel (int64 bias) runs by default with an int64 or no bias."""
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        return False
+    x = b.tensor(op.inputs[2])
+    if not (x.integer_quantized and x.dtype == "int16"):
+        return False
+    bias = op.inputs[3] if len(op.inputs) > 3 else -1
+    return b.bit_exact or bias < 0 or b.tensor(bias).dtype == "int64"
+
+
+def transpose_conv_integer(b: GraphBuilder, op: Operator) -> bool:
+    """TRANSPOSE_CONV's ``is_integer_op``: its activation (input 2) is integer-quantized."""
+    return b.tensor(op.inputs[2]).integer_quantized
+
+
 def _bias_dtype(b: GraphBuilder, op: Operator) -> str | None:
     idx = op.inputs[2] if len(op.inputs) > 2 else -1
     return b.tensor(idx).dtype if idx >= 0 else None

@@ -3,9 +3,8 @@
 By default quantized variants need no special handling: TFLite rescales the operands to a
 common scale in integer arithmetic and requantizes the result, which the float op followed by
 the output's Quant node reproduces to within one step of the output grid. Under bit_exact the
-integer kernels are emulated (``ops.exact.int8``, ``exact.compare``, ``exact.int16`` here;
-the one-input tables of ``exact.unary`` and the int16 kernels of LOGISTIC / TANH, PRELU, DIV,
-EXP, LOG, GELU and RSQRT through their records, ``ops.dispatch``).
+integer kernels are emulated (``ops.exact``) through the operators' records, ``ops.dispatch``:
+the converters here are the float graphs only.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
-from tflite2qonnx.ops.exact import compare as exact_compare
-from tflite2qonnx.ops.treatment import is_integer_op
 
 
 def _binary(onnx_op: str, raw: bool = False):
@@ -130,9 +127,9 @@ def floor_mod(b: GraphBuilder, op: Operator) -> None:
 
 
 def _compare(onnx_op: str, negate: bool = False):
+    """int8 / uint8 comparisons under --bit-exact: their records' ``kernel``."""
+
     def convert(b: GraphBuilder, op: Operator) -> None:
-        if b.bit_exact and is_integer_op(b, op):
-            return exact_compare.compare(b, op)
         y = b.emit(onnx_op, [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
         b.set_output(op.outputs[0], b.emit("Not", [y])[0] if negate else y)
 
@@ -160,13 +157,7 @@ def helper_dtype(b: GraphBuilder, idx: int) -> int:
 # ---------------------------------------------------------------------- more unary ops
 logical_not = _unary("Not")
 abs_ = _unary("Abs")
-_neg = _unary("Neg")
-
-
-def neg(b: GraphBuilder, op: Operator) -> None:
-    if b.bit_exact and is_integer_op(b, op):
-        return exact_compare.neg(b, op)
-    return _neg(b, op)
+neg = _unary("Neg")  # uint8 under --bit-exact: its record's ``kernel``
 
 
 exp = _unary("Exp")

@@ -11,45 +11,28 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
-from tflite2qonnx.ops.exact import int8 as exact
-from tflite2qonnx.ops.exact import reduce as exact_reduce
-from tflite2qonnx.ops.treatment import emulates
+from tflite2qonnx.ops.geometry import keep_dims
+from tflite2qonnx.ops.geometry import reduction_axes as _axes
 
 
-def _axes(b: GraphBuilder, op: Operator) -> list[int]:
-    rank = len(b.tensor(op.inputs[0]).shape)
-    return sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
-
-
-def mean(b: GraphBuilder, op: Operator) -> None:
-    """MEAN over constant axes; ``keep_dims`` is ONNX's ``keepdims``."""
-    axes = _axes(b, op)
-    keepdims = int(bool(op.options.get("keep_dims", False)))
-    if emulates(b, op):
-        return exact.mean(b, op, axes, keepdims)
-    y = reduce_axes(b, "ReduceMean", b.input(op.inputs[0]), axes, keepdims)
-    b.set_output(op.outputs[0], y)
-
-
-def _reduce(onnx_op: str, raw: bool = False, emulated=None):
+def _reduce(onnx_op: str, raw: bool = False):
     """``raw``: the int8 kernel picks raw integers (REDUCE_MAX, REDUCE_MIN), see
-    ``GraphBuilder.reinterpret``; ``emulated(b, op, axes, keepdims)``: its --bit-exact kernel."""
+    ``GraphBuilder.reinterpret``. The integer kernels (MEAN, SUM, REDUCE_PROD under
+    --bit-exact; int16 MEAN and REDUCE_PROD always) are their records' ``kernel``."""
 
     def convert(b: GraphBuilder, op: Operator) -> None:
-        keepdims = int(bool(op.options.get("keep_dims", False)))
-        if emulated is not None and emulates(b, op):  # int16 REDUCE_PROD by default too
-            return emulated(b, op, _axes(b, op), keepdims)
         x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])
-        y = reduce_axes(b, onnx_op, x, _axes(b, op), keepdims)
+        y = reduce_axes(b, onnx_op, x, _axes(b, op), keep_dims(op))
         b.set_output(op.outputs[0], y)
 
     return convert
 
 
-reduce_sum = _reduce("ReduceSum", emulated=exact_reduce.sum_)
+mean = _reduce("ReduceMean")  # ``keep_dims`` is ONNX's ``keepdims``
+reduce_sum = _reduce("ReduceSum")
 reduce_max = _reduce("ReduceMax", raw=True)
 reduce_min = _reduce("ReduceMin", raw=True)
-reduce_prod = _reduce("ReduceProd", emulated=exact_reduce.reduce_prod)
+reduce_prod = _reduce("ReduceProd")
 
 _INDEX_TYPES = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}
 

@@ -21,6 +21,7 @@ import numpy as np
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.arith import elementwise as ew
+from tflite2qonnx.ops.treatment import is_integer_op
 
 # which kinds run so on which input types: their records' ``stored_integers`` (ops/__init__)
 _BITS = {"int8": 8, "int16": 16}
@@ -73,13 +74,28 @@ def _on_output_grid(b: GraphBuilder, op: Operator, q: str) -> None:
     b.set_output(op.outputs[0], b.emit("Mul", [b.emit("Sub", [q, zp])[0], scale])[0])
 
 
+def _negates_stored(b: GraphBuilder, op: Operator) -> bool:
+    x, y = (op.inputs[0] if op.inputs else -1), (op.outputs[0] if op.outputs else -1)
+    return _per_tensor(b, x, tuple(_BITS)) and _per_tensor(b, y, (b.tensor(x).dtype,))
+
+
+def neg_rescales(b: GraphBuilder, op: Operator) -> bool:
+    """Whether NEG runs the rescaling kernel (uint8, ``exact.compare.neg``), not ``neg``'s."""
+    return not _negates_stored(b, op) and is_integer_op(b, op)
+
+
+def compare_rescales(b: GraphBuilder, op: Operator) -> bool:
+    """Whether a comparison rescales its operands (int8 / uint8, ``exact.compare.compare``)
+    rather than comparing int16 stored integers."""
+    return not is_raw_int16(b, op, 2) and is_integer_op(b, op)
+
+
 def neg(b: GraphBuilder, op: Operator) -> None:
     """NEG: int8 / int16 ``-q`` of the stored integer (wrapping, zero points ignored), copied
     onto the output's grid."""
-    x, y = (op.inputs[0] if op.inputs else -1), (op.outputs[0] if op.outputs else -1)
-    if not (_per_tensor(b, x, tuple(_BITS)) and _per_tensor(b, y, (b.tensor(x).dtype,))):
+    if not _negates_stored(b, op):
         return ew.neg(b, op)
-    t = b.tensor(x)
+    t = b.tensor(op.inputs[0])
     q = b.emit("Neg", [_stored(b, op.inputs[0])])[0]
     _on_output_grid(b, op, _wrapped(b, q, _BITS[t.dtype]))
 

@@ -19,7 +19,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.nn.conv import OHWI_TO_IOHW
+from tflite2qonnx.ops.geometry import OHWI_TO_IOHW
 
 _PADDING = {1: "SAME", 2: "VALID"}
 # TfLiteFusedActivation -> ActivationFunctionType names (fused_activation's table)

@@ -18,20 +18,30 @@ from tflite2qonnx.ops.exact import int8_tables as tables
 from tflite2qonnx.ops.exact.table_gather import lookup, storage_range
 
 
-def concatenation(b: GraphBuilder, op: Operator) -> bool:
-    """uint8 CONCATENATION of inputs on differing grids (ConcatenationWithScaling): each such
-    input's integers mapped by ``round(q * scale + bias) + zp_out`` in float32 (scale =
-    s_in * (1 / s_out), bias = -zp_in * scale), a table per input; int8 requires one grid.
-    False (nothing emitted) where every input shares the output's grid or is not uint8."""
-    if not b.bit_exact or b.tensor(op.outputs[0]).dtype != "uint8":
+def rescales(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``op`` is a uint8 CONCATENATION with an input on a grid other than its output's
+    (elsewhere the default graph copies the integers, exactly)."""
+    if b.tensor(op.outputs[0]).dtype != "uint8":
         return False
     if not all(b.tensor(i).dtype == "uint8" for i in op.inputs):
         return False
+    return not all(_same_grids(b, op))
+
+
+def _same_grids(b: GraphBuilder, op: Operator) -> list[bool]:
     g_out = grid(b, op.outputs[0], op.where)
     grids = [grid(b, i, op.where) for i in op.inputs]
-    same = [(g.scale, g.zero_point) == (g_out.scale, g_out.zero_point) for g in grids]
-    if all(same):
-        return False
+    return [(g.scale, g.zero_point) == (g_out.scale, g_out.zero_point) for g in grids]
+
+
+def concatenation(b: GraphBuilder, op: Operator) -> None:
+    """uint8 CONCATENATION of inputs on differing grids (ConcatenationWithScaling, where
+    ``rescales``): each such input's integers mapped by ``round(q * scale + bias) + zp_out`` in
+    float32 (scale = s_in * (1 / s_out), bias = -zp_in * scale), a table per input; int8
+    requires one grid."""
+    g_out = grid(b, op.outputs[0], op.where)
+    grids = [grid(b, i, op.where) for i in op.inputs]
+    same = _same_grids(b, op)
     values = []
     for idx, g, keep in zip(op.inputs, grids, same, strict=True):
         if keep:
@@ -45,4 +55,3 @@ def concatenation(b: GraphBuilder, op: Operator) -> bool:
     axis = int(op.options.get("axis", 0)) % len(b.tensor(op.outputs[0]).shape)
     y = b.emit("Concat", values, axis=axis)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
-    return True

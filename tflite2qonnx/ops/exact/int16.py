@@ -4,7 +4,7 @@ FULLY_CONNECTED, AVERAGE_POOL_2D and QUANTIZE from int16 (``ops.exact.softmax16`
 ``ops.exact.int8`` MEAN), and, under --bit-exact, ADD / SUB with pot_scale_int16 on power-of-two
 scales.
 
-They run both by default and under --bit-exact (``ops.dispatch.emulates``): the 16x8 kernels
+They run both by default and under --bit-exact (``ops.treatment.emulates``): the 16x8 kernels
 requantize with a multiplier rounded to 16 bits, which moves about one output in twenty by a
 step against any single rounding of the real product, so only their arithmetic agrees with the
 interpreter end to end.
@@ -72,7 +72,7 @@ def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     """16x8 CONV_2D / DEPTHWISE_CONV_2D (reference_integer_ops' int16 ConvPerChannel and
     DepthwiseConvPerChannel with int64 biases): per-channel multipliers in double, one
     rounding. An int32 bias (the kernel's other accumulator) is refused; by default such a
-    convolution rounds once (``ops.dispatch.emulates``)."""
+    convolution rounds once (``ops.treatment.emulates``)."""
     where = op.where
     if len(op.inputs) < 3 or op.inputs[2] < 0:
         raise ConversionError(
@@ -202,27 +202,32 @@ def add_pot(b: GraphBuilder, op: Operator, subtract: bool = False) -> None:
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-def quantize(b: GraphBuilder, op: Operator) -> bool:
-    """QUANTIZE from int16 to int8 / int16 / int32 (reference_ops::Requantize):
-    ``MultiplyByQuantizedMultiplier(q - zp_in, s_in / s_out) + zp_out``, clamped to the
-    output type, the ratio in double, in float64 ops. The int16 input may have a zero point
-    unless the output is int16 (Prepare checks both zero). TFLite Micro's keyword model ends
-    in int16 (zero point -32768) to int32, whose one rounding is a step off where the kernel's
-    lands on a tie. False (nothing emitted) for a copy on one grid, and by default where it
-    does not apply (per-axis, a ratio over 2^15): those round once."""
+def requantizes(b: GraphBuilder, op: Operator) -> bool:
+    """Whether QUANTIZE from int16 is the kernel ``quantize`` emulates (per-tensor grids, a
+    ratio below 2^15); the others round once by default and are refused by --bit-exact."""
+    return 0.0 < _ratio(b.tensor(op.inputs[0]), b.tensor(op.outputs[0])) < 2.0**15
+
+
+def _ratio(x_t, y_t) -> float:
+    if not _requantizable(x_t, y_t):
+        return 0.0
+    return float(np.float32(x_t.quant.scale)) / float(np.float32(y_t.quant.scale))
+
+
+def quantize(b: GraphBuilder, op: Operator) -> None:
+    """QUANTIZE from int16 to int8 / int16 / int32 (reference_ops::Requantize) where
+    ``requantizes``: ``MultiplyByQuantizedMultiplier(q - zp_in, s_in / s_out) + zp_out``,
+    clamped to the output type, the ratio in double, in float64 ops. The int16 input may have
+    a zero point unless the output is int16 (Prepare checks both zero). TFLite Micro's keyword
+    model ends in int16 (zero point -32768) to int32, whose one rounding is a step off where
+    the kernel's lands on a tie. On one grid a copy (the output's Quant alone)."""
     where = op.where
     x_t, y_t = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
-    ratio = 0.0
-    if _requantizable(x_t, y_t):
-        ratio = float(np.float32(x_t.quant.scale)) / float(np.float32(y_t.quant.scale))
-    if not 0.0 < ratio < 2.0**15:
-        if not b.bit_exact:
-            return False
-        raise ConversionError("bit_exact: this int16 QUANTIZE is not emulated", where)
+    ratio = _ratio(x_t, y_t)
     zp_in, zp_out = float(x_t.quant.zero_point), float(y_t.quant.zero_point)
     bits = {"int8": 8, "int16": 16, "int32": 32}[y_t.dtype]
     if y_t.dtype == "int16" and ratio == 1.0 and zp_in == zp_out:
-        return False  # a copy
+        return b.set_output(op.outputs[0], b.input(op.inputs[0]))  # a copy
     m0, shift = quantize_multiplier(ratio)
     # q - zp_in, integers on the int16 grid (a Quant whose zero point is the input's)
     scaled = b.emit("Div", [b.input(op.inputs[0]), b.const(np.float32(x_t.quant.scale), "scale")])
@@ -234,7 +239,6 @@ def quantize(b: GraphBuilder, op: Operator) -> bool:
     s_out = float(np.float32(y_t.quant.scale))
     y = requantize(b, x, np.int64(m0), np.int64(shift), 65535.0, s_out, where, bits)
     b.set_output(op.outputs[0], y)  # the output's Quant adds zp_out and clamps
-    return True
 
 
 def _requantizable(x_t, y_t) -> bool:

@@ -2,9 +2,10 @@
 BATCH_MATMUL, ADD, SUB, MUL, PRELU, SQUARED_DIFFERENCE, MEAN and AVERAGE_POOL_2D as TFLite's
 builtin int8 / uint8 reference kernels compute them.
 
-Each converter calls its kernel here when ``builder.bit_exact`` and the operator runs an
-integer kernel; the fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point``
-(which imports nothing from ``ops``), whose docstring says how it is made exact.
+``ops.dispatch`` runs the kernel its record names (here, or ``exact.entry`` where it needs
+the operand geometry) under --bit-exact when the operator runs an integer kernel; the
+fixed-point arithmetic and graph pieces are ``tflite2qonnx.fixed_point`` (which imports nothing
+from ``ops``), whose docstring says how it is made exact.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ MultiplyByQuantizedMultiplier (multiplier rounded to 16 bits, one rounding).
 
 A single rounding of the real product is within a step of it but moves about one output in
 twelve; this runs by default too (an int64 or absent bias; an int32 bias is another kernel,
-rounded once by default and refused by --bit-exact). The int16 input is split into bytes as
-for CONV_2D (``exact_int16``) so every float32 ConvTranspose sum stays exact.
+rounded once by default and refused by --bit-exact: ``treatment.transpose_conv_int16``). The
+int16 input is split into bytes as for CONV_2D (``exact_int16``) so every float32
+ConvTranspose sum stays exact.
 """
 
 from __future__ import annotations
@@ -16,18 +17,6 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.exact.int8 import finish_accumulator
 from tflite2qonnx.ops.exact.int16 import split_product
-
-
-def emulated(b: GraphBuilder, op: Operator) -> bool:
-    """Whether this TRANSPOSE_CONV runs the 16x8 kernel: an int16 input, and under bit_exact
-    or with an int64 (or no) bias."""
-    if len(op.inputs) < 3 or op.inputs[2] < 0:
-        return False
-    x = b.tensor(op.inputs[2])
-    if not (x.integer_quantized and x.dtype == "int16"):
-        return False
-    bias = op.inputs[3] if len(op.inputs) > 3 else -1
-    return b.bit_exact or bias < 0 or b.tensor(bias).dtype == "int64"
 
 
 def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:

@@ -83,11 +83,12 @@ def _per_tensor_int8(b: GraphBuilder, idx: int, int16: bool = False) -> bool:
 
 
 def convert(b: GraphBuilder, op: Operator) -> bool:
-    """Emit ``op`` as its record's table kernel when bit_exact asks for it; False if not
-    emitted. int16 runs it where the record's int16 kernel is --bit-exact's (QuantizedReluX,
-    QuantizeLeakyRelu, AbsEvalQuantized on int16_t: the int8 arithmetic over 65,536 integers)."""
+    """Emit ``op`` as its record's table kernel (``ops.dispatch`` calls it under --bit-exact);
+    False if not emitted. int16 runs it where the record's int16 kernel is --bit-exact's
+    (QuantizedReluX, QuantizeLeakyRelu, AbsEvalQuantized on int16_t: the int8 arithmetic over
+    65,536 integers)."""
     record = OPERATORS.get(op.name)
-    if record is None or record.table is None or not b.bit_exact:
+    if record is None or record.table is None:
         return False
     if not is_integer_op(b, op):  # int16 and wider inputs are refused there
         return False

@@ -7,41 +7,35 @@ channels-first around them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from tflite2qonnx.fixed_point import is_int16
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.exact import int8 as exact
-from tflite2qonnx.ops.exact import int16 as exact_int16
-from tflite2qonnx.ops.exact import tconv16 as exact_tconv16
+from tflite2qonnx.ops.geometry import (
+    OHWI_TO_IOHW,
+    conv_2d_layout,
+    depthwise_layout,
+    transpose_conv_2d_attrs,
+)
 from tflite2qonnx.ops.hybrid.conv import hybrid_conv, is_hybrid_conv
 from tflite2qonnx.ops.padding import spatial_attrs
-from tflite2qonnx.ops.treatment import emulates
 
-OHWI_TO_OIHW = (0, 3, 1, 2)
-# depthwise [1, H, W, C*M] -> [C*M, 1, H, W]: ONNX's grouped form with group = C
-DEPTHWISE_TO_GROUPED = (3, 0, 1, 2)
+# CONV_3D weights [kd, kh, kw, I, O] -> [O, I, kd, kh, kw]
+DHWIO_TO_OIDHW = (4, 3, 0, 1, 2)
 
 
 def conv_2d(b: GraphBuilder, op: Operator) -> None:
-    weights = b.tensor(op.inputs[1])
-    groups = b.tensor(op.inputs[0]).shape[-1] // weights.shape[-1]
-    _conv(b, op, OHWI_TO_OIHW, weights.shape[1:3], groups)
+    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
+    _conv(b, op, *conv_2d_layout(b, op))
 
 
 def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
-    weights = b.tensor(op.inputs[1])
-    _conv(b, op, DEPTHWISE_TO_GROUPED, weights.shape[1:3], b.tensor(op.inputs[0]).shape[-1])
+    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
+    _conv(b, op, *depthwise_layout(b, op))
 
 
 def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
-    if emulates(b, op):
-        kernel_fn = exact_int16.conv if is_int16(b, op.inputs[0]) else exact.conv
-        return kernel_fn(b, op, perm, kernel, groups)
     if is_hybrid_conv(b, op):
         return hybrid_conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
@@ -52,59 +46,16 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
-# weights [O, kh, kw, I] -> ONNX ConvTranspose's [I, O, kh, kw]
-OHWI_TO_IOHW = (3, 0, 1, 2)
-# CONV_3D weights [kd, kh, kw, I, O] -> [O, I, kd, kh, kw]
-DHWIO_TO_OIDHW = (4, 3, 0, 1, 2)
-
-
 def transpose_conv(b: GraphBuilder, op: Operator) -> None:
-    """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose."""
+    """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose; integer kernels
+    (--bit-exact; int16 as its record's ``int16`` says): its record's ``kernel``."""
     w_idx, x_idx = op.inputs[1], op.inputs[2]
-    attrs = transpose_conv_attrs(
-        b.tensor(x_idx).shape[1:3],
-        b.tensor(op.outputs[0]).shape[1:3],
-        list(b.tensor(w_idx).shape[1:3]),
-        [op.options.get("stride_h", 1), op.options.get("stride_w", 1)],
-        op.options.get("padding", "SAME"),
-    )
-    if exact_tconv16.emulated(b, op):
-        return exact_tconv16.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
-    if b.bit_exact and b.tensor(x_idx).integer_quantized:
-        return exact.transpose_conv(b, op, OHWI_TO_IOHW, attrs)
+    attrs = transpose_conv_2d_attrs(b, op)
     inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]
     if len(op.inputs) > 3 and op.inputs[3] >= 0:
         inputs.append(b.input(op.inputs[3]))
     y = b.emit("ConvTranspose", inputs, **attrs)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
-
-
-def transpose_conv_attrs(
-    in_sizes: Sequence[int],
-    out_sizes: Sequence[int],
-    kernel: list[int],
-    strides: list[int],
-    padding: str,
-) -> dict:
-    """ConvTranspose attributes reproducing TFLite's transposed convolution placement.
-
-    Input pixel i lands at ``i * stride - pad + k`` for the forward conv's padding computed
-    from the output size (SAME: ``max((ceil(out / s) - 1) * s + k - out, 0)``, half of it
-    rounded down at the start); whatever of the full ``(in - 1) * s + k`` lies past the
-    output is the end pad (negative: ``output_padding``).
-    """
-    begins, ends, extra = [], [], []
-    for size, out, k, s in zip(in_sizes, out_sizes, kernel, strides, strict=True):
-        total = max((-(-out // s) - 1) * s + k - out, 0) if padding == "SAME" else 0
-        begin = total // 2
-        end = (size - 1) * s + k - begin - out
-        begins.append(begin)
-        ends.append(max(end, 0))
-        extra.append(max(-end, 0))
-    attrs = {"kernel_shape": kernel, "strides": strides, "pads": begins + ends}
-    if any(extra):
-        attrs["output_padding"] = extra
-    return attrs
 
 
 def conv_3d(b: GraphBuilder, op: Operator) -> None:

@@ -1,5 +1,5 @@
 """CONV_3D_TRANSPOSE(output_shape, weights [kd, kh, kw, O, I], input NDHWC[, bias]) as
-ConvTranspose, padded as TRANSPOSE_CONV is (``ops.nn.conv.transpose_conv``) in three dims."""
+ConvTranspose, padded as TRANSPOSE_CONV is (``ops.geometry.transpose_conv_attrs``) in three dims."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.nn.conv import transpose_conv_attrs
+from tflite2qonnx.ops.geometry import transpose_conv_attrs
 
 DHWOI_TO_IODHW = (4, 3, 0, 1, 2)
 

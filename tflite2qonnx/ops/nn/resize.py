@@ -11,8 +11,6 @@ import numpy as np
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops.exact import resize as exact_resize
-from tflite2qonnx.ops.treatment import emulates
 
 
 def _coordinate_mode(op: Operator) -> str:
@@ -41,8 +39,7 @@ def _nearest_mode(op: Operator) -> dict:
 
 
 def resize_bilinear(b: GraphBuilder, op: Operator) -> None:
-    if emulates(b, op):  # int8 under --bit-exact, int16 always
-        return exact_resize.resize_bilinear(b, op)
+    """Integer kernel (int16 always, int8 under --bit-exact): its record's ``kernel``."""
     _resize(b, op, {"mode": "linear", "coordinate_transformation_mode": _coordinate_mode(op)})
 
 

@@ -13,16 +13,14 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
-from tflite2qonnx.ops.exact import concat as exact_concat
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
     """Concat. The int8 and int16 kernels copy each input's integers, whatever its grid (int16
     inputs may differ from the output's: ``GraphBuilder.reinterpret``); uint8's rescales them
-    (ConcatenationWithScaling: once in float by default, ``exact_concat`` under bit_exact).
-    Integer constants keep their type (a shape built in a WHILE body joins int32 values)."""
-    if b.bit_exact and exact_concat.concatenation(b, op):
-        return
+    (ConcatenationWithScaling: once in float by default, its record's ``kernel`` under
+    bit_exact). Integer constants keep their type (a shape built in a WHILE body joins int32
+    values)."""
     out = op.outputs[0]
     copies = b.tensor(out).dtype != "uint8"
     values = [b.reinterpret(b.input(i), i, out) if copies else b.input(i) for i in op.inputs]
