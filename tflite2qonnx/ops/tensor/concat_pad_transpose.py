@@ -14,6 +14,7 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
 from tflite2qonnx.ops.exact import concat as exact_concat
+from tflite2qonnx.ops.tensor.operand_values import onnx_pads
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
@@ -32,14 +33,13 @@ def concatenation(b: GraphBuilder, op: Operator) -> None:
 
 
 def pad(b: GraphBuilder, op: Operator) -> None:
-    """PAD / PADV2: [rank, 2] paddings -> ONNX's begins-then-ends list.
+    """PAD / PADV2: [rank, 2] paddings (constant or computed) -> ONNX's begins-then-ends list.
 
     A quantized tensor pads with its zero point, i.e. with real 0 (or PADV2's value, on the
     output's grid: the kernel requires it); the input's integers are copied
     (``GraphBuilder.reinterpret``).
     """
-    paddings = b.int_constant(op.inputs[1], op.where).reshape(-1, 2)
-    pads = b.const(np.concatenate([paddings[:, 0], paddings[:, 1]]).astype(np.int64), "pads")
+    pads = onnx_pads(b, op, op.inputs[1])
     inputs = [b.raw_input(op.inputs[0], op.outputs[0]), pads]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         value = b.stored_constant(op.inputs[2])  # an int32 tensor pads with an int32
