@@ -14,7 +14,7 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
 from tflite2qonnx.ops.exact import concat as exact_concat
-from tflite2qonnx.ops.tensor.operand_values import onnx_pads
+from tflite2qonnx.ops.tensor.operand_values import onnx_pads, required_constant
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
@@ -50,7 +50,8 @@ def pad(b: GraphBuilder, op: Operator) -> None:
 
 
 def transpose(b: GraphBuilder, op: Operator) -> None:
-    perm = [int(p) for p in b.int_constant(op.inputs[1], op.where)]
+    why = "ONNX Transpose takes the permutation as an attribute"
+    perm = [int(p) for p in required_constant(b, op, 1, "perm", why)]
     b.set_output(
         op.outputs[0], b.emit("Transpose", [b.raw_input(op.inputs[0], op.outputs[0])], perm=perm)[0]
     )

@@ -193,7 +193,8 @@ def tile(b: GraphBuilder, op: Operator) -> None:
 
 def reverse_v2(b: GraphBuilder, op: Operator) -> None:
     rank = rank_of(b, op.inputs[0])
-    axes = sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
+    why = "the reversed axes are written into the graph"
+    axes = sorted({int(a) % rank for a in required_constant(b, op, 1, "axis", why)})
     n = len(axes)
     y = _slice(b, b.raw_input(op.inputs[0], op.outputs[0]), [BIG] * n, [SMALL] * n, axes, [-1] * n)
     b.set_output(op.outputs[0], y)

@@ -9,6 +9,8 @@ normalizes a negative index by adding the dim, then clamps to [0, n] for a posit
 to [-1, n - 1] for a negative one. ONNX Slice does the same except that it clamps a backward
 start to [0, n - 1]: constant operands fold into the Slice where that difference cannot show;
 otherwise the kernel's arithmetic is written out with the dim sizes read at run time.
+With ``offset`` the kernel is only consistent for a slice inside the tensor (beyond it the
+output it sizes and the elements it writes differ), where the two agree.
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ def strided_slice(b: GraphBuilder, op: Operator) -> None:
     plan = _plan(masks, n_spec, len(shape))
     if strides is not None and any(int(strides[i]) == 0 for i in plan.entries):
         raise ConversionError(f"{op.name}: stride 0 (the kernel refuses it)", op.where)
+    if offset and any((masks["end_mask"] >> i) & 1 for i in plan.entries):
+        raise ConversionError(
+            f"{op.name} with offset and end_mask: TFLite's kernel sizes the output ignoring "
+            "end_mask but fills it honouring it",
+            op.where,
+        )
     y = b.raw_input(x_idx, op.outputs[0])
     if plan.axes:
         values = (begin, end, strides)
