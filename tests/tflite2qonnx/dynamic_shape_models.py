@@ -10,7 +10,6 @@ when the tests run them.
 from __future__ import annotations
 
 import numpy as np
-
 from shape_arith_models import _tf
 
 WIDTH = 6
@@ -31,7 +30,7 @@ def _strided(tf):
             "reversed_from": tf.concat([x[:, n - 9 :: -1], x[:, :1]], axis=1),
             "shrunk_at": x[:, n - 1],
             "last_n": x[:, -n:],
-            "strided": tf.reshape(x[..., 1 :: n], tf.stack([n, -1])),
+            "strided": tf.reshape(x[..., 1::n], tf.stack([n, -1])),
             "new_axis": x[tf.newaxis, :, n - 3 :],
             "rows_reversed": x[n - 1 :: -1],
         }
@@ -72,7 +71,7 @@ def _fill_split(tf):
             "ramp": ramp * x[0, 0],
             "head": head * 2.0,
             "rest": rest - 1.0,
-            "sliced": tf.slice(x, tf.stack([0, n - 1]), tf.stack([-1, 2])),
+            "sliced": tf.slice(x, tf.stack([0, n - 1]), tf.stack([-1, WIDTH - n])),
         }
 
     return fn
