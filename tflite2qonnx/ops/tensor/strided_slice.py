@@ -64,13 +64,17 @@ def _plan(masks: dict[str, int], n_spec: int, rank: int) -> _Plan:
 
 
 def strided_slice(b: GraphBuilder, op: Operator) -> None:
+    """One Slice over the named dims (bounds folded or computed), then Squeeze / Unsqueeze."""
     x_idx = op.inputs[0]
     begin, end = known(b, op, op.inputs[1]), known(b, op, op.inputs[2])
     has_strides = len(op.inputs) > 3 and op.inputs[3] >= 0
     strides = known(b, op, op.inputs[3]) if has_strides else None
     masks = {k: int(op.options.get(k, 0)) for k in MASKS}
     offset = bool(op.options.get("offset", False))
-    n_spec = int(b.tensor(op.inputs[1]).shape[0]) if b.tensor(op.inputs[1]).shape else 1
+    spec_shape = b.tensor(op.inputs[1]).shape_signature
+    if spec_shape and spec_shape[0] < 0:  # the masks name entries: their count must be known
+        raise ConversionError(f"{op.name}'s begin (input 1) has a dynamic length", op.where)
+    n_spec = int(spec_shape[0]) if spec_shape else 1
     if strides is None and not has_strides:
         strides = np.ones(n_spec, np.int64)
     shape = b.tensor(x_idx).shape_signature
