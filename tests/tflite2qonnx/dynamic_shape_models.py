@@ -58,8 +58,8 @@ def _reshape_tile_pad(tf):
 
 
 def _fill_split(tf):
-    """FILL, BROADCAST_TO and RANGE of computed dims, SPLIT_V by computed sizes (one -1),
-    SLICE with a computed begin and size."""
+    """FILL and RANGE of computed dims, SPLIT_V by computed sizes (one -1), SPLIT of the
+    dynamic (doubled) batch, SLICE with a computed begin and size."""
 
     def fn(x):
         n = tf.shape(x)[0]
@@ -71,6 +71,7 @@ def _fill_split(tf):
             "ramp": ramp * x[0, 0],
             "head": head * 2.0,
             "rest": rest - 1.0,
+            "halves": tf.split(tf.concat([x, x * 2.0], axis=0), 2, axis=0)[1],
             "sliced": tf.slice(x, tf.stack([0, n - 1]), tf.stack([-1, WIDTH - n])),
         }
 
