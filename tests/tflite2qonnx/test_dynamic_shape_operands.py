@@ -109,7 +109,9 @@ def test_verify_passes_on_the_dynamic_batch_stft(generated):
     assert result.passed, result.as_text()
 
 
-def _strided_slice_model(begin_mask: int, end_mask: int, shrink: int, offset: bool) -> bytes:
+def _strided_slice_model(
+    begin_mask: int, end_mask: int, shrink: int, offset: bool, ellipsis: int = 0, new_axis: int = 0
+) -> bytes:
     """x [4, 5] float and begin / end / strides int32 [2] as graph inputs (so every operand is
     a run-time value); the output's shape is the interpreter's to compute."""
     tensors = [
@@ -118,7 +120,7 @@ def _strided_slice_model(begin_mask: int, end_mask: int, shrink: int, offset: bo
         {"name": "y", "shape": [1, 1]},
     ]
     fields = {"BeginMask": begin_mask, "EndMask": end_mask, "ShrinkAxisMask": shrink,
-              "Offset": offset}  # fmt: skip
+              "Offset": offset, "EllipsisMask": ellipsis, "NewAxisMask": new_axis}  # fmt: skip
     op = {"op": "STRIDED_SLICE", "inputs": [0, 1, 2, 3], "outputs": [4],
           "options": ("StridedSliceOptions", fields)}  # fmt: skip
     return build_model(tensors, [op], [0, 1, 2, 3], [4])
@@ -142,13 +144,15 @@ def _draw(rng, shrink: int, offset: bool) -> dict[str, np.ndarray]:
             "strides": strides.astype(np.int32)}  # fmt: skip
 
 
-# (begin_mask, end_mask, shrink_axis_mask, offset)
-SPECS = [(0, 0, 0, False), (1, 0, 0, False), (0, 2, 0, False), (3, 3, 0, False),
-         (2, 1, 0, False), (0, 0, 1, False), (0, 0, 2, False), (0, 0, 0, True),
-         (1, 0, 0, True), (0, 0, 2, True)]  # fmt: skip
+# (begin_mask, end_mask, shrink_axis_mask, offset, ellipsis_mask, new_axis_mask)
+SPECS = [(0, 0, 0, False, 0, 0), (1, 0, 0, False, 0, 0), (0, 2, 0, False, 0, 0),
+         (3, 3, 0, False, 0, 0), (2, 1, 0, False, 0, 0), (0, 0, 1, False, 0, 0),
+         (0, 0, 2, False, 0, 0), (0, 0, 0, True, 0, 0), (1, 0, 0, True, 0, 0),
+         (0, 0, 2, True, 0, 0), (0, 0, 0, False, 1, 0), (0, 0, 0, False, 0, 1),
+         (0, 0, 1, False, 0, 2)]  # fmt: skip
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: "b{}_e{}_s{}_{}".format(*s))
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: "b{}_e{}_s{}_{}_ell{}_new{}".format(*s))
 def test_strided_slice_with_run_time_operands_equals_reference_kernel(spec):
     """100 seeded begin / end / strides per mask combination: the output's shape and values
     equal the reference kernel's (negative indices, clamping at both ends, backward starts
