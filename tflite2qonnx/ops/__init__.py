@@ -331,7 +331,7 @@ OPERATORS: dict[str, Op] = {
         "tensor.shape:squeeze", bit_exact=EXACT, complex="signal.complex_ops:complex_reshape"
     ),
     "STRIDED_SLICE": Op(
-        "tensor.slicing:strided_slice", operands=rules.strided_slice, bit_exact=EXACT
+        "tensor.strided_slice:strided_slice", operands=rules.strided_slice, bit_exact=EXACT
     ),
     "SUB": Op(
         "arith.elementwise:sub", kernel="exact.entry:sub", int16=INT16_BIT_EXACT, bit_exact=EMULATED

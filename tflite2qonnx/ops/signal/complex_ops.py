@@ -23,7 +23,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import is_complex, reduce_axes, table_size
-from tflite2qonnx.ops.tensor.shape import _dims
+from tflite2qonnx.ops.tensor.shape import _dims, expand_axis, squeeze_axes
 
 # the largest fft_length side written as a dense DFT matrix (TFLite's YAMNet uses 512)
 _MAX_FFT = 1 << 14
@@ -184,6 +184,15 @@ def complex_reshape(b: GraphBuilder, op: Operator) -> None:
         shape = b.const(np.array([*target, 2], np.int64), "reshape_shape")
     elif op.opcode.builtin == "RESHAPE" and len(op.inputs) > 1 and op.inputs[1] >= 0:
         shape = b.emit("Concat", [_dims(b, op.inputs[1]), two], axis=0)[0]
+    elif op.opcode.builtin in ("SQUEEZE", "EXPAND_DIMS"):  # the pair stays last
+        kind, axes = (
+            ("Squeeze", squeeze_axes(b, op))
+            if op.opcode.builtin == "SQUEEZE"
+            else ("Unsqueeze", [expand_axis(b, op)])
+        )
+        axes = b.const(np.asarray(axes, np.int64), "axes")
+        b.set_output(op.outputs[0], b.emit(kind, [complex_input(b, op.inputs[0]), axes])[0])
+        return
     else:
         raise ConversionError(
             f"{op.name} of complex64 {_describe(b, op.inputs[0])} to a shape with several "

@@ -13,6 +13,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import rank_of
+from tflite2qonnx.ops.tensor.operand_values import onnx_pads, required_constant
 
 
 def concatenation(b: GraphBuilder, op: Operator) -> None:
@@ -30,14 +31,13 @@ def concatenation(b: GraphBuilder, op: Operator) -> None:
 
 
 def pad(b: GraphBuilder, op: Operator) -> None:
-    """PAD / PADV2: [rank, 2] paddings -> ONNX's begins-then-ends list.
+    """PAD / PADV2: [rank, 2] paddings (constant or computed) -> ONNX's begins-then-ends list.
 
     A quantized tensor pads with its zero point, i.e. with real 0 (or PADV2's value, on the
     output's grid: the kernel requires it); the input's integers are copied
     (``GraphBuilder.reinterpret``).
     """
-    paddings = b.int_constant(op.inputs[1], op.where).reshape(-1, 2)
-    pads = b.const(np.concatenate([paddings[:, 0], paddings[:, 1]]).astype(np.int64), "pads")
+    pads = onnx_pads(b, op, op.inputs[1])
     inputs = [b.raw_input(op.inputs[0], op.outputs[0]), pads]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         value = b.stored_constant(op.inputs[2])  # an int32 tensor pads with an int32
@@ -48,7 +48,8 @@ def pad(b: GraphBuilder, op: Operator) -> None:
 
 
 def transpose(b: GraphBuilder, op: Operator) -> None:
-    perm = [int(p) for p in b.int_constant(op.inputs[1], op.where)]
+    why = "ONNX Transpose takes the permutation as an attribute"
+    perm = [int(p) for p in required_constant(b, op, 1, "perm", why)]
     b.set_output(
         op.outputs[0], b.emit("Transpose", [b.raw_input(op.inputs[0], op.outputs[0])], perm=perm)[0]
     )

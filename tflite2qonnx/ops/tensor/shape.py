@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import rank_of
+from tflite2qonnx.ops.tensor.operand_values import required_constant
 
 
 def reshape(b: GraphBuilder, op: Operator) -> None:
@@ -31,23 +33,39 @@ def _int64(b: GraphBuilder, values, hint: str) -> str:
     return b.const(np.asarray(values, np.int64), hint)
 
 
+def squeeze_axes(b: GraphBuilder, op: Operator) -> list[int]:
+    """squeeze_dims, or every dim of size 1 when empty: known only for static dims (the
+    kernel then squeezes what is 1 at run time)."""
+    signature = b.tensor(op.inputs[0]).shape_signature
+    dims = [int(d) % len(signature) for d in op.options.get("squeeze_dims", []) or []]
+    if dims:
+        return sorted(set(dims))
+    if -1 in signature:
+        raise ConversionError(
+            f"{op.name} without squeeze_dims of tensor {op.inputs[0]} "
+            f"'{b.tensor(op.inputs[0]).name}' with dynamic dims {list(signature)}: which dims "
+            "are 1 is known only at run time",
+            op.where,
+        )
+    return [k for k, d in enumerate(signature) if d == 1]
+
+
 def squeeze(b: GraphBuilder, op: Operator) -> None:
-    """squeeze_dims, or every size-1 dim when empty (static shapes)."""
-    rank = rank_of(b, op.inputs[0])
-    dims = [int(d) % rank for d in op.options.get("squeeze_dims", []) or []]
-    if not dims:
-        dims = [k for k, d in enumerate(b.tensor(op.inputs[0]).shape) if d == 1]
     x = b.raw_input(op.inputs[0], op.outputs[0])
-    y = b.emit("Squeeze", [x, _int64(b, sorted(dims), "squeeze_axes")])[0]
+    y = b.emit("Squeeze", [x, _int64(b, squeeze_axes(b, op), "squeeze_axes")])[0]
     b.set_output(op.outputs[0], y)
 
 
-def expand_dims(b: GraphBuilder, op: Operator) -> None:
+def expand_axis(b: GraphBuilder, op: Operator) -> int:
     """A negative axis counts from the end of the output (rank + 1 dims)."""
-    (axis,) = b.int_constant(op.inputs[1], op.where).reshape(-1)
-    axis = int(axis) % (rank_of(b, op.inputs[0]) + 1)
+    why = "the output's rank and layout depend on it"
+    (axis,) = required_constant(b, op, 1, "axis", why)
+    return int(axis) % (rank_of(b, op.inputs[0]) + 1)
+
+
+def expand_dims(b: GraphBuilder, op: Operator) -> None:
     x = b.raw_input(op.inputs[0], op.outputs[0])
-    y = b.emit("Unsqueeze", [x, _int64(b, [axis], "unsqueeze_axes")])[0]
+    y = b.emit("Unsqueeze", [x, _int64(b, [expand_axis(b, op)], "unsqueeze_axes")])[0]
     b.set_output(op.outputs[0], y)
 
 

@@ -1,4 +1,4 @@
-"""Ops that cut, join and index tensors: SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, PACK, UNPACK,
+"""Ops that cut, join and index tensors: SLICE, SPLIT, SPLIT_V, PACK, UNPACK,
 GATHER, GATHER_ND, TILE, MIRROR_PAD, REVERSE_V2.
 
 Axes are in TFLite's (source) order; the layout pass renumbers them for the attribute ops
@@ -15,6 +15,13 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import rank_of
+from tflite2qonnx.ops.tensor.operand_values import (
+    dim_sizes,
+    int64_value,
+    known,
+    onnx_pads,
+    required_constant,
+)
 
 BIG = np.iinfo(np.int64).max
 SMALL = np.iinfo(np.int64).min
@@ -31,25 +38,19 @@ def _slice(b: GraphBuilder, x: str, starts, ends, axes, steps=None) -> str:
     return b.emit("Slice", inputs)[0]
 
 
-def _reshape_to_output(b: GraphBuilder, op: Operator, y: str) -> str:
-    """A Reshape to the output's shape when slicing alone does not give it."""
-    out = list(b.tensor(op.outputs[0]).shape_signature)
-    return b.emit("Reshape", [y, _int64(b, out, "shape")])[0]
-
-
 def slice_(b: GraphBuilder, op: Operator) -> None:
     """Constant begin / size fold into the Slice; computed ones (TensorListSetItem in a
     WHILE body slices at the loop counter) give ``ends = begin + size``, or the end where
     size is -1 (TFLite's begin is never negative)."""
     x = b.raw_input(op.inputs[0], op.outputs[0])
     rank = rank_of(b, op.inputs[0])
-    begin, size = _known(b, op, op.inputs[1]), _known(b, op, op.inputs[2])
+    begin, size = known(b, op, op.inputs[1]), known(b, op, op.inputs[2])
     if begin is not None and size is not None:
         ends = [BIG if s < 0 else int(a + s) for a, s in zip(begin, size, strict=True)]
         b.set_output(op.outputs[0], _slice(b, x, begin, ends, list(range(len(begin)))))
         return
-    starts = _int64_value(b, op.inputs[1], begin)
-    sizes = _int64_value(b, op.inputs[2], size)
+    starts = int64_value(b, op.inputs[1], begin)
+    sizes = int64_value(b, op.inputs[2], size)
     ends = b.emit("Where", [
         b.emit("Less", [sizes, _int64(b, 0, "zero")])[0],
         _int64(b, BIG, "big"),
@@ -59,103 +60,48 @@ def slice_(b: GraphBuilder, op: Operator) -> None:
     b.set_output(op.outputs[0], b.emit("Slice", [x, starts, ends, axes])[0])
 
 
-def _known(b: GraphBuilder, op: Operator, idx: int) -> np.ndarray | None:
-    """A constant integer operand's values, else None (computed at run time)."""
-    if idx < 0:
-        raise ConversionError(f"{op.name}: a required operand is missing", op.where)
-    if b.tensor(idx).data is None and b.constant(idx) is None:
-        return None
-    return b.int_constant(idx, op.where).reshape(-1)
-
-
-def _int64_value(b: GraphBuilder, idx: int, known: np.ndarray | None) -> str:
-    if known is not None:
-        return _int64(b, known, b.tensor_name(idx))
-    return b.emit("Cast", [b.emit("Reshape", [b.input(idx), _int64(b, [-1], "flat")])[0]],
-                  to=TensorProto.INT64)[0]  # fmt: skip
-
-
-def strided_slice(b: GraphBuilder, op: Operator) -> None:
-    """TF's sparse slice spec: begin/end masks take the whole dim, the ellipsis stands for the
-    dims no entry names, new axes and shrunk dims are reshaped in at the end, ``offset`` makes
-    end relative to begin. One Slice over the named dims, then a Reshape if the rank changes.
-    """
-    begin = b.int_constant(op.inputs[1], op.where).reshape(-1)
-    end = b.int_constant(op.inputs[2], op.where).reshape(-1)
-    strides = (
-        b.int_constant(op.inputs[3], op.where).reshape(-1)
-        if len(op.inputs) > 3 and op.inputs[3] >= 0
-        else np.ones_like(begin)
-    )
-    opt = op.options
-    masks = {k: int(opt.get(k, 0)) for k in ("begin_mask", "end_mask", "ellipsis_mask",
-                                            "new_axis_mask", "shrink_axis_mask")}  # fmt: skip
-    shape = b.tensor(op.inputs[0]).shape_signature
-    rank = len(shape)
-    n_spec = len(begin)
-    named = sum(1 for i in range(n_spec) if not (masks["new_axis_mask"] >> i) & 1
-                and not (masks["ellipsis_mask"] >> i) & 1)  # fmt: skip
-    starts, ends, axes, steps = [], [], [], []
-    dim = 0
-    for i in range(n_spec):
-        bit = 1 << i
-        if masks["ellipsis_mask"] & bit:
-            dim += rank - named
-            continue
-        if masks["new_axis_mask"] & bit:
-            continue
-        s = int(strides[i])
-        if s == 0:
-            raise ConversionError("stride 0", op.where)
-        lo = int(begin[i])
-        hi = int(end[i]) + (lo if opt.get("offset", False) else 0)
-        if masks["shrink_axis_mask"] & bit:
-            if lo < 0:
-                if shape[dim] < 0:
-                    raise ConversionError("negative index into a dynamic dim", op.where)
-                lo += shape[dim]
-            hi, s = lo + 1, 1
-        else:
-            if masks["begin_mask"] & bit:
-                lo = 0 if s > 0 else BIG
-            if masks["end_mask"] & bit:
-                hi = BIG if s > 0 else SMALL
-        starts.append(lo)
-        ends.append(hi)
-        axes.append(dim)
-        steps.append(s)
-        dim += 1
-    y = b.raw_input(op.inputs[0], op.outputs[0])
-    if axes:
-        y = _slice(b, y, starts, ends, axes, steps)
-    if masks["new_axis_mask"] or masks["shrink_axis_mask"]:
-        y = _reshape_to_output(b, op, y)
-    b.set_output(op.outputs[0], y)
-
-
-def _split(b: GraphBuilder, op: Operator, x_idx: int, axis: int, sizes: list[int]) -> None:
-    outs = b.emit("Split", [b.input(x_idx), _int64(b, sizes, "split")], len(sizes), axis=axis)
+def _split(b: GraphBuilder, op: Operator, x_idx: int, axis: int, sizes: str | None) -> None:
+    """ONNX Split along ``axis`` into ``sizes`` (an int64 value), or equal parts if None."""
+    inputs = [b.input(x_idx)] if sizes is None else [b.input(x_idx), sizes]
+    outs = b.emit("Split", inputs, len(op.outputs), axis=axis)
     for idx, value in zip(op.outputs, outs, strict=True):
         b.set_output(idx, b.reinterpret(value, x_idx, idx))
 
 
+def _axis(b: GraphBuilder, op: Operator, pos: int, x_idx: int) -> int:
+    why = "ONNX Split takes the axis as an attribute"
+    return int(required_constant(b, op, pos, "axis", why)[0]) % rank_of(b, x_idx)
+
+
 def split(b: GraphBuilder, op: Operator) -> None:
-    """SPLIT(axis, input): equal parts."""
+    """SPLIT(axis, input): equal parts (the kernel requires the dim to divide; a dynamic dim
+    is divided at run time)."""
     x_idx = op.inputs[1]
-    axis = int(b.int_constant(op.inputs[0], op.where).reshape(-1)[0]) % rank_of(b, x_idx)
-    n = int(op.options.get("num_splits", len(op.outputs)))
-    dim = b.tensor(x_idx).shape[axis]
-    _split(b, op, x_idx, axis, [dim // n] * n)
+    axis = _axis(b, op, 0, x_idx)
+    dim = b.tensor(x_idx).shape_signature[axis]
+    n = len(op.outputs)
+    _split(b, op, x_idx, axis, None if dim < 0 else _int64(b, [dim // n] * n, "split"))
 
 
 def split_v(b: GraphBuilder, op: Operator) -> None:
-    """SPLIT_V(input, size_splits, axis): one size may be -1 (the rest)."""
+    """SPLIT_V(input, size_splits, axis): one size may be -1 (the rest of the dim); sizes
+    and the dim may be known only at run time."""
     x_idx = op.inputs[0]
-    axis = int(b.int_constant(op.inputs[2], op.where).reshape(-1)[0]) % rank_of(b, x_idx)
-    sizes = [int(s) for s in b.int_constant(op.inputs[1], op.where).reshape(-1)]
-    if -1 in sizes:
-        sizes[sizes.index(-1)] = b.tensor(x_idx).shape[axis] - sum(s for s in sizes if s >= 0)
-    _split(b, op, x_idx, axis, sizes)
+    axis = _axis(b, op, 2, x_idx)
+    sizes = known(b, op, op.inputs[1])
+    dim = b.tensor(x_idx).shape_signature[axis]
+    if sizes is not None and (dim >= 0 or -1 not in sizes.tolist()):
+        sizes = [int(s) for s in sizes]
+        if -1 in sizes:
+            sizes[sizes.index(-1)] = dim - sum(s for s in sizes if s >= 0)
+        _split(b, op, x_idx, axis, _int64(b, sizes, "split"))
+        return
+    values = int64_value(b, op.inputs[1], sizes)
+    rest = b.emit("Less", [values, _int64(b, 0, "zero")])[0]
+    given = b.emit("Where", [rest, _int64(b, 0, "zero"), values])[0]
+    total = b.emit("ReduceSum", [given, _int64(b, [0], "axes")], keepdims=1)[0]
+    left = b.emit("Sub", [dim_sizes(b, x_idx, [axis]), total])[0]
+    _split(b, op, x_idx, axis, b.emit("Where", [rest, left, values])[0])
 
 
 def pack(b: GraphBuilder, op: Operator) -> None:
@@ -247,25 +193,27 @@ def tile(b: GraphBuilder, op: Operator) -> None:
 
 def reverse_v2(b: GraphBuilder, op: Operator) -> None:
     rank = rank_of(b, op.inputs[0])
-    axes = sorted({int(a) % rank for a in b.int_constant(op.inputs[1], op.where).reshape(-1)})
+    why = "the reversed axes are written into the graph"
+    axes = sorted({int(a) % rank for a in required_constant(b, op, 1, "axis", why)})
     n = len(axes)
     y = _slice(b, b.raw_input(op.inputs[0], op.outputs[0]), [BIG] * n, [SMALL] * n, axes, [-1] * n)
     b.set_output(op.outputs[0], y)
 
 
 def mirror_pad(b: GraphBuilder, op: Operator) -> None:
-    """REFLECT is ONNX Pad's reflect mode; SYMMETRIC (the edge repeated) is built from
-    reversed Slices concatenated on each padded axis."""
-    paddings = b.int_constant(op.inputs[1], op.where).reshape(-1, 2)
+    """REFLECT is ONNX Pad's reflect mode (paddings may be computed); SYMMETRIC (the edge
+    repeated) is built from reversed Slices concatenated on each padded axis, counted from the
+    end so that a dynamic dim needs no size."""
     x = b.raw_input(op.inputs[0], op.outputs[0])
     mode = op.options.get("mode", "REFLECT")
     if mode == "REFLECT":
-        pads = _int64(b, np.concatenate([paddings[:, 0], paddings[:, 1]]), "pads")
+        pads = onnx_pads(b, op, op.inputs[1])
         b.set_output(op.outputs[0], b.emit("Pad", [x, pads], mode="reflect")[0])
         return
     if mode != "SYMMETRIC":
         raise ConversionError(f"mode {mode} unsupported", op.where)
-    shape = list(b.tensor(op.inputs[0]).shape)
+    why = "SYMMETRIC padding is written per padded axis"
+    paddings = required_constant(b, op, 1, "paddings", why).reshape(-1, 2)
     for axis, (before, after) in enumerate(paddings.tolist()):
         if not before and not after:
             continue
@@ -273,10 +221,7 @@ def mirror_pad(b: GraphBuilder, op: Operator) -> None:
         if before:
             parts.append(_slice(b, x, [before - 1], [SMALL], [axis], [-1]))
         parts.append(x)
-        if after:
-            d = shape[axis]
-            stop = d - 1 - after if d - 1 - after >= 0 else SMALL  # -1 would mean d - 1
-            parts.append(_slice(b, x, [d - 1], [stop], [axis], [-1]))
+        if after:  # the last ``after`` elements, reversed: -1 down to -after
+            parts.append(_slice(b, x, [-1], [-after - 1], [axis], [-1]))
         x = b.emit("Concat", parts, axis=axis)[0]
-        shape[axis] += before + after
     b.set_output(op.outputs[0], x)
