@@ -358,6 +358,16 @@ CUSTOM_OPERATORS: dict[str, Op] = {
     "MaxPoolingWithArgmax2D": Op("detection.mediapipe:max_pooling_with_argmax_2d"),
     "MaxUnpooling2D": Op("detection.mediapipe:max_unpooling_2d"),
     "Mfcc": Op("signal.audio:mfcc"),
+    # TFLite Micro's Signal ops (the micro_speech audio front end), bit exact
+    "SignalEnergy": Op("signal.tflm_frontend:energy"),
+    "SignalFftAutoScale": Op("signal.tflm_frontend:fft_auto_scale"),
+    "SignalFilterBank": Op("signal.tflm_frontend:filter_bank"),
+    "SignalFilterBankLog": Op("signal.tflm_frontend:filter_bank_log"),
+    "SignalFilterBankSpectralSubtraction": Op("signal.tflm_frontend:spectral_subtraction"),
+    "SignalFilterBankSquareRoot": Op("signal.tflm_frontend:filter_bank_square_root"),
+    "SignalPCAN": Op("signal.tflm_frontend:pcan"),
+    "SignalRfft": Op("signal.tflm_fft:rfft"),
+    "SignalWindow": Op("signal.tflm_frontend:window"),
     "TFLite_Detection_PostProcess": Op(
         "detection.postprocess:detection_postprocess", bit_exact=DEQUANTIZES
     ),
