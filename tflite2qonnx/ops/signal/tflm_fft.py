@@ -23,7 +23,7 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.signal.tflm_int import Int64, check_operand, int_option, options
 
 _SAMP_MAX = 32767
-_INT16 = 9  # tflite.TensorType.INT16, the 'T' option
+_INT16 = 7  # tflite.TensorType.INT16, the 'T' option
 
 
 def _factors(n: int) -> list[tuple[int, int]]:

@@ -167,7 +167,7 @@ def filter_bank_square_root(b: GraphBuilder, op: Operator) -> None:
     root = m.op("Sub", root, m.op("Cast", too_big, to=TensorProto.UINT64))
     up = m.op("Min", m.op("Add", root, u64(1)), u64(_U32))
     fits = m.op("And", m.op("Less", root, u64(_U32)), m.op("LessOrEqual", m.op("Mul", up, up), n))
-    root = m.op("Where", fits, up, root)
+    root = m.op("Add", root, m.op("Cast", fits, to=TensorProto.UINT64))  # no uint64 Where
     rest = m.op("Sub", n, m.op("Mul", root, root))
     capped = m.op("Or", m.op("Equal", root, u64(0xFFFF)), m.op("Equal", root, u64(_U32)))
     bump = m.op("And", m.op("Greater", rest, root), m.op("Not", capped))
