@@ -50,7 +50,7 @@ def window(b: GraphBuilder, op: Operator) -> None:
     m = Int64(b)
     x = m.op("Reshape", m.cast_in(op.inputs[0]), m.c([-1, width]))
     y = m.shr(m.mul(x, m.op("Cast", b.input(op.inputs[1]), to=TensorProto.INT64)), shift)
-    y = m.op("Clip", y, m.c(_INT16_MIN), m.c(_INT16_MAX))
+    y = m.clip(y, _INT16_MIN, _INT16_MAX)
     m.set_output(op.outputs[0], m.op("Reshape", y, m.c(list(shape))))
 
 
@@ -64,6 +64,7 @@ def fft_auto_scale(b: GraphBuilder, op: Operator) -> None:
     idx = m.c(np.arange(n))
     absx = m.op("Abs", x)
     is_min = m.op("Equal", x, m.c(_INT16_MIN))
+    # (the reductions here see values below 2^16, where onnxruntime reduces int64 right)
     last_min = m.op("ReduceMax", m.where(is_min, idx, -1), keepdims=0)
     # after the last INT16_MIN the running max follows a strictly increasing run of negative
     # values; the first value that breaks it makes the max its magnitude, a plain max-abs after
@@ -81,7 +82,7 @@ def fft_auto_scale(b: GraphBuilder, op: Operator) -> None:
     peak = m.where(
         m.op("GreaterOrEqual", last_min, m.c(0)), special, m.op("ReduceMax", absx, keepdims=0)
     )
-    bits = m.sub(m.c(15), m.bit_length(m.op("Max", peak, m.c(0)), 16))
+    bits = m.sub(m.c(15), m.bit_length(m.max(peak, 0), 16))
     scale = m.where(m.op("Greater", peak, m.c(0)), bits, 0)
     m.set_output(op.outputs[0], m.wrap(m.mul(x, m.pow2(scale, 16)), 16))
     m.set_output(op.outputs[1], scale)
@@ -165,7 +166,7 @@ def filter_bank_square_root(b: GraphBuilder, op: Operator) -> None:
                 to=TensorProto.UINT64)  # fmt: skip
     too_big = m.op("Greater", m.op("Mul", root, root), n)
     root = m.op("Sub", root, m.op("Cast", too_big, to=TensorProto.UINT64))
-    up = m.op("Min", m.op("Add", root, u64(1)), u64(_U32))
+    up = m.op("Add", root, u64(1))  # squared only where root < 0xFFFFFFFF
     fits = m.op("And", m.op("Less", root, u64(_U32)), m.op("LessOrEqual", m.op("Mul", up, up), n))
     root = m.op("Add", root, m.op("Cast", fits, to=TensorProto.UINT64))  # no uint64 Where
     rest = m.op("Sub", n, m.op("Mul", root, root))
@@ -204,7 +205,7 @@ def spectral_subtraction(b: GraphBuilder, op: Operator) -> None:
             op.where,
         )
     m = Int64(b)
-    key = ("tflm_signal", b.tensor(op.outputs[1]).name or f"noise_estimate_{op.index}")
+    key = ("tflm_signal", f"{b.tensor(op.outputs[1]).name or 'noise_estimate'}_state")
     zeros = np.zeros(channels, np.uint32)
     if b.states.enabled and b.nested:
         raise ConversionError(
@@ -229,7 +230,7 @@ def spectral_subtraction(b: GraphBuilder, op: Operator) -> None:
         noise = estimate
     floor = m.wrap(m.shr_nonneg(m.mul(x, coeffs["min_signal_remaining"]), bits), 32, False)
     left = m.shr_nonneg(m.sub(signal, estimate), smooth_bits)
-    m.set_output(op.outputs[0], m.op("Max", left, floor))
+    m.set_output(op.outputs[0], m.max(left, floor))
     m.set_output(op.outputs[1], noise)
     if b.states.enabled:
         resource_value(b, key, b.input(op.outputs[1]))
@@ -274,8 +275,8 @@ def pcan(b: GraphBuilder, op: Operator) -> None:
     m = Int64(b)
     x, noise = m.cast_in(op.inputs[0]), m.cast_in(op.inputs[1])
     interval = m.bit_length(noise, 32)
-    left = m.op("Clip", m.sub(m.c(11), interval), m.c(0), m.c(31))
-    right = m.op("Clip", m.sub(interval, m.c(11)), m.c(0), m.c(31))
+    left = m.clip(m.sub(m.c(11), interval), 0, 31)
+    right = m.clip(m.sub(interval, m.c(11)), 0, 31)
     frac = m.op("Div", m.mul(noise, m.pow2(left, 32)), m.pow2(right, 32))
     frac = m.op("Mod", frac, m.c(1024), fmod=0)
     row = m.add(m.mul(m.sub(interval, m.c(2)), 1024), m.add(frac, 3))
@@ -313,11 +314,11 @@ def filter_bank_log(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError("SignalFilterBankLog: input and output differ in length", op.where)
     m = Int64(b)
     x = m.wrap(m.mul(m.cast_in(op.inputs[0]), 1 << correction), 32, signed=False)
-    safe = m.op("Max", x, m.c(2))
+    safe = m.max(x, 2)
     integer = m.sub(m.bit_length(safe, 32), m.c(1))
     frac = m.sub(safe, m.pow2(integer, 32))
-    up = m.op("Clip", m.sub(m.c(16), integer), m.c(0), m.c(31))
-    down = m.op("Clip", m.sub(integer, m.c(16)), m.c(0), m.c(31))
+    up = m.clip(m.sub(m.c(16), integer), 0, 31)
+    down = m.clip(m.sub(integer, m.c(16)), 0, 31)
     frac = m.op("Div", m.mul(frac, m.pow2(up, 32)), m.pow2(down, 32))
     seg = m.shr_nonneg(frac, 9)
     c0 = m.op("Gather", m.c(_LOG_LUT), seg, axis=0)
@@ -327,5 +328,5 @@ def filter_bank_log(b: GraphBuilder, op: Operator) -> None:
     log2 = m.wrap(log2, 32, signed=False)
     loge = m.wrap(m.shr_nonneg(m.add(m.mul(log2, _LOG_COEFF), 1 << 15), 16), 32, signed=False)
     scaled = m.shr_nonneg(m.wrap(m.add(m.mul(loge, scale), 1 << 15), 32, signed=False), 16)
-    y = m.where(m.op("Greater", x, m.c(1)), m.op("Min", scaled, m.c(_INT16_MAX)), 0)
+    y = m.where(m.op("Greater", x, m.c(1)), m.min(scaled, _INT16_MAX), 0)
     m.set_output(op.outputs[0], y)

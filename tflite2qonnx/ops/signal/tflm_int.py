@@ -64,6 +64,20 @@ class Int64:
         b = b if isinstance(b, str) else self.c(b)
         return self.op("Where", cond, a, b)
 
+    # onnxruntime 1.31's int64 Max / Min / Clip against a broadcast constant (and ReduceMin)
+    # compare some values at or beyond 2^31 wrongly (measured: Max(2^31, 2) = 2); comparisons
+    # are right, so the clamps here are Where on Greater / Less.
+    def max(self, a: str, b: str | int) -> str:
+        b = b if isinstance(b, str) else self.c(b)
+        return self.op("Where", self.op("Greater", a, b), a, b)
+
+    def min(self, a: str, b: str | int) -> str:
+        b = b if isinstance(b, str) else self.c(b)
+        return self.op("Where", self.op("Less", a, b), a, b)
+
+    def clip(self, x: str, low: int, high: int) -> str:
+        return self.min(self.max(x, low), high)
+
     def shr(self, x: str, bits: int, add: int = 0) -> str:
         """``(x + add) >> bits`` (arithmetic: a floor division), x in (-2^48, 2^62)."""
         if bits == 0:
