@@ -60,6 +60,8 @@ class StateIO:
     resource_names: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     resources: dict[tuple[str, str], ResourceState] = dataclasses.field(default_factory=dict)
     assigned: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    # kernels' own states (TFLM's Signal ops) read without state I/O: the same warning
+    kernel_states: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -226,6 +228,8 @@ def stateful_names(b: GraphBuilder) -> str | None:
         parts.append(f"variable tensors {name_list([b.tensor_name(i) for i in b.states.read])}")
     if b.states.assigned:
         parts.append(f"resource variables {name_list(list(b.states.assigned.values()))}")
+    if b.states.kernel_states:
+        parts.append(f"the operator states {name_list(b.states.kernel_states)}")
     return " and ".join(parts) or None
 
 

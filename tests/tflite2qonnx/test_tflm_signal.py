@@ -160,7 +160,7 @@ def test_pcan_gain_control_matches_tflm_over_every_interval(rng):
     n = 99
     pair = Pair(models.pcan(n, lut, 6))
     bits = np.arange(n) % 33  # noise estimates of every bit length 0..32
-    noise = (rng.integers(0, 1 << 32, n, dtype=np.uint64) >> (32 - bits).astype(np.uint64))
+    noise = rng.integers(0, 1 << 32, n, dtype=np.uint64) >> (32 - bits).astype(np.uint64)
     for high in (1 << 12, 1 << 32):
         x = rng.integers(0, high, n, dtype=np.uint64).astype(np.uint32)
         ref, got = pair.run(x, noise.astype(np.uint32))

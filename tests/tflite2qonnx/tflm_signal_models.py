@@ -63,7 +63,10 @@ def filter_bank_constants(rng, bins: int, channels: int, low: int, high: int):
 
 def _bank_tensors(consts) -> list[dict]:
     names = ("weights", "unweights", "freq_starts", "weight_starts", "widths")
-    return [_t(n, (len(c),), "int16", np.asarray(c, np.int16)) for n, c in zip(names, consts)]
+    return [
+        _t(n, (len(c),), "int16", np.asarray(c, np.int16))
+        for n, c in zip(names, consts, strict=True)
+    ]
 
 
 def filter_bank(bins: int, consts) -> bytes:
@@ -148,8 +151,14 @@ def front_end(rng, frame: int = 480, fft_length: int = 512, channels: int = 40) 
         op("SignalEnergy", [5], [6], end_index=241, start_index=5),
         op("SignalFilterBank", [6, 7, 8, 9, 10, 11], [12], num_channels=c),
         op("SignalFilterBankSquareRoot", [12, 4], [13]),
-        op("SignalFilterBankSpectralSubtraction", [13], [14, 15], clamping=False,
-           num_channels=c, **{k: v for k, v in SPECTRAL_SUBTRACTION.items()}),  # fmt: skip
+        op(
+            "SignalFilterBankSpectralSubtraction",
+            [13],
+            [14, 15],
+            clamping=False,
+            num_channels=c,
+            **{k: v for k, v in SPECTRAL_SUBTRACTION.items()},
+        ),  # fmt: skip
         op("SignalPCAN", [14, 15, 16], [17], snr_shift=6),
         op("SignalFilterBankLog", [17], [18], input_correction_bits=3, output_scale=64),
     ]

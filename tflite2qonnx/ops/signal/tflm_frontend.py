@@ -28,7 +28,7 @@ from tflite2qonnx.ops.signal.tflm_int import (
     int_option,
     options,
 )
-from tflite2qonnx.state import resource_assigned, resource_state, resource_value
+from tflite2qonnx.state import resource_state, resource_value
 
 _INT16_MIN, _INT16_MAX = -(1 << 15), (1 << 15) - 1
 _U32 = (1 << 32) - 1
@@ -218,7 +218,7 @@ def spectral_subtraction(b: GraphBuilder, op: Operator) -> None:
             "Cast", resource_state(b, key, zeros, kind="kernel_state"), to=TensorProto.INT64
         )
     else:
-        resource_assigned(b, key)
+        b.states.kernel_states.append(key[1])
         noise = m.c(zeros)
     x = m.cast_in(op.inputs[0])
     signal = m.wrap(m.mul(x, 1 << smooth_bits), 32, signed=False)
