@@ -189,6 +189,53 @@ def test_front_end_chain_streams_bit_exact_over_frames(rng):
         assert_same(ref[0], got[0])
 
 
+def test_delay_streams_rows_delayed_by_delay_length(rng):
+    pair = Pair(models.delay((2, 16), 5), state_io=True)
+    for _ in range(4):
+        assert_same(*(v[0] for v in pair.run(_int16(rng, (2, 16)))))
+
+
+@pytest.mark.parametrize(
+    ("size", "step", "prefill"),
+    [(8, 4, False), (8, 4, True), (5, 2, False), (5, 2, True), (3, 4, False)],
+)
+def test_framer_streams_frames_and_validity_like_tflm(rng, size, step, prefill):
+    pair = Pair(models.framer((2, 12), size, step, prefill), state_io=True)
+    for _ in range(5):
+        ref, got = pair.run(_int16(rng, (2, 12)))
+        assert bool(got[1]) == bool(ref[1])
+        if ref[1]:  # TFLM leaves an invalid call's frames unwritten
+            assert_same(ref[0], got[0])
+
+
+@pytest.mark.parametrize(("left", "right", "step"), [(2, 1, 1), (1, 2, 2), (0, 1, 2), (3, 0, 4)])
+def test_stacker_streams_stacked_frames_and_validity_like_tflm(rng, left, right, step):
+    pair = Pair(models.stacker(4, left, right, step), state_io=True)
+    for _ in range(9):
+        ref, got = pair.run(_int16(rng, 4))
+        assert bool(got[1]) == bool(ref[1])
+        if ref[1]:
+            assert_same(ref[0], got[0])
+
+
+@pytest.mark.parametrize("dtype", ["int16", "float32"])
+def test_overlap_add_streams_its_buffer_like_tflm(rng, dtype):
+    shape = (2, 3, 8)
+    pair = Pair(models.overlap_add(shape, 4, dtype), state_io=True)
+    for _ in range(4):
+        if dtype == "int16":
+            x = _int16(rng, shape)  # full scale: the sums saturate
+        else:
+            x = rng.standard_normal(shape).astype(np.float32)
+        assert_same(*(v[0] for v in pair.run(x)))
+
+
+def test_buffer_ops_without_state_io_are_the_first_call_and_warn(rng):
+    pair = Pair(models.delay((1, 8), 3))
+    assert any("delay" in str(w.message) for w in pair.warnings)
+    assert_same(*(v[0] for v in pair.run(_int16(rng, (1, 8)))))
+
+
 def test_rfft_float_kernel_is_refused_by_name():
     with pytest.raises(ConversionError, match="SignalRfft with T=0"):
         convert(models.rfft((16,), 16, models.FLOAT32))

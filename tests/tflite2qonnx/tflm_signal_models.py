@@ -163,3 +163,31 @@ def front_end(rng, frame: int = 480, fft_length: int = 512, channels: int = 40) 
         op("SignalFilterBankLog", [17], [18], input_correction_bits=3, output_scale=64),
     ]
     return build_model(tensors, ops, [0], [18])
+
+
+def delay(shape, length: int) -> bytes:
+    tensors = [_t("x", shape, "int16"), _t("y", shape, "int16")]
+    return _one("SignalDelay", tensors, 1, {"delay_length": length})
+
+
+def framer(shape, size: int, step: int, prefill: bool) -> bytes:
+    out = (*shape[:-1], shape[-1] // step, size)
+    tensors = [_t("x", shape, "int16"), _t("frames", out, "int16"), _t("valid", (), "bool")]
+    return _one("SignalFramer", tensors, 1,
+                {"frame_size": size, "frame_step": step, "prefill": prefill})  # fmt: skip
+
+
+def stacker(channels: int, left: int, right: int, step: int) -> bytes:
+    out = channels * (left + right + 1)
+    tensors = [_t("x", (channels,), "int16"), _t("stacked", (out,), "int16"),
+               _t("valid", (), "bool")]  # fmt: skip
+    opts = {"num_channels": channels, "stacker_left_context": left,
+            "stacker_right_context": right, "stacker_step": step}  # fmt: skip
+    return _one("SignalStacker", tensors, 1, opts)
+
+
+def overlap_add(shape, step: int, dtype: str) -> bytes:
+    out = (*shape[:-2], shape[-2] * step)
+    tensors = [_t("x", shape, dtype), _t("y", out, dtype)]
+    kind = INT16 if dtype == "int16" else FLOAT32
+    return _one("SignalOverlapAdd", tensors, 1, {"T": kind, "frame_step": step})

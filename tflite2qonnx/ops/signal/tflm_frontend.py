@@ -23,12 +23,12 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import table_size
 from tflite2qonnx.ops.signal.tflm_int import (
     Int64,
+    KernelState,
     check_operand,
     constant,
     int_option,
     options,
 )
-from tflite2qonnx.state import resource_state, resource_value
 
 _INT16_MIN, _INT16_MAX = -(1 << 15), (1 << 15) - 1
 _U32 = (1 << 32) - 1
@@ -205,21 +205,9 @@ def spectral_subtraction(b: GraphBuilder, op: Operator) -> None:
             op.where,
         )
     m = Int64(b)
-    key = ("tflm_signal", f"{b.tensor(op.outputs[1]).name or 'noise_estimate'}_state")
-    zeros = np.zeros(channels, np.uint32)
-    if b.states.enabled and b.nested:
-        raise ConversionError(
-            "SignalFilterBankSpectralSubtraction inside an IF or WHILE subgraph: its noise "
-            "estimate cannot be a graph input and output (--state-io)",
-            op.where,
-        )
-    if b.states.enabled:
-        noise = m.op(
-            "Cast", resource_state(b, key, zeros, kind="kernel_state"), to=TensorProto.INT64
-        )
-    else:
-        b.states.kernel_states.append(key[1])
-        noise = m.c(zeros)
+    name = f"{b.tensor(op.outputs[1]).name or 'noise_estimate'}_state"
+    state = KernelState(b, op, name, np.zeros(channels, np.uint32))
+    noise = m.op("Cast", state.before, to=TensorProto.INT64)
     x = m.cast_in(op.inputs[0])
     signal = m.wrap(m.mul(x, 1 << smooth_bits), 32, signed=False)
     mixed = m.add(m.mul(signal, m.c(smooth)), m.mul(noise, m.c(keep)))
@@ -232,8 +220,7 @@ def spectral_subtraction(b: GraphBuilder, op: Operator) -> None:
     left = m.shr_nonneg(m.sub(signal, estimate), smooth_bits)
     m.set_output(op.outputs[0], m.max(left, floor))
     m.set_output(op.outputs[1], noise)
-    if b.states.enabled:
-        resource_value(b, key, b.input(op.outputs[1]))
+    state.after(b.input(op.outputs[1]))
 
 
 def _wide_dynamic_table(lut: np.ndarray) -> np.ndarray:

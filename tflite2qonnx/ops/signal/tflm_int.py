@@ -18,6 +18,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.detection.mediapipe_transform import _number, _options
+from tflite2qonnx.state import resource_state, resource_value
 
 _ONNX = {
     "int16": TensorProto.INT16,
@@ -166,3 +167,32 @@ def constant(b: GraphBuilder, idx: int, dtype: str, op: Operator, what: str) -> 
             op.where,
         )
     return np.asarray(value).astype(np.int64)
+
+
+class KernelState:
+    """State a TFLM kernel keeps in its own buffers between invocations (a noise estimate, a
+    circular buffer): under --state-io a graph input ``name`` and an output ``<name>_next``
+    (``tflite2qonnx.state``, record kind ``kernel_state``), else the reset value ``initial``
+    as a constant and the model reported stateful."""
+
+    def __init__(self, b: GraphBuilder, op: Operator, name: str, initial: np.ndarray) -> None:
+        tensors = {b.tensor_name(t.index) for t in b.subgraph.tensors}
+        while name in tensors:  # a TFLite tensor's name is bound to it at the end
+            name += "_state"
+        self.b, self.key = b, ("tflm_signal", name)
+        if b.states.enabled and b.nested:
+            raise ConversionError(
+                f"{op.name} inside an IF or WHILE subgraph: its state cannot be a graph input "
+                "and output (--state-io)",
+                op.where,
+            )
+        if b.states.enabled:
+            self.before = resource_state(b, self.key, initial, kind="kernel_state")
+        else:
+            b.states.kernel_states.append(name)
+            self.before = b.const(initial, name)
+
+    def after(self, value: str) -> None:
+        """The state's value after the call (of the initial value's type)."""
+        if self.b.states.enabled:
+            resource_value(self.b, self.key, value)
