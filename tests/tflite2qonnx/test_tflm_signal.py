@@ -236,9 +236,32 @@ def test_buffer_ops_without_state_io_are_the_first_call_and_warn(rng):
     assert_same(*(v[0] for v in pair.run(_int16(rng, (1, 8)))))
 
 
-def test_rfft_float_kernel_is_refused_by_name():
-    with pytest.raises(ConversionError, match="SignalRfft with T=0"):
-        convert(models.rfft((16,), 16, models.FLOAT32))
+@pytest.mark.parametrize(
+    ("shape", "fft_length"), [((480,), 512), ((2, 64), 128), ((6,), 8)], ids=["512", "128", "8"]
+)
+def test_rfft_float_is_kissfft_float_bit_exact(rng, shape, fft_length):
+    pair = Pair(models.rfft(shape, fft_length, models.FLOAT32))
+    for scale in (1.0, 3e4):
+        x = (scale * rng.standard_normal(shape)).astype(np.float32)
+        assert_same(*(v[0] for v in pair.run(x)))
+
+
+@pytest.mark.parametrize("kind", [models.INT16, models.FLOAT32], ids=["int16", "float"])
+@pytest.mark.parametrize(("rows", "fft_length"), [((), 512), ((2,), 128), ((), 8)])
+def test_irfft_is_kissfft_inverse_bit_exact(rng, kind, rows, fft_length):
+    shape = (*rows, fft_length + 2)
+    pair = Pair(models.irfft(shape, fft_length, kind))
+    for amp in (300, 32768):
+        if kind == models.INT16:
+            x = _int16(rng, shape, amp)
+        else:
+            x = (amp * rng.standard_normal(shape)).astype(np.float32)
+        assert_same(*(v[0] for v in pair.run(x)))
+
+
+def test_rfft_int32_kernel_is_refused_by_name():
+    with pytest.raises(ConversionError, match="SignalRfft with T=2"):
+        convert(models.rfft_int32(16))
 
 
 def test_rfft_non_power_of_two_is_refused_naming_the_radix():

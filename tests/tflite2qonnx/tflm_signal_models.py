@@ -191,3 +191,14 @@ def overlap_add(shape, step: int, dtype: str) -> bytes:
     tensors = [_t("x", shape, dtype), _t("y", out, dtype)]
     kind = INT16 if dtype == "int16" else FLOAT32
     return _one("SignalOverlapAdd", tensors, 1, {"T": kind, "frame_step": step})
+
+
+def irfft(shape, fft_length: int, kind: int = INT16) -> bytes:
+    dtype = "int16" if kind == INT16 else "float32"
+    tensors = [_t("x", shape, dtype), _t("y", (*shape[:-1], fft_length), dtype)]
+    return _one("SignalIrfft", tensors, 1, {"T": kind, "fft_length": fft_length})
+
+
+def rfft_int32(fft_length: int) -> bytes:
+    tensors = [_t("x", (fft_length,), "int32"), _t("y", (fft_length + 2,), "int32")]
+    return _one("SignalRfft", tensors, 1, {"T": 2, "fft_length": fft_length})

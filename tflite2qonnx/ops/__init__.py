@@ -367,6 +367,7 @@ CUSTOM_OPERATORS: dict[str, Op] = {
     "SignalFilterBankSpectralSubtraction": Op("signal.tflm_frontend:spectral_subtraction"),
     "SignalFilterBankSquareRoot": Op("signal.tflm_frontend:filter_bank_square_root"),
     "SignalFramer": Op("signal.tflm_buffers:framer"),
+    "SignalIrfft": Op("signal.tflm_fft:irfft"),
     "SignalOverlapAdd": Op("signal.tflm_buffers:overlap_add"),
     "SignalPCAN": Op("signal.tflm_frontend:pcan"),
     "SignalRfft": Op("signal.tflm_fft:rfft"),

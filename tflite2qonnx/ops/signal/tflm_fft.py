@@ -1,19 +1,22 @@
-"""SignalRfft on int16 (TFLM's kissfft v130, FIXED_POINT 16), emulated stage by stage.
+"""SignalRfft and SignalIrfft: TFLM's kissfft v130 (int16 FIXED_POINT 16, or float),
+emulated stage by stage.
 
 kiss_fftr of length N packs the real input as N/2 complex values, runs kiss_fft on them
 (decimation in time, radix-4 then radix-2 stages) and splits the result with "super
-twiddles". In fixed point every butterfly first divides its inputs by the radix
-(``sround(x * (32767 / p))``), every complex product rounds ``(a*b - c*d + 2^14) >> 15`` and
-every store is an int16 (wrapping). Here each stage is one Gather of its butterflies'
-operands (the recursion's data movement folded into index tables at conversion time) and the
-same int64 arithmetic (``tflm_int``), so the output is bit exact. Only power-of-two lengths
-(radix 4 and 2 stages) are emulated; other factors (kissfft's radix 3, 5 and generic
-butterflies) and the int32 / float kernels are refused by name.
+twiddles"; kiss_fftri undoes the split and runs the inverse kiss_fft. In fixed point every
+butterfly first divides its inputs by the radix (``sround(x * (32767 / p))``), every complex
+product rounds ``(a*b - c*d + 2^14) >> 15`` and every store is an int16 (wrapping); in float
+the same steps are float32 operations in the same order. Each stage is one Gather of its
+butterflies' operands (the recursion's data movement folded into index tables at conversion
+time) and that arithmetic (``tflm_int`` for the integers), so the output is bit exact. Only
+power-of-two lengths (radix 4 and 2 stages) are emulated; other factors (kissfft's radix 3, 5
+and generic butterflies) and the int32 kernels are refused by name.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,7 +26,65 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.signal.tflm_int import Int64, check_operand, int_option, options
 
 _SAMP_MAX = 32767
-_INT16 = 7  # tflite.TensorType.INT16, the 'T' option
+_TYPES = {7: "int16", 0: "float32"}  # tflite.TensorType codes of the 'T' option
+
+Complex = tuple[str, str]
+
+
+class _Arith:
+    """kissfft's scalar macros for one kernel type: int16 fixed point on int64 values, or
+    float32."""
+
+    def __init__(self, m: Int64, fixed: bool) -> None:
+        self.m, self.fixed = m, fixed
+
+    def const(self, value) -> str:
+        if self.fixed:
+            return self.m.c(value)
+        return self.m.b.const(np.asarray(value, np.float32), "kissfft_float")
+
+    def op(self, kind: str, *xs: str) -> str:
+        return self.m.op(kind, *xs)
+
+    def store(self, v: str) -> str:
+        return self.m.wrap(v, 16) if self.fixed else v
+
+    def fixdiv(self, c: Complex, p: int) -> Complex:
+        """C_FIXDIV: each part times (32767 / p), rounded (a no-op in float)."""
+        if not self.fixed:
+            return c
+        k = _SAMP_MAX // p
+        return tuple(self.m.shr(self.m.mul(v, k), 15, 1 << 14) for v in c)
+
+    def add(self, a: Complex, b: Complex) -> Complex:
+        return self.store(self.op("Add", a[0], b[0])), self.store(self.op("Add", a[1], b[1]))
+
+    def sub(self, a: Complex, b: Complex) -> Complex:
+        return self.store(self.op("Sub", a[0], b[0])), self.store(self.op("Sub", a[1], b[1]))
+
+    def neg(self, v: str) -> str:
+        return self.store(self.op("Neg", v))
+
+    def half(self, v: str) -> str:
+        """HALF_OF: ``>> 1`` in fixed point, ``* 0.5f`` in float."""
+        return self.m.shr(v, 1) if self.fixed else self.op("Mul", v, self.const(0.5))
+
+    def cmul(self, a: Complex, br: np.ndarray, bi: np.ndarray) -> Complex:
+        cr, ci = self.const(br), self.const(bi)
+        re = self.op("Sub", self.op("Mul", a[0], cr), self.op("Mul", a[1], ci))
+        im = self.op("Add", self.op("Mul", a[0], ci), self.op("Mul", a[1], cr))
+        if not self.fixed:
+            return re, im
+        return tuple(self.store(self.m.shr(v, 15, 1 << 14)) for v in (re, im))
+
+    def cexp(self, phases: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """kf_cexp: floor(0.5 + 32767 * cos / sin) in fixed point, (float) cos / sin else."""
+        if self.fixed:
+            cos = [math.floor(0.5 + _SAMP_MAX * math.cos(p)) for p in phases]
+            sin = [math.floor(0.5 + _SAMP_MAX * math.sin(p)) for p in phases]
+            return np.array(cos, np.int64), np.array(sin, np.int64)
+        cos = np.array([math.cos(p) for p in phases]).astype(np.float32)
+        return cos, np.array([math.sin(p) for p in phases]).astype(np.float32)
 
 
 def _factors(n: int) -> list[tuple[int, int]]:
@@ -40,15 +101,8 @@ def _factors(n: int) -> list[tuple[int, int]]:
             return out
 
 
-def _cexp(phase: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """kf_cexp in fixed point: floor(0.5 + 32767 * cos / sin)."""
-    cos = np.array([math.floor(0.5 + _SAMP_MAX * math.cos(p)) for p in phase], np.int64)
-    sin = np.array([math.floor(0.5 + _SAMP_MAX * math.sin(p)) for p in phase], np.int64)
-    return cos, sin
-
-
 def _leaf_order(n: int, factors: list[tuple[int, int]]) -> np.ndarray:
-    """Which input sample kf_work's leaves copy to each output slot."""
+    """Which input value kf_work's leaves copy to each output slot."""
     order = np.zeros(n, np.int64)
 
     def work(out: int, src: int, stride: int, level: int) -> None:
@@ -63,143 +117,152 @@ def _leaf_order(n: int, factors: list[tuple[int, int]]) -> np.ndarray:
     return order
 
 
-class _Fft:
-    """The complex values of one kissfft buffer: real and imaginary int64 tensors whose
-    physical order ``pos`` maps to kissfft's logical slots."""
-
-    def __init__(self, m: Int64, n: int) -> None:
-        self.m, self.n = m, n
-        self.tw = _cexp([-2 * math.pi * i / n for i in range(n)])
-
-    def fixdiv(self, v: str, p: int) -> str:
-        return self.m.shr(self.m.mul(v, _SAMP_MAX // p), 15, 1 << 14)
-
-    def cmul(self, ar: str, ai: str, br, bi) -> tuple[str, str]:
-        m = self.m
-        br, bi = m.c(br), m.c(bi)
-        re = m.sub(m.mul(ar, br), m.mul(ai, bi))
-        im = m.add(m.mul(ar, bi), m.mul(ai, br))
-        return m.wrap(m.shr(re, 15, 1 << 14), 16), m.wrap(m.shr(im, 15, 1 << 14), 16)
-
-    def stage(self, re: str, im: str, pos: np.ndarray, p: int, m_len: int):
-        """One butterfly stage over every block: returns the new tensors and their order."""
-        m, n = self.m, self.n
+def _kiss_fft(a: _Arith, z: Complex, n: int, inverse: bool) -> tuple[Complex, np.ndarray]:
+    """kiss_fft of the complex values ``z`` (last axis, logical order): the result and the
+    physical position of each logical slot."""
+    factors = _factors(n)
+    sign = 1 if inverse else -1
+    tw = a.cexp([sign * 2 * math.pi * i / n for i in range(n)])
+    m = a.m
+    order = _leaf_order(n, factors)
+    re, im = (m.op("Gather", v, m.c(order), axis=-1) for v in z)
+    pos = np.arange(n)
+    for p, m_len in reversed(factors):
         fstride = n // (p * m_len)
         blocks = np.arange(0, n, p * m_len)[:, None]
         k = np.arange(m_len)[None, :]
         slots = [(blocks + k + q * m_len).ravel() for q in range(p)]
         kk = np.broadcast_to(k, (len(blocks), m_len)).ravel()
-        a = []
-        for q in range(p):
-            phys = m.c(pos[slots[q]])
-            a.append((self.fixdiv(m.op("Gather", re, phys, axis=-1), p),
-                      self.fixdiv(m.op("Gather", im, phys, axis=-1), p)))  # fmt: skip
-        tw = [(self.tw[0][q * kk * fstride], self.tw[1][q * kk * fstride]) for q in range(p)]
-        w16 = lambda v: m.wrap(v, 16)  # noqa: E731
-
-        def add(x, y):
-            return w16(m.add(x[0], y[0])), w16(m.add(x[1], y[1]))
-
-        def sub(x, y):
-            return w16(m.sub(x[0], y[0])), w16(m.sub(x[1], y[1]))
-
+        x = [a.fixdiv(tuple(m.op("Gather", v, m.c(pos[s]), axis=-1) for v in (re, im)), p)
+             for s in slots]  # fmt: skip
+        t = [None] + [a.cmul(x[q], tw[0][q * kk * fstride], tw[1][q * kk * fstride])
+                      for q in range(1, p)]  # fmt: skip
         if p == 2:
-            t = self.cmul(*a[1], *tw[1])
-            outs = [add(a[0], t), sub(a[0], t)]
+            outs = [a.add(x[0], t[1]), a.sub(x[0], t[1])]
         else:
-            s0, s1, s2 = (self.cmul(*a[q], *tw[q]) for q in (1, 2, 3))
-            s5, f0 = sub(a[0], s1), add(a[0], s1)
-            s3, s4 = add(s0, s2), sub(s0, s2)
-            outs = [
-                add(f0, s3),
-                (w16(m.add(s5[0], s4[1])), w16(m.sub(s5[1], s4[0]))),
-                sub(f0, s3),
-                (w16(m.sub(s5[0], s4[1])), w16(m.add(s5[1], s4[0]))),
-            ]
+            s5, f0 = a.sub(x[0], t[2]), a.add(x[0], t[2])
+            s3, s4 = a.add(t[1], t[3]), a.sub(t[1], t[3])
+            plus = (a.store(a.op("Add", s5[0], s4[1])), a.store(a.op("Sub", s5[1], s4[0])))
+            minus = (a.store(a.op("Sub", s5[0], s4[1])), a.store(a.op("Add", s5[1], s4[0])))
+            one, three = (minus, plus) if inverse else (plus, minus)
+            outs = [a.add(f0, s3), one, a.sub(f0, s3), three]
         re = m.op("Concat", *[o[0] for o in outs], axis=-1)
         im = m.op("Concat", *[o[1] for o in outs], axis=-1)
-        new_pos = np.empty(n, np.int64)
-        new_pos[np.concatenate(slots)] = np.arange(n)
-        return re, im, new_pos
+        pos = np.empty(n, np.int64)
+        pos[np.concatenate(slots)] = np.arange(n)
+    return (re, im), pos
 
 
-def rfft(b: GraphBuilder, op: Operator) -> None:
-    """int16 [..., L] (zero-padded to fft_length) -> int16 [..., fft_length + 2]: the
-    fft_length / 2 + 1 complex outputs as (real, imaginary) pairs, kissfft's scaling kept
-    (the output is the DFT divided by fft_length)."""
+def _pair_slots(m: Int64, first: str, low: str, high: str, last: str, half: int) -> str:
+    """[first, low_1 .. low_{h-1}, high_h .. high_1, last] over the last axis (h = half / 2):
+    slot k from ``low`` (k < h), slot half - k from ``high`` (slot h written last)."""
+    h = half // 2
+    body_low = m.op("Slice", low, m.c([0]), m.c([h - 1]), m.c([-1]))
+    body_high = m.op("Gather", high, m.c(np.arange(h - 1, -1, -1)), axis=-1)
+    parts = [p for p in (first, body_low, body_high, last) if p is not None]
+    return m.op("Concat", *parts, axis=-1)
+
+
+def _check(b: GraphBuilder, op: Operator, inverse: bool) -> tuple[int, str, tuple, tuple]:
     opts = options(op)
-    length = int_option(opts, "fft_length", op, 2, 1 << 16)
-    kind = opts.get("T")
-    if kind != _INT16:
+    length = int_option(opts, "fft_length", op, 4, 1 << 16)
+    dtype = _TYPES.get(opts.get("T"))
+    if dtype is None:
         raise ConversionError(
-            f"SignalRfft with T={kind!r}: only the int16 (kissfft fixed-point) kernel is "
-            "emulated; the float and int32 kernels are not supported",
+            f"{op.name} with T={opts.get('T')!r}: the int16 (kissfft fixed point) and float "
+            "kernels are emulated, the int32 kernel is not",
             op.where,
         )
-    half = length // 2
-    factors = _factors(half) if length % 2 == 0 and half >= 2 else [(length, 1)]
+    factors = _factors(length // 2)
     if length % 2 or any(p not in (2, 4) for p, _ in factors):
         raise ConversionError(
-            f"SignalRfft: fft_length {length} is not a power of two >= 4; kissfft's radix "
+            f"{op.name}: fft_length {length} is not a power of two >= 4; kissfft's radix "
             f"3 / 5 / generic butterflies ({[p for p, _ in factors]}) are not emulated",
             op.where,
         )
-    shape = check_operand(b, op.inputs[0], "int16", None, op, "the input")
-    out_shape = check_operand(b, op.outputs[0], "int16", len(shape), op, "the output")
-    if shape[-1] > length or out_shape != (*shape[:-1], length + 2):
+    shape = check_operand(b, op.inputs[0], dtype, None, op, "the input")
+    out = check_operand(b, op.outputs[0], dtype, len(shape), op, "the output")
+    want = length if inverse else length + 2
+    fits = shape[-1] >= length + 2 and shape[-1] % 2 == 0 if inverse else shape[-1] <= length
+    if not fits or out != (*shape[:-1], want):
         raise ConversionError(
-            f"SignalRfft: input {list(shape)} and output {list(out_shape)} do not fit "
-            f"fft_length {length} (input rows of at most {length}, outputs of {length + 2})",
+            f"{op.name}: input {list(shape)} and output {list(out)} do not fit fft_length "
+            f"{length} (outputs of {want} per row)",
             op.where,
         )
-    m = Int64(b)
-    x = m.cast_in(op.inputs[0])
+    return length, dtype, shape, out
+
+
+def rfft(b: GraphBuilder, op: Operator) -> None:
+    """[..., L] (zero-padded to fft_length) -> [..., fft_length + 2]: the fft_length / 2 + 1
+    complex outputs as (real, imaginary) pairs; the int16 kernel keeps kissfft's scaling (the
+    DFT divided by fft_length)."""
+    length, dtype, shape, out = _check(b, op, inverse=False)
+    a = _Arith(Int64(b), dtype == "int16")
+    m, half = a.m, length // 2
+    x = m.cast_in(op.inputs[0]) if a.fixed else b.input(op.inputs[0])
     if shape[-1] < length:
         pads = [0] * len(shape) + [0] * (len(shape) - 1) + [length - shape[-1]]
         x = m.op("Pad", x, m.c(pads))
-    order = _leaf_order(half, factors)
-    fft = _Fft(m, half)
-    # the packed complex input z[j] = x[2j] + i x[2j+1], read straight in leaf order
-    re = m.op("Gather", x, m.c(2 * order), axis=-1)
-    im = m.op("Gather", x, m.c(2 * order + 1), axis=-1)
-    pos = np.arange(half)
-    for p, m_len in reversed(factors):
-        re, im, pos = fft.stage(re, im, pos, p, m_len)
-    _split(m, re, im, pos, half, op, b)
-
-
-def _split(m: Int64, re: str, im: str, pos: np.ndarray, half: int, op, b) -> None:
-    """kiss_fftr's last step: the packed spectrum's halves recombined with super twiddles."""
-    fft = _Fft(m, half)
-    k = np.arange(1, half // 2 + 1)
-    sr, si = _cexp([-math.pi * ((i + 1) / half + 0.5) for i in range(half // 2)])
+    z = tuple(m.op("Gather", x, m.c(2 * np.arange(half) + j), axis=-1) for j in (0, 1))
+    (re, im), pos = _kiss_fft(a, z, half, inverse=False)
 
     def take(v: str, slots) -> str:
         return m.op("Gather", v, m.c(pos[np.asarray(slots)]), axis=-1)
 
-    def w16(v: str) -> str:
-        return m.wrap(v, 16)
+    k = np.arange(1, half // 2 + 1)
+    sr, si = a.cexp([-math.pi * ((i + 1) / half + 0.5) for i in range(half // 2)])
+    dc = a.fixdiv((take(re, [0]), take(im, [0])), 2)
+    first, last = a.store(a.op("Add", *dc)), a.store(a.op("Sub", *dc))
+    pk = a.fixdiv((take(re, k), take(im, k)), 2)
+    pnk = a.fixdiv((take(re, half - k), a.neg(take(im, half - k))), 2)
+    f1, f2 = a.add(pk, pnk), a.sub(pk, pnk)
+    tw = a.cmul(f2, sr, si)
+    low = a.half(a.op("Add", f1[0], tw[0])), a.half(a.op("Add", f1[1], tw[1]))
+    high = a.half(a.op("Sub", f1[0], tw[0])), a.half(a.op("Sub", tw[1], f1[1]))
+    zero = a.const(np.zeros((*out[:-1], 1)))
+    real = _pair_slots(m, first, low[0], high[0], last, half)
+    imag = _pair_slots(m, zero, low[1], high[1], zero, half)
+    _interleave(a, real, imag, op.outputs[0], out)
 
-    dc_r, dc_i = fft.fixdiv(take(re, [0]), 2), fft.fixdiv(take(im, [0]), 2)
-    first, last = w16(m.add(dc_r, dc_i)), w16(m.sub(dc_r, dc_i))
-    pk = fft.fixdiv(take(re, k), 2), fft.fixdiv(take(im, k), 2)
-    pnk = fft.fixdiv(take(re, half - k), 2), fft.fixdiv(w16(m.sub(m.c(0), take(im, half - k))), 2)
-    f1 = w16(m.add(pk[0], pnk[0])), w16(m.add(pk[1], pnk[1]))
-    f2 = w16(m.sub(pk[0], pnk[0])), w16(m.sub(pk[1], pnk[1]))
-    tw = fft.cmul(*f2, sr, si)
-    low = m.shr(m.add(f1[0], tw[0]), 1), m.shr(m.add(f1[1], tw[1]), 1)  # slots k
-    high = m.shr(m.sub(f1[0], tw[0]), 1), m.shr(m.sub(tw[1], f1[1]), 1)  # slots half - k
-    # slot half / 2 is written twice, the 'high' value last
-    n_low = half // 2 - 1
-    rev = m.c(np.arange(half // 2 - 1, -1, -1))
-    zero = m.mul(first, 0)
-    parts = []
-    for j, end in ((0, first), (1, zero)):
-        body_low = m.op("Slice", low[j], m.c([0]), m.c([n_low]), m.c([-1]))
-        body_high = m.op("Gather", high[j], rev, axis=-1)
-        tail = last if j == 0 else zero
-        parts.append(m.op("Concat", end, body_low, body_high, tail, axis=-1))
-    both = m.op("Concat", m.op("Unsqueeze", parts[0], m.c([-1])),
-                m.op("Unsqueeze", parts[1], m.c([-1])), axis=-1)  # fmt: skip
-    shape = b.tensor(op.outputs[0]).shape
-    m.set_output(op.outputs[0], m.op("Reshape", both, m.c(list(shape))))
+
+def irfft(b: GraphBuilder, op: Operator) -> None:
+    """[..., 2 * (fft_length / 2 + 1) or more] complex pairs -> [..., fft_length]: kiss_fftri
+    (the halves recombined, the inverse kiss_fft); the float kernel then divides by
+    fft_length, the int16 one keeps kissfft's scaling."""
+    length, dtype, shape, out = _check(b, op, inverse=True)
+    a = _Arith(Int64(b), dtype == "int16")
+    m, half = a.m, length // 2
+    x = m.cast_in(op.inputs[0]) if a.fixed else b.input(op.inputs[0])
+
+    def part(j: int, slots) -> str:
+        return m.op("Gather", x, m.c(2 * np.asarray(slots) + j), axis=-1)
+
+    k = np.arange(1, half // 2 + 1)
+    sr, si = a.cexp([math.pi * ((i + 1) / half + 0.5) for i in range(half // 2)])
+    dc = (a.store(a.op("Add", part(0, [0]), part(0, [half]))),
+          a.store(a.op("Sub", part(0, [0]), part(0, [half]))))  # fmt: skip
+    dc = a.fixdiv(dc, 2)
+    fk = a.fixdiv((part(0, k), part(1, k)), 2)
+    fnkc = a.fixdiv((part(0, half - k), a.neg(part(1, half - k))), 2)
+    fek, diff = a.add(fk, fnkc), a.sub(fk, fnkc)
+    fok = a.cmul(diff, sr, si)
+    low, high = a.add(fek, fok), a.sub(fek, fok)
+    high = high[0], a.neg(high[1])
+    z = tuple(_pair_slots(m, dc[j], low[j], high[j], None, half) for j in (0, 1))
+    (re, im), pos = _kiss_fft(a, z, half, inverse=True)
+    re, im = (m.op("Gather", v, m.c(pos), axis=-1) for v in (re, im))
+    if not a.fixed:
+        re, im = (a.op("Div", v, a.const(float(length))) for v in (re, im))
+    _interleave(a, re, im, op.outputs[0], out)
+
+
+def _interleave(a: _Arith, re: str, im: str, idx: int, shape: tuple) -> None:
+    """(real, imaginary) pairs along the last axis, stored as the output tensor."""
+    m = a.m
+    both = m.op("Concat", *(m.op("Unsqueeze", v, m.c([-1])) for v in (re, im)), axis=-1)
+    y = m.op("Reshape", both, m.c(list(shape)))
+    if a.fixed:
+        m.set_output(idx, y)
+    else:
+        m.b.set_output(idx, y)
