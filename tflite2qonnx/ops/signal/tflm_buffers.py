@@ -27,7 +27,7 @@ _MAX_LEN = 1 << 20
 
 
 def _state_name(b: GraphBuilder, op: Operator, what: str) -> str:
-    return f"{b.tensor(op.outputs[0]).name or op.name}_{what}"
+    return f"{b.tensor_name(op.outputs[0])}_{what}"  # unique: one state per op
 
 
 def _slice(m: Int64, x: str, start: int, end: int) -> str:

@@ -205,7 +205,7 @@ def spectral_subtraction(b: GraphBuilder, op: Operator) -> None:
             op.where,
         )
     m = Int64(b)
-    name = f"{b.tensor(op.outputs[1]).name or 'noise_estimate'}_state"
+    name = f"{b.tensor_name(op.outputs[1])}_state"  # unique: one state per op
     state = KernelState(b, op, name, np.zeros(channels, np.uint32))
     noise = m.op("Cast", state.before, to=TensorProto.INT64)
     x = m.cast_in(op.inputs[0])

@@ -187,6 +187,8 @@ class KernelState:
                 op.where,
             )
         if b.states.enabled:
+            if self.key in b.states.resources:
+                raise ConversionError(f"{op.name}: a second state named '{name}'", op.where)
             self.before = resource_state(b, self.key, initial, kind="kernel_state")
         else:
             b.states.kernel_states.append(name)
