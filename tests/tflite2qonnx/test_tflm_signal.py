@@ -267,3 +267,23 @@ def test_rfft_int32_kernel_is_refused_by_name():
 def test_rfft_non_power_of_two_is_refused_naming_the_radix():
     with pytest.raises(ConversionError, match="fft_length 24 is not a power of two"):
         convert(models.rfft((24,), 24))
+
+
+def test_missing_option_is_refused_naming_op_and_option():
+    data = models._one(
+        "SignalWindow",
+        [models._t("x", (4,), "int16"), models._t("w", (4,), "int16", np.ones(4, np.int16)),
+         models._t("y", (4,), "int16")],
+        2,
+        {},
+    )  # fmt: skip
+    with pytest.raises(ConversionError, match="SignalWindow: option 'shift' is missing"):
+        convert(data)
+
+
+def test_filter_bank_band_past_the_input_is_refused_naming_the_channel(rng):
+    w, u, starts, wstarts, widths = models.filter_bank_constants(rng, 257, 4, 5, 241)
+    starts = starts.copy()
+    starts[2] = 250  # channel 2 would read past the 257 bins
+    with pytest.raises(ConversionError, match="channel 2's band"):
+        convert(models.filter_bank(257, (w, u, starts, wstarts, widths)))

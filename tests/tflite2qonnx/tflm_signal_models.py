@@ -202,3 +202,16 @@ def irfft(shape, fft_length: int, kind: int = INT16) -> bytes:
 def rfft_int32(fft_length: int) -> bytes:
     tensors = [_t("x", (fft_length,), "int32"), _t("y", (fft_length + 2,), "int32")]
     return _one("SignalRfft", tensors, 1, {"T": 2, "fft_length": fft_length})
+
+
+def examples() -> list[bytes]:
+    """One model holding each Signal op (the registry test's list of exercised ops)."""
+    rng = np.random.default_rng(0)
+    return [
+        front_end(rng),
+        delay((1, 8), 2),
+        framer((1, 8), 4, 2, False),
+        stacker(2, 1, 1, 1),
+        overlap_add((1, 2, 4), 2, "int16"),
+        irfft((10,), 8),
+    ]
