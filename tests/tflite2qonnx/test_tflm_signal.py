@@ -259,9 +259,21 @@ def test_irfft_is_kissfft_inverse_bit_exact(rng, kind, rows, fft_length):
         assert_same(*(v[0] for v in pair.run(x)))
 
 
-def test_rfft_int32_kernel_is_refused_by_name():
-    with pytest.raises(ConversionError, match="SignalRfft with T=2"):
-        convert(models.rfft_int32(16))
+@pytest.mark.parametrize("fft_length", [512, 32])
+def test_rfft_and_irfft_int32_are_kissfft_fixed32_bit_exact(rng, fft_length):
+    """int32 kissfft: 31 fraction bits, int64 products up to 2^63 - 2^32, int32 stores."""
+    forward = Pair(models.fft_int32("SignalRfft", fft_length))
+    inverse = Pair(models.fft_int32("SignalIrfft", fft_length))
+    for high in (1 << 20, 1 << 31):
+        x = rng.integers(-high, high, fft_length).astype(np.int32)
+        assert_same(*(v[0] for v in forward.run(x)))
+        y = rng.integers(-high, high, fft_length + 2).astype(np.int32)
+        assert_same(*(v[0] for v in inverse.run(y)))
+
+
+def test_rfft_unknown_type_is_refused_by_name():
+    with pytest.raises(ConversionError, match="SignalRfft with T=9"):
+        convert(models.rfft((16,), 16, kind=9))
 
 
 def test_rfft_non_power_of_two_is_refused_naming_the_radix():

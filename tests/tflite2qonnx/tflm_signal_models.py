@@ -40,7 +40,7 @@ def fft_auto_scale(n: int) -> bytes:
 
 
 def rfft(shape, fft_length: int, kind: int = INT16) -> bytes:
-    dtype = "int16" if kind == INT16 else "float32"
+    dtype = "float32" if kind == FLOAT32 else "int16"
     out = (*shape[:-1], fft_length + 2)
     tensors = [_t("x", shape, dtype), _t("y", out, dtype)]
     return _one("SignalRfft", tensors, 1, {"T": kind, "fft_length": fft_length})
@@ -199,19 +199,9 @@ def irfft(shape, fft_length: int, kind: int = INT16) -> bytes:
     return _one("SignalIrfft", tensors, 1, {"T": kind, "fft_length": fft_length})
 
 
-def rfft_int32(fft_length: int) -> bytes:
-    tensors = [_t("x", (fft_length,), "int32"), _t("y", (fft_length + 2,), "int32")]
-    return _one("SignalRfft", tensors, 1, {"T": 2, "fft_length": fft_length})
-
-
-def examples() -> list[bytes]:
-    """One model holding each Signal op (the registry test's list of exercised ops)."""
-    rng = np.random.default_rng(0)
-    return [
-        front_end(rng),
-        delay((1, 8), 2),
-        framer((1, 8), 4, 2, False),
-        stacker(2, 1, 1, 1),
-        overlap_add((1, 2, 4), 2, "int16"),
-        irfft((10,), 8),
-    ]
+def fft_int32(code: str, fft_length: int) -> bytes:
+    """SignalRfft / SignalIrfft on int32 (T = 2)."""
+    n_in, n_out = (fft_length, fft_length + 2) if code == "SignalRfft" else (
+        fft_length + 2, fft_length)  # fmt: skip
+    tensors = [_t("x", (n_in,), "int32"), _t("y", (n_out,), "int32")]
+    return _one(code, tensors, 1, {"T": 2, "fft_length": fft_length})

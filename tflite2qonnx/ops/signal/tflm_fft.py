@@ -1,16 +1,17 @@
-"""SignalRfft and SignalIrfft: TFLM's kissfft v130 (int16 FIXED_POINT 16, or float),
-emulated stage by stage.
+"""SignalRfft and SignalIrfft: TFLM's kissfft v130 (int16 / int32 fixed point, FIXED_POINT
+16 / 32, or float), emulated stage by stage.
 
 kiss_fftr of length N packs the real input as N/2 complex values, runs kiss_fft on them
 (decimation in time, radix-4 then radix-2 stages) and splits the result with "super
 twiddles"; kiss_fftri undoes the split and runs the inverse kiss_fft. In fixed point every
-butterfly first divides its inputs by the radix (``sround(x * (32767 / p))``), every complex
-product rounds ``(a*b - c*d + 2^14) >> 15`` and every store is an int16 (wrapping); in float
+butterfly first divides its inputs by the radix (``sround(x * (SAMP_MAX / p))``), every
+complex product rounds ``(a*b - c*d + 2^(f-1)) >> f`` (f = 15 / 31 fraction bits) and every
+store wraps to the kernel's int16 / int32; in float
 the same steps are float32 operations in the same order. Each stage is one Gather of its
 butterflies' operands (the recursion's data movement folded into index tables at conversion
 time) and that arithmetic (``tflm_int`` for the integers), so the output is bit exact. Only
 power-of-two lengths (radix 4 and 2 stages) are emulated; other factors (kissfft's radix 3, 5
-and generic butterflies) and the int32 kernels are refused by name.
+and generic butterflies) are refused by name.
 """
 
 from __future__ import annotations
@@ -19,24 +20,37 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.signal.tflm_int import Int64, check_operand, int_option, options
 
-_SAMP_MAX = 32767
-_TYPES = {7: "int16", 0: "float32"}  # tflite.TensorType codes of the 'T' option
+_TYPES = {7: "int16", 2: "int32", 0: "float32"}  # tflite.TensorType codes of the 'T' option
 
 Complex = tuple[str, str]
 
 
 class _Arith:
-    """kissfft's scalar macros for one kernel type: int16 fixed point on int64 values, or
-    float32."""
+    """kissfft's scalar macros for one kernel type: int16 or int32 fixed point (FIXED_POINT
+    16 / 32: 15 / 31 fraction bits, int32 / int64 products) on int64 values, or float32."""
 
-    def __init__(self, m: Int64, fixed: bool) -> None:
-        self.m, self.fixed = m, fixed
+    def __init__(self, m: Int64, dtype: str) -> None:
+        self.m, self.fixed = m, dtype != "float32"
+        self.bits = 32 if dtype == "int32" else 16
+        self.frac = self.bits - 1
+        self.samp_max = (1 << self.frac) - 1
+
+    def sround(self, x: str) -> str:
+        """``(x + 2^(frac-1)) >> frac`` for any int64 x (int32 products reach 2^63 - 2^32,
+        beyond ``Int64.shr``'s offset): the floor quotient plus whether the remainder and
+        the rounding term carry."""
+        m, step = self.m, 1 << self.frac
+        rest = m.op("Mod", x, m.c(step), fmod=0)
+        floor = m.op("Div", m.sub(x, rest), m.c(step))
+        carry = m.op("GreaterOrEqual", rest, m.c(step >> 1))
+        return m.add(floor, m.op("Cast", carry, to=TensorProto.INT64))
 
     def const(self, value) -> str:
         if self.fixed:
@@ -47,14 +61,13 @@ class _Arith:
         return self.m.op(kind, *xs)
 
     def store(self, v: str) -> str:
-        return self.m.wrap(v, 16) if self.fixed else v
+        return self.m.wrap(v, self.bits) if self.fixed else v
 
     def fixdiv(self, c: Complex, p: int) -> Complex:
-        """C_FIXDIV: each part times (32767 / p), rounded (a no-op in float)."""
+        """C_FIXDIV: each part times (SAMP_MAX / p), rounded (a no-op in float)."""
         if not self.fixed:
             return c
-        k = _SAMP_MAX // p
-        return tuple(self.m.shr(self.m.mul(v, k), 15, 1 << 14) for v in c)
+        return tuple(self.store(self.sround(self.m.mul(v, self.samp_max // p))) for v in c)
 
     def add(self, a: Complex, b: Complex) -> Complex:
         return self.store(self.op("Add", a[0], b[0])), self.store(self.op("Add", a[1], b[1]))
@@ -66,8 +79,10 @@ class _Arith:
         return self.store(self.op("Neg", v))
 
     def half(self, v: str) -> str:
-        """HALF_OF: ``>> 1`` in fixed point, ``* 0.5f`` in float."""
-        return self.m.shr(v, 1) if self.fixed else self.op("Mul", v, self.const(0.5))
+        """HALF_OF of an int sum (wrapping as a 32-bit int): ``>> 1``; ``* 0.5f`` in float."""
+        if self.fixed:
+            return self.m.shr(self.m.wrap(v, 32), 1)
+        return self.op("Mul", v, self.const(0.5))
 
     def cmul(self, a: Complex, br: np.ndarray, bi: np.ndarray) -> Complex:
         cr, ci = self.const(br), self.const(bi)
@@ -75,13 +90,13 @@ class _Arith:
         im = self.op("Add", self.op("Mul", a[0], ci), self.op("Mul", a[1], cr))
         if not self.fixed:
             return re, im
-        return tuple(self.store(self.m.shr(v, 15, 1 << 14)) for v in (re, im))
+        return tuple(self.store(self.sround(v)) for v in (re, im))
 
     def cexp(self, phases: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-        """kf_cexp: floor(0.5 + 32767 * cos / sin) in fixed point, (float) cos / sin else."""
+        """kf_cexp: floor(0.5 + SAMP_MAX * cos / sin) in fixed point, (float) cos / sin else."""
         if self.fixed:
-            cos = [math.floor(0.5 + _SAMP_MAX * math.cos(p)) for p in phases]
-            sin = [math.floor(0.5 + _SAMP_MAX * math.sin(p)) for p in phases]
+            cos = [math.floor(0.5 + self.samp_max * math.cos(p)) for p in phases]
+            sin = [math.floor(0.5 + self.samp_max * math.sin(p)) for p in phases]
             return np.array(cos, np.int64), np.array(sin, np.int64)
         cos = np.array([math.cos(p) for p in phases]).astype(np.float32)
         return cos, np.array([math.sin(p) for p in phases]).astype(np.float32)
@@ -169,8 +184,8 @@ def _check(b: GraphBuilder, op: Operator, inverse: bool) -> tuple[int, str, tupl
     dtype = _TYPES.get(opts.get("T"))
     if dtype is None:
         raise ConversionError(
-            f"{op.name} with T={opts.get('T')!r}: the int16 (kissfft fixed point) and float "
-            "kernels are emulated, the int32 kernel is not",
+            f"{op.name} with T={opts.get('T')!r}: TFLM's kernels are int16 (7), int32 (2) and "
+            "float32 (0)",
             op.where,
         )
     factors = _factors(length // 2)
@@ -198,7 +213,7 @@ def rfft(b: GraphBuilder, op: Operator) -> None:
     complex outputs as (real, imaginary) pairs; the int16 kernel keeps kissfft's scaling (the
     DFT divided by fft_length)."""
     length, dtype, shape, out = _check(b, op, inverse=False)
-    a = _Arith(Int64(b), dtype == "int16")
+    a = _Arith(Int64(b), dtype)
     m, half = a.m, length // 2
     x = m.cast_in(op.inputs[0]) if a.fixed else b.input(op.inputs[0])
     if shape[-1] < length:
@@ -231,7 +246,7 @@ def irfft(b: GraphBuilder, op: Operator) -> None:
     (the halves recombined, the inverse kiss_fft); the float kernel then divides by
     fft_length, the int16 one keeps kissfft's scaling."""
     length, dtype, shape, out = _check(b, op, inverse=True)
-    a = _Arith(Int64(b), dtype == "int16")
+    a = _Arith(Int64(b), dtype)
     m, half = a.m, length // 2
     x = m.cast_in(op.inputs[0]) if a.fixed else b.input(op.inputs[0])
 
