@@ -21,6 +21,11 @@ is not converted, each variable it assigns holds a graph input named after its s
 instead, the constant it assigned is recorded as the state's ``initial`` value, and the value
 the variable holds after the main graph's last ASSIGN_VARIABLE is the output (a variable never
 assigned keeps its value, as in TFLite).
+
+Kernel states (TFLM's Signal ops: a noise estimate, circular buffers) live in the kernel, not
+in a tensor; their converters register them the same way (``resource_state`` with kind
+``kernel_state``, ``resource_value`` for the value after the call) and, without state I/O,
+name them in ``kernel_states`` for the stateful-model warning.
 """
 
 from __future__ import annotations
