@@ -299,3 +299,19 @@ def test_filter_bank_band_past_the_input_is_refused_naming_the_channel(rng):
     starts[2] = 250  # channel 2 would read past the 257 bins
     with pytest.raises(ConversionError, match="channel 2's band"):
         convert(models.filter_bank(257, (w, u, starts, wstarts, widths)))
+
+
+def test_filter_bank_negative_width_adds_nothing_like_tflm(rng):
+    w, u, starts, wstarts, widths = models.filter_bank_constants(rng, 257, 8, 5, 241)
+    widths = widths.copy()
+    widths[3] = -2  # the kernel's loop over the band runs no step
+    pair = Pair(models.filter_bank(257, (w, u, starts, wstarts, widths)))
+    x = rng.integers(0, 1 << 32, 257, dtype=np.uint64).astype(np.uint32)
+    assert_same(*(v[0] for v in pair.run(x)))
+
+
+def test_framer_without_its_valid_output_is_refused_by_name():
+    tensors = [models._t("x", (1, 8), "int16"), models._t("frames", (1, 2, 4), "int16")]
+    data = models._one("SignalFramer", tensors, 1, {"frame_size": 4, "frame_step": 4})
+    with pytest.raises(ConversionError, match="SignalFramer has 1 inputs and 1 outputs"):
+        convert(data)

@@ -25,6 +25,7 @@ from tflite2qonnx.ops.signal.tflm_int import (
     Int64,
     KernelState,
     check_operand,
+    check_operands,
     constant,
     int_option,
     options,
@@ -58,6 +59,7 @@ def fft_auto_scale(b: GraphBuilder, op: Operator) -> None:
     """Shift left by the headroom of MaxAbs16: ``15 - bit_length(max)`` bits (0 when the
     maximum is 0 or negative; MaxAbs16's running maximum goes negative after an INT16_MIN,
     reproduced in closed form), output wrapped to int16, the shift as the int32 output."""
+    check_operands(op)
     n = check_operand(b, op.inputs[0], "int16", 1, op, "the input")[0]
     m = Int64(b)
     x = m.cast_in(op.inputs[0])
@@ -129,7 +131,9 @@ def filter_bank(b: GraphBuilder, op: Operator) -> None:
     matrix = np.zeros((bins, channels + 1), np.int64)
     for i in range(channels + 1):
         f0, w0, n = int(freq[i]), int(wstart[i]), int(width[i])
-        if n < 0 or f0 < 0 or w0 < 0 or f0 + n > bins or w0 + n > min(len(w), len(u)):
+        if n <= 0:  # the kernel's loop runs no step
+            continue
+        if f0 < 0 or w0 < 0 or f0 + n > bins or w0 + n > min(len(w), len(u)):
             raise ConversionError(
                 f"SignalFilterBank: channel {i}'s band (start {f0}, weights from {w0}, width "
                 f"{n}) reaches past the {bins} inputs or {len(w)} weights",
@@ -153,6 +157,7 @@ def filter_bank_square_root(b: GraphBuilder, op: Operator) -> None:
     """uint32 ``Sqrt64(x) >> scale_bits``: the floor square root (a double estimate corrected
     with exact uint64 squares), rounded up when the remainder exceeds it (except at the
     kernel's caps 0xFFFF and 0xFFFFFFFF); the shift a runtime int32 in [0, 31]."""
+    check_operands(op)
     check_operand(b, op.inputs[0], "uint64", 1, op, "the input")
     check_operand(b, op.inputs[1], "int32", None, op, "the scale bits")
     m = Int64(b)

@@ -119,9 +119,31 @@ class Int64:
         self.b.set_output(idx, self.op("Cast", x, to=_ONNX[dtype]))
 
 
+_OPERANDS = {  # (inputs, outputs) each kernel reads and writes
+    "SignalWindow": (2, 1), "SignalFftAutoScale": (1, 2), "SignalRfft": (1, 1),
+    "SignalIrfft": (1, 1), "SignalEnergy": (1, 1), "SignalFilterBank": (6, 1),
+    "SignalFilterBankSquareRoot": (2, 1), "SignalFilterBankSpectralSubtraction": (1, 2),
+    "SignalPCAN": (3, 1), "SignalFilterBankLog": (1, 1), "SignalDelay": (1, 1),
+    "SignalFramer": (1, 2), "SignalStacker": (1, 2), "SignalOverlapAdd": (1, 1),
+}  # fmt: skip
+
+
 def options(op: Operator) -> dict[str, Any]:
-    """The flexbuffer map of a Signal op (TFLM reads it by sorted key index; by name here)."""
+    """The flexbuffer map of a Signal op (TFLM reads it by sorted key index; by name here),
+    after checking the op has the operands its kernel uses."""
+    check_operands(op)
     return _options(op, required=True)
+
+
+def check_operands(op: Operator) -> None:
+    """A ConversionError unless ``op`` has the operands its kernel reads and writes."""
+    n_in, n_out = _OPERANDS.get(op.name, (0, 0))
+    if len(op.inputs) < n_in or len(op.outputs) < n_out or min((*op.inputs, *op.outputs)) < 0:
+        raise ConversionError(
+            f"{op.name} has {len(op.inputs)} inputs and {len(op.outputs)} outputs; its kernel "
+            f"uses {n_in} and {n_out}, none omitted",
+            op.where,
+        )
 
 
 def int_option(opts: dict[str, Any], key: str, op: Operator, low: int, high: int) -> int:
