@@ -113,9 +113,12 @@ def test_energy_sums_squares_in_range_like_tflm(rng):
     assert not got[0][:start].any() and not got[0][end:].any()
 
 
-def test_filter_bank_accumulates_uint64_channels_like_tflm(rng):
-    consts = models.filter_bank_constants(rng, 257, 40, 5, 241)
-    pair = Pair(models.filter_bank(257, consts))
+@pytest.mark.parametrize("negative", [False, True], ids=["weights", "negative_weights"])
+def test_filter_bank_accumulates_uint64_channels_like_tflm(rng, negative):
+    w, u, *bands = models.filter_bank_constants(rng, 257, 40, 5, 241)
+    if negative:  # int16 weights times uint64 inputs: the sums wrap modulo 2^64
+        w, u = w - 3000, -u
+    pair = Pair(models.filter_bank(257, (w, u, *bands)))
     for high in (1 << 16, 1 << 32):
         x = rng.integers(0, high, 257, dtype=np.uint64).astype(np.uint32)
         assert_same(*(v[0] for v in pair.run(x)))
