@@ -284,15 +284,13 @@ def test_rfft_non_power_of_two_is_refused_naming_the_radix():
         convert(models.rfft((24,), 24))
 
 
-def test_missing_option_is_refused_naming_op_and_option():
-    data = models._one(
-        "SignalWindow",
-        [models._t("x", (4,), "int16"), models._t("w", (4,), "int16", np.ones(4, np.int16)),
-         models._t("y", (4,), "int16")],
-        2,
-        {},
-    )  # fmt: skip
-    with pytest.raises(ConversionError, match="SignalWindow: option 'shift' is missing"):
+@pytest.mark.parametrize("opts", [{}, {"shift": 12, "extra": 1}], ids=["missing", "extra"])
+def test_option_keys_other_than_the_kernels_are_refused(opts):
+    """TFLM reads the options by position in key order: another key set shifts them."""
+    tensors = [models._t("x", (4,), "int16"), models._t("w", (4,), "int16", np.ones(4, np.int16)),
+               models._t("y", (4,), "int16")]  # fmt: skip
+    data = models._one("SignalWindow", tensors, 2, opts)
+    with pytest.raises(ConversionError, match=r"SignalWindow: options .*TFLM reads \['shift'\]"):
         convert(data)
 
 

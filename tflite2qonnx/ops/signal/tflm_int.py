@@ -119,25 +119,50 @@ class Int64:
         self.b.set_output(idx, self.op("Cast", x, to=_ONNX[dtype]))
 
 
-_OPERANDS = {  # (inputs, outputs) each kernel reads and writes
-    "SignalWindow": (2, 1), "SignalFftAutoScale": (1, 2), "SignalRfft": (1, 1),
-    "SignalIrfft": (1, 1), "SignalEnergy": (1, 1), "SignalFilterBank": (6, 1),
-    "SignalFilterBankSquareRoot": (2, 1), "SignalFilterBankSpectralSubtraction": (1, 2),
-    "SignalPCAN": (3, 1), "SignalFilterBankLog": (1, 1), "SignalDelay": (1, 1),
-    "SignalFramer": (1, 2), "SignalStacker": (1, 2), "SignalOverlapAdd": (1, 1),
+_SUBTRACTION_KEYS = (
+    "alternate_one_minus_smoothing", "alternate_smoothing", "clamping", "min_signal_remaining",
+    "num_channels", "one_minus_smoothing", "smoothing", "smoothing_bits",
+    "spectral_subtraction_bits",
+)  # fmt: skip
+# (inputs, outputs) each kernel reads and writes, and the option keys it reads: TFLM reads
+# the flexbuffer map by position in key order, so a map with other keys would shift them
+_KERNELS: dict[str, tuple[int, int, tuple[str, ...]]] = {
+    "SignalWindow": (2, 1, ("shift",)),
+    "SignalFftAutoScale": (1, 2, ()),
+    "SignalRfft": (1, 1, ("T", "fft_length")),
+    "SignalIrfft": (1, 1, ("T", "fft_length")),
+    "SignalEnergy": (1, 1, ("end_index", "start_index")),
+    "SignalFilterBank": (6, 1, ("num_channels",)),
+    "SignalFilterBankSquareRoot": (2, 1, ()),
+    "SignalFilterBankSpectralSubtraction": (1, 2, _SUBTRACTION_KEYS),
+    "SignalPCAN": (3, 1, ("snr_shift",)),
+    "SignalFilterBankLog": (1, 1, ("input_correction_bits", "output_scale")),
+    "SignalDelay": (1, 1, ("delay_length",)),
+    "SignalFramer": (1, 2, ("frame_size", "frame_step", "prefill")),
+    "SignalStacker": (1, 2, ("num_channels", "stacker_left_context", "stacker_right_context",
+                             "stacker_step")),
+    "SignalOverlapAdd": (1, 1, ("T", "frame_step")),
 }  # fmt: skip
 
 
 def options(op: Operator) -> dict[str, Any]:
-    """The flexbuffer map of a Signal op (TFLM reads it by sorted key index; by name here),
-    after checking the op has the operands its kernel uses."""
+    """The flexbuffer map of a Signal op, read by name, after checking the op has the
+    operands its kernel uses and exactly the keys it reads by position."""
     check_operands(op)
-    return _options(op, required=True)
+    opts = _options(op, required=True)
+    keys = _KERNELS.get(op.name, (0, 0, ()))[2]
+    if sorted(opts) != sorted(keys):
+        raise ConversionError(
+            f"{op.name}: options {sorted(opts)}; TFLM reads {list(keys)} by position in key "
+            "order, so other keys would change what it reads",
+            op.where,
+        )
+    return opts
 
 
 def check_operands(op: Operator) -> None:
     """A ConversionError unless ``op`` has the operands its kernel reads and writes."""
-    n_in, n_out = _OPERANDS.get(op.name, (0, 0))
+    n_in, n_out, _keys = _KERNELS.get(op.name, (0, 0, ()))
     if len(op.inputs) < n_in or len(op.outputs) < n_out or min((*op.inputs, *op.outputs)) < 0:
         raise ConversionError(
             f"{op.name} has {len(op.inputs)} inputs and {len(op.outputs)} outputs; its kernel "
