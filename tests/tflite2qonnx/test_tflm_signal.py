@@ -316,3 +316,22 @@ def test_framer_without_its_valid_output_is_refused_by_name():
     data = models._one("SignalFramer", tensors, 1, {"frame_size": 4, "frame_step": 4})
     with pytest.raises(ConversionError, match="SignalFramer has 1 inputs and 1 outputs"):
         convert(data)
+
+
+@pytest.mark.parametrize("state_io", [False, True], ids=["reset_each_call", "stream"])
+def test_verify_uses_tflm_interpreter_for_signal_ops(rng, state_io):
+    """--verify: the TFLite interpreter has no Signal ops; TFLM's is the reference, reset
+    before each sample by default, one stream with --state-io."""
+    from tflite2qonnx.verified import convert_and_verify
+
+    _, figures = convert_and_verify(models.front_end(rng), state_io=state_io)
+    assert figures.passed
+    assert "TFLM interpreter" in figures.runner
+    assert all(a.max_abs_error == 0 for a in figures.outputs)
+
+
+def test_verify_checks_framer_frames_and_valid_flag():
+    from tflite2qonnx.verified import convert_and_verify
+
+    _, figures = convert_and_verify(models.framer((1, 8), 4, 4, True), state_io=True)
+    assert figures.passed and len(figures.outputs) == 2
