@@ -205,3 +205,16 @@ def fft_int32(code: str, fft_length: int) -> bytes:
         fft_length + 2, fft_length)  # fmt: skip
     tensors = [_t("x", (n_in,), "int32"), _t("y", (n_out,), "int32")]
     return _one(code, tensors, 1, {"T": 2, "fft_length": fft_length})
+
+
+def examples() -> list[bytes]:
+    """One model holding each Signal op (the registry test's list of exercised ops)."""
+    rng = np.random.default_rng(0)
+    return [
+        front_end(rng),
+        delay((1, 8), 2),
+        framer((1, 8), 4, 2, False),
+        stacker(2, 1, 1, 1),
+        overlap_add((1, 2, 4), 2, "int16"),
+        irfft((10,), 8),
+    ]
