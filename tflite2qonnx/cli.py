@@ -46,9 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-io",
         action="store_true",
         help="make each variable tensor (LSTM / RNN / SVDF state kept between TFLite "
-        "invocations) and resource variable (Keras stateful=True layers) a graph input and a "
-        "graph output NAME_next, for streaming models; default: every run starts from the "
-        "initial state",
+        "invocations), resource variable (Keras stateful=True layers) and TFLM Signal op state "
+        "(noise estimate, frame buffers) a graph input and a graph output NAME_next, for "
+        "streaming models; default: every run starts from the initial state",
     )
     parser.add_argument(
         "--layout",

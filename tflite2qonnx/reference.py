@@ -35,6 +35,7 @@ from qonnx_ingest.verification import (
     within_relative,
 )
 from tflite2qonnx.state import initial_state, read_pairs
+from tflite2qonnx.tflm_reference import TflmInterpreter, needs_tflm
 
 FLOAT_RTOL = 1e-4
 # Slack against XNNPACK, measured on the corpus: on deep int8 networks both paths sit at
@@ -59,7 +60,8 @@ def verify(
     if inputs_path is None:
         check_count(inputs)
     try:
-        reference, reference_name = _interpreter(source, False, model), "builtin kernels"
+        reference = _interpreter(source, False, model)
+        reference_name = getattr(reference, "reference_name", "builtin kernels")
     except InputError:
         # MediaPipe's custom ops exist only in the XNNPACK delegate: let it be the reference
         reference, reference_name = _interpreter(source, True, model), "XNNPACK"
@@ -232,6 +234,8 @@ def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
                 _resize_to(it, model, source)
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
+        if needs_tflm(text):  # TFLite Micro's Signal ops: TFLM's interpreter is the reference
+            return TflmInterpreter(source)
         first = text.split(". ")[0][:200]
         raise ReferenceUnavailable(
             f"the TFLite interpreter cannot run this model: {first}"

@@ -21,6 +21,11 @@ is not converted, each variable it assigns holds a graph input named after its s
 instead, the constant it assigned is recorded as the state's ``initial`` value, and the value
 the variable holds after the main graph's last ASSIGN_VARIABLE is the output (a variable never
 assigned keeps its value, as in TFLite).
+
+Kernel states (TFLM's Signal ops: a noise estimate, circular buffers) live in the kernel, not
+in a tensor; their converters register them the same way (``resource_state`` with kind
+``kernel_state``, ``resource_value`` for the value after the call) and, without state I/O,
+name them in ``kernel_states`` for the stateful-model warning.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class StateIO:
     resource_names: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     resources: dict[tuple[str, str], ResourceState] = dataclasses.field(default_factory=dict)
     assigned: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    # kernels' own states (TFLM's Signal ops) read without state I/O: the same warning
+    kernel_states: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -69,6 +76,8 @@ class ResourceState:
     input: str
     initial: np.ndarray
     output: str = ""
+    after: str = ""  # a kernel's own state (``resource_value``): its value after the call
+    kind: str = "resource_variable"
 
 
 def reserve_names(b: GraphBuilder) -> None:
@@ -83,13 +92,22 @@ def reserve_names(b: GraphBuilder) -> None:
                     b.states.resource_names[key] = b.fresh(key[1] or "variable")
 
 
-def resource_state(b: GraphBuilder, key: tuple[str, str], initial: np.ndarray) -> str:
-    """Resource variable ``key`` as a state starting from ``initial``: its graph input."""
+def resource_state(
+    b: GraphBuilder, key: tuple[str, str], initial: np.ndarray, kind: str = "resource_variable"
+) -> str:
+    """Resource variable ``key`` as a state starting from ``initial``: its graph input. A
+    kernel that keeps state outside the tensors (TFLM's Signal ops) names it the same way,
+    with its own ``kind``, and hands ``resource_value`` its value after the call."""
     states = b.states
     if key not in states.resources:
         name = states.resource_names.get(key) or b.fresh(key[1] or "variable")
-        states.resources[key] = ResourceState(name, np.asarray(initial))
+        states.resources[key] = ResourceState(name, np.asarray(initial), kind=kind)
     return states.resources[key].input
+
+
+def resource_value(b: GraphBuilder, key: tuple[str, str], value: str) -> None:
+    """A kernel's state ``key`` (``resource_state``) holds ``value`` after the call."""
+    b.states.resources[key].after = value
 
 
 def resource_assigned(b: GraphBuilder, key: tuple[str, str]) -> None:
@@ -151,7 +169,7 @@ def finish(b: GraphBuilder) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueI
         outputs.append(tensor_value_info(out, b.tensor(idx)))
     values = getattr(b.calls, "values", {})  # ops/control_flow's variables: the latest values
     for key, state in states.resources.items():
-        after = values.get(key, state.input)  # never assigned: it keeps its value
+        after = values.get(key, state.after or state.input)  # never assigned: it keeps its value
         state.output = _next(b, after, state.input)
         elem = helper.np_dtype_to_tensor_dtype(state.initial.dtype)
         shape = list(state.initial.shape)
@@ -196,7 +214,7 @@ def metadata(b: GraphBuilder) -> str | None:
     for key, state in b.states.resources.items():
         records.append({
             "tensor": key[1],
-            "kind": "resource_variable",
+            "kind": state.kind,
             "container": key[0],
             "input": state.input,
             "output": state.output,
@@ -215,6 +233,8 @@ def stateful_names(b: GraphBuilder) -> str | None:
         parts.append(f"variable tensors {name_list([b.tensor_name(i) for i in b.states.read])}")
     if b.states.assigned:
         parts.append(f"resource variables {name_list(list(b.states.assigned.values()))}")
+    if b.states.kernel_states:
+        parts.append(f"the operator states {name_list(b.states.kernel_states)}")
     return " and ".join(parts) or None
 
 

@@ -8,6 +8,7 @@ import zlib
 import hand_built
 import numpy as np
 import pytest
+import tflm_signal_models
 from hand_built import custom_op_examples
 from litert_compare import compare, random_input, reference_interpreter
 from signal_models import AUDIO_CASES, SIGNAL_CASES
@@ -206,6 +207,9 @@ def test_every_registered_op_is_exercised_by_a_generated_or_corpus_model() -> No
     seen |= {"IF", "WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
     # the signal and audio ops: TF-built in test_signal_ops.py, which checks each model's ops
     seen |= set().union(*(case.ops for case in (*SIGNAL_CASES.values(), *AUDIO_CASES.values())))
+    # TFLite Micro's Signal ops: checked against TFLM's interpreter in test_tflm_signal.py
+    for data in tflm_signal_models.examples():
+        seen |= op_names(data)
     assert set(CONVERTERS) - seen == set()
 
 

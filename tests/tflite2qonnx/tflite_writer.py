@@ -19,6 +19,8 @@ _TYPES = {
     "int8": tflite.TensorType.INT8,
     "uint8": tflite.TensorType.UINT8,
     "int16": tflite.TensorType.INT16,
+    "uint32": tflite.TensorType.UINT32,
+    "uint64": tflite.TensorType.UINT64,
     "bool": tflite.TensorType.BOOL,
     "complex64": tflite.TensorType.COMPLEX64,
 }
