@@ -91,7 +91,12 @@ def test_operator_table_and_parser_load_no_converter():
     )
     assert proc.returncode == 0, proc.stderr
     loaded = eval(proc.stdout.strip().splitlines()[-1])
-    assert loaded == ["tflite2qonnx.ops", "tflite2qonnx.ops.operands", "tflite2qonnx.ops.record"]
+    assert loaded == [
+        "tflite2qonnx.ops",
+        "tflite2qonnx.ops.custom_records",
+        "tflite2qonnx.ops.operands",
+        "tflite2qonnx.ops.record",
+    ]
 
 
 def test_every_record_names_an_existing_converter():
