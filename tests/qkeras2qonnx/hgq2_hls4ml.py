@@ -24,7 +24,6 @@ from pathlib import Path
 import hls4ml
 import keras
 import numpy as np
-from hgq.config import QuantizerConfig
 from hgq.layers import (
     QAveragePow2,
     QConv2D,
@@ -35,6 +34,7 @@ from hgq.layers import (
     QSoftmax,
     QUnaryFunctionLUT,
 )
+from hgq2_hls4ml_layers import REFUSED, layers_sat, uniform_sat
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.transformation.gemm_to_matmul import GemmToMatMul
@@ -43,20 +43,6 @@ from qonnx.util.cleanup import cleanup_model
 import qkeras2qonnx
 
 PRECISION = "fixed<32,16>"
-
-
-def uniform_sat() -> QuantizerConfig:
-    """One (k, i, f) = (1, 2, 4) for the whole tensor, saturating, ties to even."""
-    return QuantizerConfig(
-        "kif",
-        "datalane",
-        i0=2,
-        f0=4,
-        round_mode="RND_CONV",
-        overflow_mode="SAT",
-        homogeneous_axis=None,
-        heterogeneous_axis=(),
-    )
 
 
 def dense_sat() -> keras.Model:
@@ -129,11 +115,14 @@ def hls4ml_hgq2(model: keras.Model, out: Path) -> object:
     return hls
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: list[str] | None = None) -> None:
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(5)
-    for build in (dense_sat, conv_sat, merge_sat, dense_wrap, tables_sat):
+    for build in (dense_sat, conv_sat, merge_sat, layers_sat, dense_wrap, tables_sat,
+                  *REFUSED.values()):  # fmt: skip
         model = build()
+        if only and model.name not in only:
+            continue
         try:
             hls = hls4ml_qonnx(model, out / f"{model.name}_qonnx")
         except Exception as exc:
@@ -156,4 +145,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:])
