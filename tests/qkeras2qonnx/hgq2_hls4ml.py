@@ -11,7 +11,7 @@ Accepted: activation quantizers with uniform widths, SAT overflow and RND_CONV r
 one plain Quant) and HGQ2's default per-weight kernel and bias widths (stored values and a
 covering Quant), on QDense, QConv2D, QMaxPooling2D and the merges QAveragePow2, QMaximum,
 QMinimum; and (``hgq2_hls4ml_layers.layers_sat``) QEinsumDense, QEinsumDenseBatchnorm,
-QBatchNormalization, QSubtract, QMultiply. Refused: HGQ2's default per-element WRAP
+QBatchNormalization, QSubtract, QMultiply, QAdd. Refused: HGQ2's default per-element WRAP
 activations, whose standard-op form hls4ml's ONNX frontend has no handler for, the tables
 (QUnaryFunctionLUT, QSoftmax: Gathers) and the other layer kinds, one model each
 (``hgq2_hls4ml_layers.REFUSED``). ``python hgq2_hls4ml.py OUT NAME...`` runs only those models.

@@ -58,7 +58,7 @@ def _head(name: str, inputs, h) -> keras.Model:
 
 def layers_sat() -> keras.Model:
     """QEinsumDense, QEinsumDenseBatchnorm, QBatchNormalization (trained-looking statistics,
-    folded / applied by HGQ2), QSubtract and QMultiply of two inputs."""
+    folded / applied by HGQ2), QSubtract, QMultiply and QAdd of two inputs."""
     a = keras.Input((6,), name="a")
     b = keras.Input((6,), name="b")
     sat = uniform_sat
@@ -69,7 +69,8 @@ def layers_sat() -> keras.Model:
     n = QBatchNormalization(iq_conf=sat(), name="bn")(ea)
     d = QSubtract(iq_confs=sat(), name="sub")([n, eb])
     m = QMultiply(iq_confs=sat(), name="mul")([d, eb])
-    model = _head("layers_sat", [a, b], m)
+    s = QAdd(iq_confs=sat(), name="add")([m, ea])
+    model = _head("layers_sat", [a, b], s)
     _trained_statistics(model, seed=6)
     return model
 
@@ -108,7 +109,6 @@ REFUSED = {
     "global_avg1d_sat": lambda: _pool("global_avg1d_sat", QGlobalAveragePooling1D, (8, 2)),
     "global_avg2d_sat": lambda: _pool("global_avg2d_sat", QGlobalAveragePooling2D, (4, 4, 2)),
     "global_avg3d_sat": lambda: _pool("global_avg3d_sat", QGlobalAveragePooling3D, (4, 4, 4, 2)),
-    "add_sat": lambda: _pair("add_sat", QAdd, (6,)),
     "dot_sat": lambda: _pair("dot_sat", QDot, (6,), axes=-1),
     "einsum_sat": lambda: _pair("einsum_sat", QEinsum, (4, 6), equation="bij,bkj->bik"),
     "sum_sat": lambda: _reduce("sum_sat", QSum, scale=0.5),

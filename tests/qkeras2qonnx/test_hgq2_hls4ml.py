@@ -5,9 +5,9 @@ known one (message and file:line).
 
 Everything runs in one Keras 3 subprocess (``hgq2_hls4ml.py``: hls4ml's HGQ2 frontend needs
 ``hgq``); this process compares its files. A few minutes on 2 cores (eight g++ builds).
-``layers_sat`` holds QEinsumDense, QEinsumDenseBatchnorm, QBatchNormalization, QSubtract and
-QMultiply (``hgq2_hls4ml_layers``); every other layer kind of docs/keras.md's table has its
-own model, refused as pinned here.
+``layers_sat`` holds QEinsumDense, QEinsumDenseBatchnorm, QBatchNormalization, QSubtract,
+QMultiply and QAdd (``hgq2_hls4ml_layers``); every other layer kind of docs/keras.md's
+table has its own model, refused as pinned here.
 """
 
 import numpy as np
@@ -66,7 +66,6 @@ _NOT_CHANNELS_LAST = "Please convert the model to channels-last format with qonn
         ("global_avg1d_sat", "ERROR: Unsupported operation type: Squeeze", _NO_HANDLER),
         ("global_avg2d_sat", "ERROR: Unsupported operation type: Squeeze", _NO_HANDLER),
         ("global_avg3d_sat", "ERROR: Unsupported operation type: ReduceMean", _NO_HANDLER),
-        ("add_sat", "ERROR: Unsupported operation type: Squeeze", _NO_HANDLER),
         ("dot_sat", "ERROR: Unsupported operation type: Unsqueeze", _NO_HANDLER),
         ("einsum_sat", "ERROR: Unsupported operation type: Unsqueeze", _NO_HANDLER),
         ("sum_sat", "ERROR: Unsupported operation type: ReduceSum", _NO_HANDLER),
