@@ -6,8 +6,9 @@ model NAME: ``NAME.npz`` with seeded inputs (``x1_J`` / ``x8_J`` for input J) an
 counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` from
 ``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised;
 ``NAME.inexact.txt`` the InexactSum warnings of that conversion, one a line.
-``saved.keras`` is the conv model saved, reloaded here (its predict checked equal) and left
-for the command-line test; ``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
+``inexact_sum.keras`` is that model saved for the command line; ``saved.keras`` the conv
+model saved, reloaded here (its predict checked equal) and left for the command-line test;
+``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
 """
 
 from __future__ import annotations
@@ -374,6 +375,8 @@ def main(out: Path, only: list[str] | None = None) -> None:
                 (out / f"{name}.error.txt").write_text(str(exc))
         inexact = [str(w.message) for w in caught if issubclass(w.category, InexactSum)]
         (out / f"{name}.inexact.txt").write_text("".join(f"{line}\n" for line in inexact))
+        if name == "inexact_sum":
+            model.save(out / "inexact_sum.keras")
         if name == "conv2d_pool":
             _save_reload(model, out / "saved.keras", record)
             qkeras2qonnx.convert(model, out / "conv2d_pool.channels_last.onnx", channels_last=True)

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from hgq2_support import made_hgq2_models
+from qkeras3_support import run_cli_on_keras3_file
 
 pytestmark = pytest.mark.keras
 
@@ -55,6 +56,16 @@ def test_a_sum_beyond_float32s_significand_warns_naming_the_layer_and_bound(made
     model = onnx.load(made / "inexact_sum.inmemory.onnx")
     metadata = {p.key: p.value for p in model.metadata_props}
     assert json.loads(metadata[INEXACT]) == {"wide": lines[0].removeprefix("wide: ")}
+
+
+def test_command_line_prints_the_warning_as_one_line_and_converts(made, tmp_path):
+    out = tmp_path / "wide.onnx"
+    done = run_cli_on_keras3_file(made / "inexact_sum.keras", "-o", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    warned = [line for line in done.stderr.splitlines() if "warning:" in line]
+    expected = expected_line(dict(np.load(made / "inexact_sum.npz")))
+    assert warned == [f"qkeras2qonnx: warning: {expected}"]
+    assert out.exists()
 
 
 def test_the_warned_bound_is_reachable_float32_sums_do_round_there(made):
