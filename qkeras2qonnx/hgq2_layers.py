@@ -164,7 +164,8 @@ def _plain_op(plain: str) -> Rule:
 
 def _op(kind: str) -> Rule:
     """QSum / QMeanPow2 (a sum over axes times a power of two), QAveragePow2 (a sum of the
-    inputs times a power of two), QEinsum: ``hgq2_ops.op_class`` between the quantizers."""
+    inputs times a power of two), QAdd (the same sum), QEinsum: ``hgq2_ops.op_class`` between
+    the quantizers."""
 
     def strip(layer: Any, where: str) -> Plan:
         from qkeras2qonnx.hgq2_ops import op_class
@@ -174,9 +175,12 @@ def _op(kind: str) -> Rule:
             params["scale"] = float(layer.scale)
         elif kind == "average_pow2":
             params = {"scale": float(layer._scale)}
+        elif kind == "add":  # QAdd: tf.add in order, as QAveragePow2 without its scale
+            params = {"scale": 1.0}
         else:
             params = {"equation": layer.equation}
-        config = {"name": layer.name, "kind": kind, "params": params}
+        op = "average_pow2" if kind == "add" else kind
+        config = {"name": layer.name, "kind": op, "params": params}
         inputs, output = _input_quantizers(layer, where), _output_quantizer(layer, where)
         return Plan(op_class(), config, [], [], inputs, output)
 
@@ -355,7 +359,7 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QEinsum": _op("einsum"),
     "QDot": _plain_op("Dot"),
     "QConv3D": _weighted("Conv3D"),
-    "QAdd": _plain_op("Add"),
+    "QAdd": _op("add"),
     "QSubtract": _plain_op("Subtract"),
     "QMultiply": _plain_op("Multiply"),
     "QMaximum": _plain_op("Maximum"),

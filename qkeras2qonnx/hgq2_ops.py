@@ -1,7 +1,9 @@
 """Plain Keras 3 stand-ins for HGQ2 operations Keras has no layer for (QSum, QMeanPow2,
-QAveragePow2, QEinsum): the same TensorFlow arithmetic in the same order, between the
-layer's quantizers. Sums of quantized values are exact in float32 as long as they fit its
-24-bit significand, as for QDense's accumulation; scales are powers of two (exact)."""
+QAveragePow2, QEinsum), and QAdd: the same TensorFlow arithmetic in the same order, between
+the layer's quantizers. (Keras's own Add goes through ``keras.ops.add``, which at batch 1
+turns a (1, n) second input into a squeezed ``BiasAdd``: a Squeeze hls4ml's ONNX frontend
+refuses.) Sums of quantized values are exact in float32 as long as they fit its 24-bit
+significand (``hgq2_sums`` checks it); scales are powers of two (exact)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ def op_class() -> type:
 
     class HGQ2Op(keras.layers.Layer):
         """``kind`` is "sum" (reduce_sum over ``axes`` times ``scale``), "average_pow2"
-        (inputs added in order, times ``scale``) or "einsum" (``equation``)."""
+        (inputs added in order, times ``scale``; QAdd: scale 1) or "einsum" (``equation``)."""
 
         def __init__(self, kind: str, params: dict, **kwargs: Any):
             super().__init__(**kwargs)
@@ -32,7 +34,7 @@ def op_class() -> type:
                 total = inputs[0]
                 for x in inputs[1:]:
                     total = tf.add(total, x)
-                return tf.multiply(total, p["scale"])
+                return total if p["scale"] == 1.0 else tf.multiply(total, p["scale"])
             return tf.einsum(p["equation"], *inputs)
 
         def compute_output_shape(self, input_shape: Any) -> Any:

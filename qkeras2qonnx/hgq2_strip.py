@@ -18,6 +18,7 @@ import numpy as np
 
 from qkeras2qonnx.hgq2_layers import rule_for_hgq2
 from qkeras2qonnx.hgq2_quantizer import Fixed, covering_spec, plain_spec
+from qkeras2qonnx.hgq2_sums import check_sums
 from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.markers import WEIGHT_CAPACITY, weight_markers
 from qkeras2qonnx.reinsert import node_name
@@ -34,6 +35,7 @@ def is_hgq2(layer: Any) -> bool:
 def clone_hgq2_layer(layer: Any, path: str, layer_map: LayerMap, assignments: list) -> Any:
     """The plain stand-in of ``layer`` (a Keras 3 layer), its quantizers recorded."""
     plan = rule_for_hgq2(layer, path)(layer, path)
+    check_sums(layer, plan, path, layer_map.inexact_sums)
     try:
         inner = plan.layer_class.from_config(plan.config)
     except Exception as exc:

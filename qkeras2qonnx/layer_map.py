@@ -49,6 +49,8 @@ class LayerMap:
     widths: dict[str, dict] = field(default_factory=dict)
     # Quant node name -> the exact computation before it, when that is in the graph already
     forms: dict[str, str] = field(default_factory=dict)
+    # HGQ2: layer path -> why its float32 partial sums may round (``hgq2_sums``)
+    inexact_sums: dict[str, str] = field(default_factory=dict)
 
     def recurrent_nodes(self) -> dict[str, str]:
         """Quant node name -> quantizer, of the unrolled recurrent cells."""

@@ -221,6 +221,8 @@ def _metadata(layer_map: LayerMap) -> dict[str, str]:
         metadata["qkeras2qonnx.folded_quantizers"] = json.dumps(layer_map.folded)
     composite = {node_name(e): e.spec.composite.form for e in layer_map.entries if e.spec.composite}
     composite.update(layer_map.forms)
+    if layer_map.inexact_sums:  # HGQ2: sums beyond float32's significand (warned)
+        metadata["qkeras2qonnx.hgq2_inexact_sums"] = json.dumps(layer_map.inexact_sums)
     if layer_map.widths:  # HGQ2: per-element (k, i, f) of each Quant node, Keras layout
         metadata[HGQ2_WIDTHS] = json.dumps(layer_map.widths)
     for plan in layer_map.recurrent:

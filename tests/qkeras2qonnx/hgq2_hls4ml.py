@@ -10,9 +10,11 @@ raised it.
 Accepted: activation quantizers with uniform widths, SAT overflow and RND_CONV rounding (each
 one plain Quant) and HGQ2's default per-weight kernel and bias widths (stored values and a
 covering Quant), on QDense, QConv2D, QMaxPooling2D and the merges QAveragePow2, QMaximum,
-QMinimum. Refused: HGQ2's default per-element WRAP activations, whose standard-op form
-hls4ml's ONNX frontend has no handler for, and the tables (QUnaryFunctionLUT, QSoftmax:
-Gathers).
+QMinimum; and (``hgq2_hls4ml_layers.layers_sat``) QEinsumDense, QEinsumDenseBatchnorm,
+QBatchNormalization, QSubtract, QMultiply, QAdd. Refused: HGQ2's default per-element WRAP
+activations, whose standard-op form hls4ml's ONNX frontend has no handler for, the tables
+(QUnaryFunctionLUT, QSoftmax: Gathers) and the other layer kinds, one model each
+(``hgq2_hls4ml_layers.REFUSED``). ``python hgq2_hls4ml.py OUT NAME...`` runs only those models.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from pathlib import Path
 import hls4ml
 import keras
 import numpy as np
-from hgq.config import QuantizerConfig
 from hgq.layers import (
     QAveragePow2,
     QConv2D,
@@ -35,6 +36,7 @@ from hgq.layers import (
     QSoftmax,
     QUnaryFunctionLUT,
 )
+from hgq2_hls4ml_layers import REFUSED, layers_sat, uniform_sat
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
 from qonnx.transformation.gemm_to_matmul import GemmToMatMul
@@ -43,20 +45,6 @@ from qonnx.util.cleanup import cleanup_model
 import qkeras2qonnx
 
 PRECISION = "fixed<32,16>"
-
-
-def uniform_sat() -> QuantizerConfig:
-    """One (k, i, f) = (1, 2, 4) for the whole tensor, saturating, ties to even."""
-    return QuantizerConfig(
-        "kif",
-        "datalane",
-        i0=2,
-        f0=4,
-        round_mode="RND_CONV",
-        overflow_mode="SAT",
-        homogeneous_axis=None,
-        heterogeneous_axis=(),
-    )
 
 
 def dense_sat() -> keras.Model:
@@ -129,11 +117,14 @@ def hls4ml_hgq2(model: keras.Model, out: Path) -> object:
     return hls
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: list[str] | None = None) -> None:
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(5)
-    for build in (dense_sat, conv_sat, merge_sat, dense_wrap, tables_sat):
+    for build in (dense_sat, conv_sat, merge_sat, layers_sat, dense_wrap, tables_sat,
+                  *REFUSED.values()):  # fmt: skip
         model = build()
+        if only and model.name not in only:
+            continue
         try:
             hls = hls4ml_qonnx(model, out / f"{model.name}_qonnx")
         except Exception as exc:
@@ -156,4 +147,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:])

@@ -4,14 +4,17 @@
 model NAME: ``NAME.npz`` with seeded inputs (``x1_J`` / ``x8_J`` for input J) and HGQ2's own
 ``predict`` at batch 1 and 8 (``y1 y8``), ``quantizers`` (how many quantizers HGQ2 applies,
 counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` from
-``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised.
-``saved.keras`` is the conv model saved, reloaded here (its predict checked equal) and left
-for the command-line test; ``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
+``qkeras2qonnx.convert(model)``, or ``NAME.error.txt`` with the ConversionError it raised;
+``NAME.inexact.txt`` the InexactSum warnings of that conversion, one a line.
+``inexact_sum.keras`` is that model saved for the command line; ``saved.keras`` the conv
+model saved, reloaded here (its predict checked equal) and left for the command-line test;
+``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import keras
@@ -48,6 +51,7 @@ from hgq.layers import (
 from hgq.quantizer import Quantizer
 
 import qkeras2qonnx
+from qkeras2qonnx.hgq2_sums import InexactSum
 from qonnx_ingest.errors import ConversionError
 
 ROUNDS = ("TRN", "RND", "RND_CONV", "TRN_ZERO", "RND_ZERO", "RND_MIN_INF", "RND_INF")
@@ -271,6 +275,19 @@ def sigmoid_out() -> keras.Model:
     return keras.Model(inp, QDense(1, activation="sigmoid", name="out")(h), name="sigmoid_out")
 
 
+def inexact_sum() -> keras.Model:
+    """A QDense whose partial sums can pass 2^24 steps: 64 inputs of (i, f) = (10, 10) times
+    weights with 8 fractional bits (the converter warns, InexactSum)."""
+    inp = keras.Input((64,), name="x")
+    iq = QuantizerConfig(
+        "kif", "datalane", i0=10, f0=10, round_mode="RND_CONV", overflow_mode="SAT",
+        homogeneous_axis=None, heterogeneous_axis=(),
+    )  # fmt: skip
+    kq = QuantizerConfig("kif", "weight", i0=1, f0=8, round_mode="RND_CONV", overflow_mode="SAT")
+    h = QDense(1, iq_conf=iq, kq_conf=kq, name="wide")(inp)
+    return keras.Model(inp, h, name="inexact_sum")
+
+
 def refuse_avg3() -> keras.Model:
     inp = keras.Input((6, 2), name="x")
     h = keras.layers.Flatten(name="flat")(QAveragePooling1D(3, name="avg3")(inp))
@@ -291,6 +308,7 @@ MODELS = {
     "softmax": softmax,
     "reductions": reductions,
     "conv3d": conv3d,
+    "inexact_sum": inexact_sum,
     "refuse_minifloat": refuse_minifloat,
     "refuse_softmax_unstable": refuse_softmax_unstable,
     "refuse_attention": refuse_attention,
@@ -326,6 +344,9 @@ def count_quantizers(model: keras.Model) -> int:
 
 
 def facts(name: str, model: keras.Model) -> dict:
+    if name == "inexact_sum":
+        wide = model.get_layer("wide")
+        return {"kernel": np.asarray(wide.qkernel), "bias": np.asarray(wide.qbias)}
     if name != "trained":
         return {}
     bits = np.concatenate(
@@ -346,10 +367,16 @@ def main(out: Path, only: list[str] | None = None) -> None:
             record[f"y{batch}"] = np.asarray(model.predict(xs, verbose=0))
             record.update({f"x{batch}_{j}": x for j, x in enumerate(xs)})
         np.savez(out / f"{name}.npz", **record)
-        try:
-            qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
-        except ConversionError as exc:
-            (out / f"{name}.error.txt").write_text(str(exc))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
+            except ConversionError as exc:
+                (out / f"{name}.error.txt").write_text(str(exc))
+        inexact = [str(w.message) for w in caught if issubclass(w.category, InexactSum)]
+        (out / f"{name}.inexact.txt").write_text("".join(f"{line}\n" for line in inexact))
+        if name == "inexact_sum":
+            model.save(out / "inexact_sum.keras")
         if name == "conv2d_pool":
             _save_reload(model, out / "saved.keras", record)
             qkeras2qonnx.convert(model, out / "conv2d_pool.channels_last.onnx", channels_last=True)
