@@ -39,18 +39,16 @@ _LIBRARIES = frozenset({"keras", "tf_keras", "qkeras", "hgq", "tensorflow"})
 
 
 def as_functional(model: Any, where: str = "") -> Any:
-    """``model`` itself when Keras can clone it, else the Functional model it computes; a
-    subclassed model nested inside (which Keras's cloning cannot rebuild) is refused by name."""
+    """``model`` itself when Keras can clone it, else the Functional model it computes.
+
+    Keras's cloning cannot rebuild a subclassed model or a user-defined layer holding layers
+    (it loops forever on the former): a Functional or Sequential model calling one directly is
+    replayed node by node with that layer replaced by the Functional model of its call."""
     where = where or model.name
     if _is_subclassed(model):
         model = _traced(model, where)
-    nested = next(_nested_subclassed(model), None)
-    if nested is not None:
-        raise ConversionError(
-            f"subclassed model '{nested}' nested inside another model: Keras cannot clone the "
-            "outer one; call its layers from the outer model's call, or convert it on its own",
-            where,
-        )
+    if any(_is_container(layer) for layer in getattr(model, "layers", [])):
+        model = _replayed(model, where)
     return model
 
 
@@ -60,14 +58,76 @@ def _is_subclassed(model: Any) -> bool:
     )
 
 
-def _nested_subclassed(model: Any):
-    """Names of subclassed models anywhere inside a Functional or Sequential ``model``."""
-    for layer in getattr(model, "layers", []):
-        if isinstance(layer, keras().Model):
-            if _is_subclassed(layer):
-                yield layer.name
-            else:
-                yield from _nested_subclassed(layer)
+def _replayed(model: Any, where: str) -> Any:
+    """The nodes of ``model`` called again on new inputs, in its order and wiring, each
+    container layer's node calling that layer's stand-in (``_stand_in``); checked against
+    ``model``."""
+    import tensorflow as tf
+
+    k = keras()
+    if not getattr(model, "_is_graph_network", False):
+        raise ConversionError(
+            "a Sequential model holding a subclassed model or custom layer must know its input "
+            "shape (an Input first, or build it) to be rebuilt",
+            where,
+        )
+    inputs = [
+        k.Input(shape=t.shape[1:], dtype=t.dtype, name=name)
+        for t, name in zip(model.inputs, model.input_names, strict=True)
+    ]
+    counts = model._tensor_usage_count
+    tensors = {str(id(x)): [y] * counts[str(id(x))] for x, y in zip(model.inputs, inputs)}
+    stand_ins: dict[int, Any] = {}
+    try:
+        for depth in sorted(model._nodes_by_depth, reverse=True):
+            for node in model._nodes_by_depth[depth]:
+                if node.is_input or any(i not in tensors for i in node.flat_input_ids):
+                    continue
+                layer = node.layer
+                if _is_container(layer):
+                    if id(layer) not in stand_ins:
+                        stand_ins[id(layer)] = _stand_in(layer, node, f"{where}/{layer.name}")
+                    flat = [tensors[i].pop() for i in node.flat_input_ids]
+                    outputs = stand_ins[id(layer)](flat[0] if len(flat) == 1 else flat)
+                else:
+                    args, kwargs = node.map_arguments(tensors)
+                    outputs = layer(*args, **kwargs)
+                for i, y in zip(node.flat_output_ids, tf.nest.flatten(outputs), strict=True):
+                    tensors[i] = [y] * counts[i]
+        outputs = [tensors[str(id(x))].pop() for x in model.outputs]
+        rebuilt = k.Model(inputs, outputs[0] if len(outputs) == 1 else outputs, name=model.name)
+    except ConversionError:
+        raise
+    except Exception as exc:
+        raise ConversionError(
+            f"cannot rebuild the model around its subclassed or custom layers: "
+            f"{type(exc).__name__}: {exc}",
+            where,
+        ) from exc
+    _check_same(model, rebuilt, where)
+    return rebuilt
+
+
+def _stand_in(layer: Any, node: Any, where: str) -> Any:
+    """A Functional model computing what ``layer`` computes at ``node``: a revived SavedModel
+    one's traced call, else its Python ``call`` on inputs shaped as the node's, with the
+    node's other arguments (``training``, constants) kept."""
+    if _is_revived(layer):
+        return _traced(layer, where)
+    k = keras()
+    inputs = [k.Input(shape=t.shape[1:], dtype=t.dtype) for t in node.keras_inputs]
+    feed: dict[str, list[Any]] = {}
+    for i, x in zip(node.flat_input_ids, inputs, strict=True):
+        feed.setdefault(i, []).insert(0, x)  # map_arguments pops from the end
+    args, kwargs = node.map_arguments(feed)
+    try:
+        with _inlined(layer):
+            outputs = _plain_call(layer)(*args, **kwargs)
+        return k.Model(inputs[0] if len(inputs) == 1 else inputs, outputs, name=layer.name)
+    except Exception as exc:
+        raise ConversionError(
+            f"cannot trace the layer's call into layers: {type(exc).__name__}: {exc}", where
+        ) from exc
 
 
 def _traced(model: Any, where: str) -> Any:
