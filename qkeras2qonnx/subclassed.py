@@ -112,10 +112,10 @@ def _stand_in(layer: Any, node: Any, where: str) -> Any:
     """A Functional model computing what ``layer`` computes at ``node``: a revived SavedModel
     one's traced call, else its Python ``call`` on inputs shaped as the node's, with the
     node's other arguments (``training``, constants) kept."""
-    if _is_revived(layer):
-        return _traced(layer, where)
     k = keras()
     inputs = [k.Input(shape=t.shape[1:], dtype=t.dtype) for t in node.keras_inputs]
+    if _is_revived(layer):
+        return _traced(layer, where, inputs)
     feed: dict[str, list[Any]] = {}
     for i, x in zip(node.flat_input_ids, inputs, strict=True):
         feed.setdefault(i, []).insert(0, x)  # map_arguments pops from the end
@@ -130,10 +130,11 @@ def _stand_in(layer: Any, node: Any, where: str) -> Any:
         ) from exc
 
 
-def _traced(model: Any, where: str) -> Any:
-    """The Functional model of a subclassed one's call, checked against the model."""
+def _traced(model: Any, where: str, inputs: list[Any] | None = None) -> Any:
+    """The Functional model of a subclassed one's call (or a revived layer's), checked against
+    the model; ``inputs`` default to the shapes of the batch it was first called on."""
     k = keras()
-    inputs = _symbolic_inputs(model, where)
+    inputs = inputs or _symbolic_inputs(model, where)
     try:
         if _is_revived(model):
             outputs = _replay_trace(model, inputs, where)
@@ -179,7 +180,7 @@ def _is_container(value: Any) -> bool:
         return False
     if isinstance(value, k.Model):
         return _is_subclassed(value)
-    if type(value).__module__.split(".")[0] in _LIBRARIES:
+    if type(value).__module__.split(".")[0] in _LIBRARIES and not _is_revived(value):
         return False
     return any(True for _ in value._flatten_layers(include_self=False, recursive=False))
 
@@ -236,7 +237,9 @@ def _call_graph(model: Any, inputs: list[Any]) -> Any:
 def _replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
     """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call."""
     graph = _call_graph(model, inputs)
-    children = {layer.name: layer for layer in model.layers}
+    children = {
+        layer.name: layer for layer in model._flatten_layers(include_self=False, recursive=False)
+    }
     data = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
     data = [t for t in data if t.dtype != _resource()][: len(inputs)]
     source: dict[str, Any] = {t.name: ("input", i) for i, t in enumerate(data)}
