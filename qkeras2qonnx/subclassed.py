@@ -154,9 +154,11 @@ class _StandIns:
         filled = [next(fed) if k.backend.is_keras_tensor(x) else x for x in flat]
         args, kwargs = tf.nest.pack_sequence_as(structure, filled)
         try:
-            with _inlined(layer):
+            with _inlined(layer), _trained_weights_only(layer, where):
                 outputs = _plain_call(layer)(*args, **kwargs)
             return k.Model(inputs[0] if len(inputs) == 1 else inputs, outputs, name=layer.name)
+        except ConversionError:
+            raise
         except Exception as exc:
             raise ConversionError(
                 f"cannot trace the layer's call into layers: {type(exc).__name__}: {exc}", where
@@ -172,7 +174,7 @@ def _traced(model: Any, where: str, inputs: list[Any] | None = None) -> Any:
         if is_revived(model):
             outputs = replay_trace(model, inputs, where)
         else:
-            with _inlined(model):
+            with _inlined(model), _trained_weights_only(model, where):
                 outputs = model.call(inputs[0] if len(inputs) == 1 else inputs)
         rebuilt = k.Model(inputs, outputs, name=model.name)
     except ConversionError:
@@ -207,6 +209,28 @@ def _inlined(model: Any) -> Iterator[None]:
             object.__setattr__(owner, name, value)
 
 
+@contextmanager
+def _trained_weights_only(model: Any, where: str) -> Iterator[None]:
+    """Refuse a trace that created weights: a layer never built had none to convert (Keras 3
+    leaves the layers a subclassed model's ``build_from_config`` does not build empty when it
+    loads a .keras file, and fills them with fresh initial values on the first call)."""
+    unbuilt = [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if not layer.built and not any(True for _ in layer._flatten_layers(include_self=False))
+    ]
+    yield
+    fresh = [layer.name for layer in unbuilt if layer.weights]
+    if fresh:
+        raise ConversionError(
+            f"layer(s) {', '.join(fresh)} had no weights before the converter called the model "
+            "(never built, or not restored when the file was loaded: Keras 3 restores a "
+            "subclassed model only into the layers its build_from_config builds); the weights "
+            "would be fresh initial values, not the trained ones",
+            where,
+        )
+
+
 def _is_container(value: Any) -> bool:
     k = keras()
     if not isinstance(value, k.layers.Layer):
@@ -231,7 +255,19 @@ def _plain_call(layer: Any) -> Any:
 
 
 def _symbolic_inputs(model: Any, where: str) -> list[Any]:
+    """Inputs shaped as the batch tf_keras saw first, or as Keras 3's ``model.build`` was told
+    (Keras 3 records no input shape for a subclassed model it only called)."""
     spec = getattr(model, "_saved_model_inputs_spec", None)
+    built = (getattr(model, "_build_shapes_dict", None) or {}).get("input_shape")
+    if spec is None and built is not None:
+        shapes = built if isinstance(built[0], list | tuple) else [built]
+        return [keras().Input(shape=tuple(s[1:])) for s in shapes]
+    if spec is None and not hasattr(model, "_is_graph_network"):
+        raise ConversionError(
+            "Keras 3 records no input shape for a subclassed model it only called: call "
+            "model.build(input_shape) before converting (and saving)",
+            where,
+        )
     if spec is None:
         raise ConversionError(
             "a subclassed model that was never called has no input shape: call it once on a "
