@@ -33,7 +33,9 @@ from qonnx_ingest.errors import ConversionError
 
 _CHECK_SAMPLES = 4
 # Layers of these packages are converted by rule, never traced through.
-_LIBRARIES = frozenset({"keras", "tf_keras", "qkeras", "hgq", "tensorflow"})
+_LIBRARIES = frozenset(
+    {"keras", "tf_keras", "qkeras", "hgq", "tensorflow", "tensorflow_model_optimization"}
+)
 
 
 def as_functional(model: Any, where: str = "") -> Any:
