@@ -4,18 +4,18 @@
 code writes ``keras.Model`` subclasses. Their topology is recovered from the call itself:
 
 * in memory, the Python ``call`` runs on symbolic Keras inputs, which records every sublayer
-  call as a node of a new Functional model;
-  A subclassed model or a user-defined layer holding layers, called from that ``call``, is
-  traced through as well (``_inlined``): its own ``call`` runs in place of the layer call, so
-  its sublayers become nodes (Keras cannot clone a model holding a subclassed one);
-* loaded from a SavedModel, the Python ``call`` is gone and Keras revives a traced function.
-  Its ops carry the sublayers' name scopes (``net/conv/Conv2D``), so each op belongs to the
-  sublayer it was traced in; a tensor that one sublayer's ops produce and another's read is an
-  edge. The sublayers (revived from their configurations, QKeras quantizers included) are then
-  called on symbolic inputs in that order.
+  call as a node of a new Functional model. A subclassed model or a user-defined layer holding
+  layers, called from that ``call``, is traced through as well (``_inlined``): its own ``call``
+  runs in place of the layer call, so its sublayers become nodes;
+* loaded from a SavedModel, the Python ``call`` is gone: ``revived`` rebuilds it from the
+  traced function's name scopes;
+* a Functional or Sequential model calling such a layer directly (which Keras's cloning cannot
+  rebuild) is replayed node by node, the layer replaced by the Functional model of its call;
+* Keras 3 (qkeras-v3) likewise, given an input shape (``model.build``); a trace that would
+  create weights (a layer Keras never built or never restored) is refused by name.
 
-Either way the rebuilt model must compute exactly what the original computes on seeded inputs,
-or the conversion stops: a topology read wrongly is never converted.
+Every rebuilt model must compute exactly what the original computes on seeded inputs, or the
+conversion stops: a topology read wrongly is never converted.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from qkeras2qonnx.revived import is_revived, replay_trace
 from qonnx_ingest.errors import ConversionError
 
 _CHECK_SAMPLES = 4
-# Layers of these packages are converted by rule, never traced through.
+# Layers of these packages are converted by rule, never traced through (this package's own:
+# keras3_compat's loading fixes of qkeras-v3 classes).
 _LIBRARIES = frozenset(
     {"keras", "tf_keras", "qkeras", "hgq", "tensorflow", "tensorflow_model_optimization"}
+    | {"qkeras2qonnx"}
 )
 
 
