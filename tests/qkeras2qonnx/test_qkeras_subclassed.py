@@ -1,5 +1,6 @@
-"""Subclassed QKeras models (``keras.Model`` subclasses, in memory and as SavedModels) convert
-through their traced call, every quantizer in place, and equal QKeras's outputs."""
+"""Subclassed QKeras models (``keras.Model`` subclasses, in memory and as SavedModels), and
+Functional / Sequential models holding them or user-defined layers holding QKeras layers,
+convert through their traced calls, every quantizer in place, and equal QKeras's outputs."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def test_subclassed_model_and_custom_layer_nested_in_a_subclassed_model_match_qk
     assert len(quant_nodes(onnx_model)) == 5
 
 
-def _assert_exact(model, onnx_model, *, names: tuple[str, ...] = ()) -> None:
+def _assert_exact(model, onnx_model, *, names: tuple[str, ...]) -> None:
     """qonnx's executor, and onnxruntime on the standard-op and QCDQ forms, equal QKeras at
     batch 1 and 8; the Quant nodes are the ``names`` given (where the layers sit)."""
     from hgq2_support import onnxruntime_forms
