@@ -4,8 +4,9 @@
 and writes, per NAME: ``NAME.npz`` (seeded inputs ``x1 x8`` on a 1/16 grid, qkeras-v3's
 outputs ``y1 y8``, ``quantizers`` counted by hand) and ``NAME.onnx`` from
 ``qkeras2qonnx.convert``, or ``NAME.error.txt`` with the ConversionError it raised.
-``net.keras`` is the subclassed model saved; ``unbuilt.keras`` one whose class has no
-``build`` (built by ``model.build``), so Keras 3 reloads it with layers left empty.
+``net.keras`` is the subclassed model saved, converted with its class registered and (as
+``net_unregistered``) without; ``unbuilt.keras`` one whose class has no ``build`` (built by
+``model.build``), so Keras 3 reloads it with layers left empty.
 """
 
 from __future__ import annotations
@@ -109,6 +110,11 @@ def main(out: Path) -> None:
     write(out, "net", net, 4)
     net.save(out / "net.keras")
     write(out, "net_file", net, 4, source=out / "net.keras")
+    registry = keras.saving.get_custom_objects()
+    ours = {n: registry.pop(n) for n in list(registry) if n.startswith("qkeras2qonnx_tests>")}
+    # as in a process that never imported the classes (the command line): refused
+    write(out, "net_unregistered", net, 4, source=out / "net.keras")
+    registry.update(ours)
 
     inp = keras.Input(INPUT, name="x")
     block, dense = Block(name="block"), DenseBlock(name="dense")
