@@ -264,3 +264,14 @@ def test_saved_custom_layer_without_its_python_code_is_refused_naming_it(tmp_pat
     model.save(tmp_path / "scaled")
     with pytest.raises(ConversionError, match=r"half.*unsupported custom layer class Scale"):
         qkeras2qonnx.convert(tmp_path / "scaled")
+
+
+def test_subclassed_block_called_twice_in_a_functional_model_is_refused_naming_its_layer(nested):
+    """Shared weights: its layers would be called more than once, which no layer may be."""
+    import qkeras2qonnx
+
+    k = keras()
+    a, b = k.Input(INPUT, name="a"), k.Input(INPUT, name="b")
+    shared = k.Model([a, b], k.layers.Add()([nested.block(a), nested.block(b)]), name="shared")
+    with pytest.raises(ConversionError, match="block/conv: .*called more than once"):
+        qkeras2qonnx.convert(shared)
