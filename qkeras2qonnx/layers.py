@@ -52,7 +52,9 @@ def rule_for_layer(layer: Any, where: str) -> LayerRule:
     if is_qkeras_object(layer):
         supported = ", ".join(sorted(LAYERS))
         raise ConversionError(f"unsupported QKeras layer {name} (supported: {supported})", where)
-    if type(layer).__module__.split(".")[0] in ("tf_keras", "keras"):
+    module = type(layer).__module__
+    # a class revived from a SavedModel without its Python code is a custom one, not Keras's
+    if module.split(".")[0] in ("tf_keras", "keras") and ".saved_model.load" not in module:
         return _plain
     raise ConversionError(
         f"unsupported custom layer class {name} from {type(layer).__module__}", where

@@ -4,18 +4,18 @@
 code writes ``keras.Model`` subclasses. Their topology is recovered from the call itself:
 
 * in memory, the Python ``call`` runs on symbolic Keras inputs, which records every sublayer
-  call as a node of a new Functional model;
-  A subclassed model or a user-defined layer holding layers, called from that ``call``, is
-  traced through as well (``_inlined``): its own ``call`` runs in place of the layer call, so
-  its sublayers become nodes (Keras cannot clone a model holding a subclassed one);
-* loaded from a SavedModel, the Python ``call`` is gone and Keras revives a traced function.
-  Its ops carry the sublayers' name scopes (``net/conv/Conv2D``), so each op belongs to the
-  sublayer it was traced in; a tensor that one sublayer's ops produce and another's read is an
-  edge. The sublayers (revived from their configurations, QKeras quantizers included) are then
-  called on symbolic inputs in that order.
+  call as a node of a new Functional model. A subclassed model or a user-defined layer holding
+  layers, called from that ``call``, is traced through as well (``_inlined``): its own ``call``
+  runs in place of the layer call, so its sublayers become nodes;
+* loaded from a SavedModel, the Python ``call`` is gone: ``revived`` rebuilds it from the
+  traced function's name scopes;
+* a Functional or Sequential model calling such a layer directly (which Keras's cloning cannot
+  rebuild) is replayed node by node, the layer replaced by the Functional model of its call;
+* Keras 3 (qkeras-v3) likewise, given an input shape (``model.build``); a trace that would
+  create weights (a layer Keras never built or never restored) is refused by name.
 
-Either way the rebuilt model must compute exactly what the original computes on seeded inputs,
-or the conversion stops: a topology read wrongly is never converted.
+Every rebuilt model must compute exactly what the original computes on seeded inputs, or the
+conversion stops: a topology read wrongly is never converted.
 """
 
 from __future__ import annotations
@@ -28,57 +28,157 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.backend import keras
+from qkeras2qonnx.revived import is_revived, replay_trace
 from qonnx_ingest.errors import ConversionError
 
-_PASS_THROUGH = frozenset({"Identity", "IdentityN", "NoOp", "Const"})
-_CALLS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
-_SKIPPED = frozenset({"Placeholder", *_PASS_THROUGH})
 _CHECK_SAMPLES = 4
-# Layers of these packages are converted by rule, never traced through.
-_LIBRARIES = frozenset({"keras", "tf_keras", "qkeras", "hgq", "tensorflow"})
+# Layers of these packages are converted by rule, never traced through (this package's own:
+# keras3_compat's loading fixes of qkeras-v3 classes).
+_LIBRARIES = frozenset(
+    {"keras", "tf_keras", "qkeras", "hgq", "tensorflow", "tensorflow_model_optimization"}
+    | {"qkeras2qonnx"}
+)
 
 
 def as_functional(model: Any, where: str = "") -> Any:
-    """``model`` itself when Keras can clone it, else the Functional model it computes; a
-    subclassed model nested inside (which Keras's cloning cannot rebuild) is refused by name."""
+    """``model`` itself when Keras can clone it, else the Functional model it computes.
+
+    Keras's cloning cannot rebuild a subclassed model or a user-defined layer holding layers
+    (it loops forever on the former): a Functional or Sequential model calling one directly is
+    replayed node by node with that layer replaced by the Functional model of its call."""
     where = where or model.name
     if _is_subclassed(model):
         model = _traced(model, where)
-    nested = next(_nested_subclassed(model), None)
-    if nested is not None:
-        raise ConversionError(
-            f"subclassed model '{nested}' nested inside another model: Keras cannot clone the "
-            "outer one; call its layers from the outer model's call, or convert it on its own",
-            where,
-        )
+    if any(_is_container(layer) for layer in getattr(model, "layers", [])):
+        model = _replayed(model, where)
     return model
 
 
 def _is_subclassed(model: Any) -> bool:
-    return not isinstance(model, keras().Sequential) and not getattr(
-        model, "_is_graph_network", True
-    )
-
-
-def _nested_subclassed(model: Any):
-    """Names of subclassed models anywhere inside a Functional or Sequential ``model``."""
-    for layer in getattr(model, "layers", []):
-        if isinstance(layer, keras().Model):
-            if _is_subclassed(layer):
-                yield layer.name
-            else:
-                yield from _nested_subclassed(layer)
-
-
-def _traced(model: Any, where: str) -> Any:
-    """The Functional model of a subclassed one's call, checked against the model."""
     k = keras()
-    inputs = _symbolic_inputs(model, where)
+    if isinstance(model, k.Sequential) or not isinstance(model, k.Model):
+        return False
+    graph = getattr(model, "_is_graph_network", None)  # tf_keras
+    if graph is not None:
+        return not graph
+    from keras.src.models.functional import Functional  # Keras 3 has no public name for it
+
+    return not isinstance(model, Functional)
+
+
+def _replayed(model: Any, where: str) -> Any:
+    """The nodes of ``model`` called again on new inputs, in its order and wiring, a container
+    layer's node calling that layer's stand-in (``_StandIns``); checked against ``model``."""
+    k = keras()
+    graph = getattr(model, "_functional", model)  # a Keras 3 Sequential holds a Functional
+    if not hasattr(graph, "_nodes_by_depth") or not getattr(graph, "inputs", None):
+        raise ConversionError(
+            "a Sequential model holding a subclassed model or custom layer must know its input "
+            "shape (an Input first, or build it) to be rebuilt",
+            where,
+        )
+    names = getattr(graph, "input_names", None) or [t.name for t in graph.inputs]
+    inputs = [
+        k.Input(shape=t.shape[1:], dtype=t.dtype, name=name)
+        for t, name in zip(graph.inputs, names, strict=True)
+    ]
+    stand_ins = _StandIns(where)
     try:
-        if _is_revived(model):
-            outputs = _replay_trace(model, inputs, where)
+        if hasattr(graph, "_run_through_graph"):  # Keras 3 takes a replacement per operation
+            outputs = graph._run_through_graph(inputs, operation_fn=stand_ins.for_layer)
         else:
-            with _inlined(model):
+            outputs = _run_nodes(graph, inputs, stand_ins.for_layer)
+        outputs = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
+        rebuilt = k.Model(inputs, outputs[0] if len(outputs) == 1 else outputs, name=model.name)
+    except ConversionError:
+        raise
+    except Exception as exc:
+        raise ConversionError(
+            f"cannot rebuild the model around its subclassed or custom layers: "
+            f"{type(exc).__name__}: {exc}",
+            where,
+        ) from exc
+    _check_same(model, rebuilt, where)
+    return rebuilt
+
+
+def _run_nodes(model: Any, inputs: list[Any], layer_for: Any) -> list[Any]:
+    """tf_keras's Functional graph run on ``inputs``, each node calling ``layer_for(layer)``
+    (as Keras 3's ``_run_through_graph`` does with its ``operation_fn``)."""
+    import tensorflow as tf
+
+    counts = model._tensor_usage_count
+    tensors = {
+        str(id(x)): [y] * counts[str(id(x))] for x, y in zip(model.inputs, inputs, strict=True)
+    }
+    for depth in sorted(model._nodes_by_depth, reverse=True):
+        for node in model._nodes_by_depth[depth]:
+            if node.is_input or any(i not in tensors for i in node.flat_input_ids):
+                continue
+            args, kwargs = node.map_arguments(tensors)
+            outputs = layer_for(node.layer)(*args, **kwargs)
+            for i, y in zip(node.flat_output_ids, tf.nest.flatten(outputs), strict=True):
+                tensors[i] = [y] * counts[i]
+    return [tensors[str(id(x))].pop() for x in model.outputs]
+
+
+class _StandIns:
+    """Each container layer's stand-in: a Functional model (named as the layer, so its layers
+    keep their place in the paths) of a revived layer's traced call, or of its Python ``call``
+    on inputs shaped as at its first node, with that node's other arguments kept."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.models: dict[int, Any] = {}
+
+    def for_layer(self, layer: Any) -> Any:
+        if not _is_container(layer):
+            return layer
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import tensorflow as tf
+
+            flat = tf.nest.flatten((args, kwargs))
+            tensors = [x for x in flat if keras().backend.is_keras_tensor(x)]
+            if id(layer) not in self.models:
+                self.models[id(layer)] = self._model(layer, flat, tensors, (args, kwargs))
+            return self.models[id(layer)](tensors[0] if len(tensors) == 1 else tensors)
+
+        return call
+
+    def _model(self, layer: Any, flat: list, tensors: list, structure: Any) -> Any:
+        k = keras()
+        where = f"{self.where}/{layer.name}"
+        inputs = [k.Input(shape=t.shape[1:], dtype=t.dtype) for t in tensors]
+        if is_revived(layer):
+            return _traced(layer, where, inputs)
+        import tensorflow as tf
+
+        fed = iter(inputs)
+        filled = [next(fed) if k.backend.is_keras_tensor(x) else x for x in flat]
+        args, kwargs = tf.nest.pack_sequence_as(structure, filled)
+        try:
+            with _inlined(layer), _trained_weights_only(layer, where):
+                outputs = _plain_call(layer)(*args, **kwargs)
+            return k.Model(inputs[0] if len(inputs) == 1 else inputs, outputs, name=layer.name)
+        except ConversionError:
+            raise
+        except Exception as exc:
+            raise ConversionError(
+                f"cannot trace the layer's call into layers: {type(exc).__name__}: {exc}", where
+            ) from exc
+
+
+def _traced(model: Any, where: str, inputs: list[Any] | None = None) -> Any:
+    """The Functional model of a subclassed one's call (or a revived layer's), checked against
+    the model; ``inputs`` default to the shapes of the batch it was first called on."""
+    k = keras()
+    inputs = inputs or _symbolic_inputs(model, where)
+    try:
+        if is_revived(model):
+            outputs = replay_trace(model, inputs, where)
+        else:
+            with _inlined(model), _trained_weights_only(model, where):
                 outputs = model.call(inputs[0] if len(inputs) == 1 else inputs)
         rebuilt = k.Model(inputs, outputs, name=model.name)
     except ConversionError:
@@ -113,13 +213,35 @@ def _inlined(model: Any) -> Iterator[None]:
             object.__setattr__(owner, name, value)
 
 
+@contextmanager
+def _trained_weights_only(model: Any, where: str) -> Iterator[None]:
+    """Refuse a trace that created weights: a layer never built had none to convert (Keras 3
+    leaves the layers a subclassed model's ``build_from_config`` does not build empty when it
+    loads a .keras file, and fills them with fresh initial values on the first call)."""
+    unbuilt = [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if not layer.built and not any(True for _ in layer._flatten_layers(include_self=False))
+    ]
+    yield
+    fresh = [layer.name for layer in unbuilt if layer.weights]
+    if fresh:
+        raise ConversionError(
+            f"layer(s) {', '.join(fresh)} had no weights before the converter called the model "
+            "(never built, or not restored when the file was loaded: Keras 3 restores a "
+            "subclassed model only into the layers its build_from_config builds); the weights "
+            "would be fresh initial values, not the trained ones",
+            where,
+        )
+
+
 def _is_container(value: Any) -> bool:
     k = keras()
     if not isinstance(value, k.layers.Layer):
         return False
     if isinstance(value, k.Model):
         return _is_subclassed(value)
-    if type(value).__module__.split(".")[0] in _LIBRARIES:
+    if type(value).__module__.split(".")[0] in _LIBRARIES and not is_revived(value):
         return False
     return any(True for _ in value._flatten_layers(include_self=False, recursive=False))
 
@@ -136,13 +258,20 @@ def _plain_call(layer: Any) -> Any:
     return call
 
 
-def _is_revived(model: Any) -> bool:
-    """Loaded from a SavedModel without its Python class: the call is a traced function."""
-    return ".saved_model.load" in type(model).__module__
-
-
 def _symbolic_inputs(model: Any, where: str) -> list[Any]:
+    """Inputs shaped as the batch tf_keras saw first, or as Keras 3's ``model.build`` was told
+    (Keras 3 records no input shape for a subclassed model it only called)."""
     spec = getattr(model, "_saved_model_inputs_spec", None)
+    built = (getattr(model, "_build_shapes_dict", None) or {}).get("input_shape")
+    if spec is None and built is not None:
+        shapes = built if isinstance(built[0], list | tuple) else [built]
+        return [keras().Input(shape=tuple(s[1:])) for s in shapes]
+    if spec is None and not hasattr(model, "_is_graph_network"):
+        raise ConversionError(
+            "Keras 3 records no input shape for a subclassed model it only called: call "
+            "model.build(input_shape) before converting (and saving)",
+            where,
+        )
     if spec is None:
         raise ConversionError(
             "a subclassed model that was never called has no input shape: call it once on a "
@@ -155,94 +284,6 @@ def _symbolic_inputs(model: Any, where: str) -> list[Any]:
             f"subclassed model inputs {spec!r}: only tensors are supported", where
         )
     return [keras().Input(shape=s.shape[1:], dtype=s.dtype, name=s.name) for s in specs]
-
-
-def _call_graph(model: Any, inputs: list[Any]) -> Any:
-    """The graph of the revived call, descending through the wrapping function calls."""
-    import tensorflow as tf
-
-    specs = [tf.TensorSpec(i.shape, i.dtype) for i in inputs]
-    fn = tf.function(lambda *xs: model(xs[0] if len(xs) == 1 else list(xs), training=False))
-    graph = fn.get_concrete_function(*specs).graph
-    while True:
-        ops = [
-            op for op in graph.get_operations() if op.type not in {"Placeholder", *_PASS_THROUGH}
-        ]
-        if len(ops) != 1 or ops[0].type not in _CALLS:
-            return graph
-        graph = graph._get_function(ops[0].get_attr("f").name).graph
-
-
-def _replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
-    """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call."""
-    graph = _call_graph(model, inputs)
-    children = {layer.name: layer for layer in model.layers}
-    data = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
-    data = [t for t in data if t.dtype != _resource()][: len(inputs)]
-    source: dict[str, Any] = {t.name: ("input", i) for i, t in enumerate(data)}
-    order: list[str] = []
-    reads: dict[str, list[str]] = {}  # sublayer -> tensors of other owners it reads, in order
-    for op in graph.get_operations():
-        owner = _owner(op.name, model.name, children)
-        if owner is None:
-            if op.type in _PASS_THROUGH and op.inputs and op.inputs[0].name in source:
-                source[op.outputs[0].name] = source[op.inputs[0].name]
-            elif op.type not in _SKIPPED:
-                raise ConversionError(
-                    f"op '{op.name}' ({op.type}) in the subclassed model's own call, between its "
-                    "layers: only calls of its layers can be rebuilt",
-                    where,
-                )
-            continue
-        if owner not in reads:
-            order.append(owner)
-            reads[owner] = []
-        for t in op.inputs:
-            origin = source.get(t.name)
-            if origin is not None and origin != ("layer", owner) and t.name not in reads[owner]:
-                reads[owner].append(t.name)
-        for t in op.outputs:
-            source[t.name] = ("layer", owner)
-    called: dict[str, Any] = {}  # sublayer -> its symbolic output
-    handed_on: dict[str, str] = {}  # sublayer -> the one tensor of it that others read
-    for owner in order:
-        args = []
-        for name in reads[owner]:
-            kind, who = source[name]
-            if kind == "input":
-                args.append(inputs[who])
-                continue
-            if handed_on.setdefault(who, name) != name:
-                raise ConversionError(
-                    f"layer '{who}' hands on more than one tensor: cannot rebuild its call", where
-                )
-            args.append(called[who])
-        if not args:
-            raise ConversionError(f"layer '{owner}' reads no input in the traced call", where)
-        called[owner] = children[owner](args[0] if len(args) == 1 else args)
-    results = []
-    for t in graph.outputs:
-        origin = source.get(t.name)
-        if origin is None or origin[0] != "layer":
-            raise ConversionError(f"output '{t.name}' does not come from a layer", where)
-        results.append(called[origin[1]])
-    return results[0] if len(results) == 1 else results
-
-
-def _owner(op_name: str, model_name: str, children: dict[str, Any]) -> str | None:
-    """The sublayer whose name scope holds the op (scopes may start with the model's name)."""
-    parts = op_name.split("/")
-    if parts[0] == model_name and len(parts) > 2:
-        parts = parts[1:]
-    if len(parts) > 1 and parts[0] in children:
-        return parts[0]
-    return None
-
-
-def _resource() -> Any:
-    import tensorflow as tf
-
-    return tf.resource
 
 
 def _check_same(model: Any, rebuilt: Any, where: str) -> None:

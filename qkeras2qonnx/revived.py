@@ -1,0 +1,113 @@
+"""Subclassed models revived from a SavedModel without their Python class, rebuilt from the
+traced function Keras revives in place of their ``call``.
+
+Its ops carry the sublayers' name scopes (``net/conv/Conv2D``), so each op belongs to the
+sublayer it was traced in; a tensor that one sublayer's ops produce and another's read is an
+edge. The sublayers (revived from their configurations, QKeras quantizers included) are then
+called on symbolic inputs in that order. A raw op between them has no layer to call: refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qonnx_ingest.errors import ConversionError
+
+_PASS_THROUGH = frozenset({"Identity", "IdentityN", "NoOp", "Const"})
+_CALLS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
+_SKIPPED = frozenset({"Placeholder", *_PASS_THROUGH})
+
+
+def is_revived(model: Any) -> bool:
+    """Loaded from a SavedModel without its Python class: the call is a traced function."""
+    return ".saved_model.load" in type(model).__module__
+
+
+def _call_graph(model: Any, inputs: list[Any]) -> Any:
+    """The graph of the revived call, descending through the wrapping function calls."""
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec(i.shape, i.dtype) for i in inputs]
+    fn = tf.function(lambda *xs: model(xs[0] if len(xs) == 1 else list(xs), training=False))
+    graph = fn.get_concrete_function(*specs).graph
+    while True:
+        ops = [
+            op for op in graph.get_operations() if op.type not in {"Placeholder", *_PASS_THROUGH}
+        ]
+        if len(ops) != 1 or ops[0].type not in _CALLS:
+            return graph
+        graph = graph._get_function(ops[0].get_attr("f").name).graph
+
+
+def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
+    """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call."""
+    graph = _call_graph(model, inputs)
+    children = {
+        layer.name: layer for layer in model._flatten_layers(include_self=False, recursive=False)
+    }
+    data = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
+    data = [t for t in data if t.dtype != _resource()][: len(inputs)]
+    source: dict[str, Any] = {t.name: ("input", i) for i, t in enumerate(data)}
+    order: list[str] = []
+    reads: dict[str, list[str]] = {}  # sublayer -> tensors of other owners it reads, in order
+    for op in graph.get_operations():
+        owner = _owner(op.name, model.name, children)
+        if owner is None:
+            if op.type in _PASS_THROUGH and op.inputs and op.inputs[0].name in source:
+                source[op.outputs[0].name] = source[op.inputs[0].name]
+            elif op.type not in _SKIPPED:
+                raise ConversionError(
+                    f"op '{op.name}' ({op.type}) in the subclassed model's own call, between its "
+                    "layers: only calls of its layers can be rebuilt",
+                    where,
+                )
+            continue
+        if owner not in reads:
+            order.append(owner)
+            reads[owner] = []
+        for t in op.inputs:
+            origin = source.get(t.name)
+            if origin is not None and origin != ("layer", owner) and t.name not in reads[owner]:
+                reads[owner].append(t.name)
+        for t in op.outputs:
+            source[t.name] = ("layer", owner)
+    called: dict[str, Any] = {}  # sublayer -> its symbolic output
+    handed_on: dict[str, str] = {}  # sublayer -> the one tensor of it that others read
+    for owner in order:
+        args = []
+        for name in reads[owner]:
+            kind, who = source[name]
+            if kind == "input":
+                args.append(inputs[who])
+                continue
+            if handed_on.setdefault(who, name) != name:
+                raise ConversionError(
+                    f"layer '{who}' hands on more than one tensor: cannot rebuild its call", where
+                )
+            args.append(called[who])
+        if not args:
+            raise ConversionError(f"layer '{owner}' reads no input in the traced call", where)
+        called[owner] = children[owner](args[0] if len(args) == 1 else args)
+    results = []
+    for t in graph.outputs:
+        origin = source.get(t.name)
+        if origin is None or origin[0] != "layer":
+            raise ConversionError(f"output '{t.name}' does not come from a layer", where)
+        results.append(called[origin[1]])
+    return results[0] if len(results) == 1 else results
+
+
+def _owner(op_name: str, model_name: str, children: dict[str, Any]) -> str | None:
+    """The sublayer whose name scope holds the op (scopes may start with the model's name)."""
+    parts = op_name.split("/")
+    if parts[0] == model_name and len(parts) > 2:
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] in children:
+        return parts[0]
+    return None
+
+
+def _resource() -> Any:
+    import tensorflow as tf
+
+    return tf.resource
