@@ -54,11 +54,17 @@ _sigmoid, _tanh = _unary("Sigmoid"), _unary("Tanh")
 
 def logistic(b: GraphBuilder, op: Operator) -> None:
     """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``)."""
+    from tflite2qonnx.ops.arith import float_kernels
+    if b.tensor(op.inputs[0]).dtype == "float32":
+        return b.set_output(op.outputs[0], float_kernels.logistic(b, b.input(op.inputs[0])))
     return _sigmoid(b, op)
 
 
 def tanh(b: GraphBuilder, op: Operator) -> None:
     """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``)."""
+    from tflite2qonnx.ops.arith import float_kernels
+    if b.tensor(op.inputs[0]).dtype == "float32":
+        return b.set_output(op.outputs[0], float_kernels.tanh(b, b.input(op.inputs[0])))
     return _tanh(b, op)
 
 
