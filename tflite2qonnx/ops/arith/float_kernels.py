@@ -1,5 +1,5 @@
-"""TFLite's reference float LOGISTIC and TANH to the last bit (nearly), for graphs whose float
-values are quantized again on the fly.
+"""TFLite's reference float LOGISTIC and TANH to the last bit (nearly), in models whose float
+values are quantized again on the fly (``quantizes_on_the_fly``).
 
 ONNX Sigmoid / Tanh (onnxruntime's MLAS approximations) differ from the builtin kernels by
 several ulps on half the values; harmless on their own, but a dynamic-range (hybrid) kernel
@@ -21,15 +21,36 @@ ops: 47% and 63%, several ulps.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from onnx import TensorProto
 
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Subgraph
 
 _LOGISTIC_UPPER = 16.619047164916992188  # the reference kernel's cutoffs
 _LOGISTIC_LOWER = -9.0
 _TANH_ONE = 22.0  # |x| from which glibc's tanhf returns +-1
 _SERIES = 2.0**-14  # |d| below which expm1(d) is d + d^2/2 + d^3/6 (exp(d) - 1 cancels)
+
+
+def quantizes_on_the_fly(b: GraphBuilder) -> bool:
+    """Whether a subgraph of ``b``'s model holds a hybrid (dynamic-range) kernel: float input,
+    constant int8 weights. Elsewhere onnxruntime's Sigmoid / Tanh stay: an ulp there stays an
+    ulp (one op instead of a dozen)."""
+    return any(_holds_hybrid(sg) for sg in b.subgraphs or (b.subgraph,))
+
+
+@functools.lru_cache(maxsize=64)
+def _holds_hybrid(sg: Subgraph) -> bool:
+    for op in sg.operators:
+        operands = [sg.tensors[i] if 0 <= i < len(sg.tensors) else None for i in op.inputs[:2]]
+        if len(operands) == 2 and None not in operands:
+            x, w = operands
+            if x.dtype == "float32" and w.dtype == "int8" and w.data is not None:
+                return True
+    return False
 
 
 def _f32(b: GraphBuilder, value: float, hint: str) -> str:
