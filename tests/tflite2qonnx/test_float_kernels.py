@@ -113,8 +113,8 @@ def test_expm1f_equals_glibc_on_every_branch() -> None:
 
     libm = _libm_expm1f()
     rng = np.random.default_rng(1)
-    x = np.concatenate([rng.uniform(-60, 60, 4000), rng.uniform(-2, 2, 4000),
-                        rng.normal(0, 1e-4, 500), rng.normal(0, 1e-8, 100)]).astype(np.float32)  # fmt: skip
+    parts = [rng.uniform(-60, 60, 4000), rng.uniform(-2, 2, 4000), rng.normal(0, 1e-4, 500)]
+    x = np.concatenate([*parts, rng.normal(0, 1e-8, 100)]).astype(np.float32)
     b = _Builder()
     y = expm1f(b, "x")
     io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [len(x)]) for n in ("x", y)]

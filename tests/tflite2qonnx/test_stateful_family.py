@@ -146,8 +146,8 @@ def test_keras_stateful_dynamic_range_while_layers_stream_16_calls_within_1e_6(t
     (``float_kernels``)."""
     data = tf_built["keras_dynamic"]
     bodies = read_model(data).subgraphs[1:]
-    hybrid = [op for sg in bodies for op in sg.operators
-              if op.name == "FULLY_CONNECTED" and sg.tensors[op.inputs[1]].dtype == "int8"]  # fmt: skip
+    ops = [(sg, op) for sg in bodies for op in sg.operators if op.name == "FULLY_CONNECTED"]
+    hybrid = [op for sg, op in ops if sg.tensors[op.inputs[1]].dtype == "int8"]
     assert len(hybrid) == 6
     model, rows = stream(data, calls=16)
     assert {r["tensor"] for r in read_pairs(model)} == KERAS_VARIABLES
