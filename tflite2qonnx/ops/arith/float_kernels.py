@@ -39,7 +39,7 @@ _TANH_ONE = 22.0  # |x| from which glibc's tanhf returns +-1
 def quantizes_on_the_fly(b: GraphBuilder) -> bool:
     """Whether a subgraph of ``b``'s model holds a hybrid (dynamic-range) kernel: float input,
     constant int8 weights. Elsewhere onnxruntime's Sigmoid / Tanh stay: an ulp there stays an
-    ulp (one op instead of a dozen)."""
+    ulp (one node instead of 13 for LOGISTIC, 111 for TANH)."""
     return any(_holds_hybrid(sg) for sg in b.subgraphs or (b.subgraph,))
 
 
