@@ -38,3 +38,17 @@ def hybrid_depthwise(seed: int = 0) -> bytes:
     x = tf.keras.Input(batch_size=2, shape=(7, 7, 45))
     conv = tf.keras.layers.DepthwiseConv2D(5, padding="same", bias_initializer="random_uniform")
     return _convert(tf, tf.keras.Model(x, conv(x)))
+
+
+def hybrid_convs_with_float_activations(seed: int = 5) -> bytes:
+    """Conv2D(32, 3) -> TANH -> DepthwiseConv2D(3) -> LOGISTIC -> Conv2D(32, 3) -> TANH on
+    [1, 12, 12, 8]: float activations between hybrid convolutions, whose input quantizers
+    round what the activations computed."""
+    tf = _tf()
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(seed)
+    x = tf.keras.Input(batch_size=1, shape=(12, 12, 8))
+    h = layers.Conv2D(32, 3, activation="tanh")(x)
+    h = layers.DepthwiseConv2D(3, activation="sigmoid")(h)
+    y = layers.Activation("tanh")(layers.Conv2D(32, 3)(h))
+    return _convert(tf, tf.keras.Model(x, y))

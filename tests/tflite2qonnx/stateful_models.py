@@ -43,6 +43,24 @@ def keras_stateful(quantized: bool = False, seed: int = 3) -> bytes:
     return converter.convert()
 
 
+def keras_stateful_dynamic(seed: int = 3) -> bytes:
+    """Dynamic-range (Optimize.DEFAULT, no representative data): x [1, 4, 40] -> stateful
+    GRU(32), SimpleRNN(32) and LSTM(64) with return_sequences, Keras' default initializers,
+    each a WHILE whose body holds hybrid FULLY_CONNECTEDs (int8 weights, per-channel, inputs
+    quantized on the fly, asymmetric). Seed 3: converted with onnxruntime's Sigmoid / Tanh the
+    LSTM drifted to 1.4e-4 within 16 calls (an ulp moved a row's int8 value a step)."""
+    tf = _tf()
+    layers = tf.keras.layers
+    tf.keras.backend.clear_session()
+    tf.keras.utils.set_random_seed(seed)
+    x = tf.keras.Input((4, 40), batch_size=1, name="x")
+    kw = {"stateful": True, "return_sequences": True}
+    outs = [layers.GRU(32, **kw)(x), layers.SimpleRNN(32, **kw)(x), layers.LSTM(64, **kw)(x)]
+    converter = tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(x, outs))
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    return converter.convert()
+
+
 def streaming_conv() -> bytes:
     """A streaming Conv2D as kws_streaming-style models write one: x [1, 1, 1, 3] (one frame)
     joins a float32 buffer variable [1, 2, 1, 3] of the last two frames, a 3x1 VALID

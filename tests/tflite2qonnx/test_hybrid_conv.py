@@ -32,6 +32,7 @@ def models() -> dict[str, bytes]:
             "conv_per_channel": ("hybrid_conv", {}),
             "conv_per_tensor": ("hybrid_conv", {"per_channel": False}),
             "depthwise": ("hybrid_depthwise", {}),
+            "activations": ("hybrid_convs_with_float_activations", {}),
         },
         module="hybrid_conv_models",
     )
@@ -80,6 +81,15 @@ def test_hybrid_conv_equals_the_reference_kernel_bit_for_bit(models, name):
     """Per-channel CONV_2D (asymmetric inputs, (acc * channel scale) * factor), per-tensor
     CONV_2D (symmetric inputs) and DEPTHWISE_CONV_2D (acc * (channel scale * factor))."""
     assert _compare(models[name], tflite2qonnx.convert(models[name]), inputs=4) == 0
+
+
+@pytest.mark.keras
+def test_float_tanh_and_logistic_between_hybrid_convs_keep_the_model_bit_for_bit(models):
+    """The activations compute the reference kernels' float arithmetic (``float_kernels``):
+    the next conv's input quantizer sees the interpreter's values (with ONNX Tanh / Sigmoid
+    the output was 2.3e-4 off: an ulp had moved a quantized input a step)."""
+    data = models["activations"]
+    assert _compare(data, tflite2qonnx.convert(data), inputs=4) == 0
 
 
 @pytest.mark.keras

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.arith import float_kernels
 from tflite2qonnx.ops.common import clip_bounds
 
 
@@ -50,12 +51,18 @@ _sigmoid, _tanh = _unary("Sigmoid"), _unary("Tanh")
 
 
 def logistic(b: GraphBuilder, op: Operator) -> None:
-    """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``)."""
+    """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``);
+    float in a model that quantizes on the fly: the reference kernel's (``float_kernels``)."""
+    if b.tensor(op.inputs[0]).dtype == "float32" and float_kernels.quantizes_on_the_fly(b):
+        return b.set_output(op.outputs[0], float_kernels.logistic(b, b.input(op.inputs[0])))
     return _sigmoid(b, op)
 
 
 def tanh(b: GraphBuilder, op: Operator) -> None:
-    """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``)."""
+    """int16: the kernel's sigmoid table, by default too (its record's ``int16_kernel``);
+    float in a model that quantizes on the fly: the reference kernel's (``float_kernels``)."""
+    if b.tensor(op.inputs[0]).dtype == "float32" and float_kernels.quantizes_on_the_fly(b):
+        return b.set_output(op.outputs[0], float_kernels.tanh(b, b.input(op.inputs[0])))
     return _tanh(b, op)
 
 
