@@ -33,7 +33,7 @@ from layout.graph import GraphIndex, constants_to_initializers
 from layout.op_table import OP_CLASSES, Kind
 from layout.orders import channels_first
 from qonnx_ingest.errors import ConversionError, InputError
-from qonnx_ingest.finish import finish_model
+from qonnx_ingest.finish import finish_model, sort_nodes
 from qonnx_ingest.passes import PassResult, run_passes
 
 CHANNELS_LAST_DOMAIN = "qonnx.custom_op.channels_last"
@@ -58,7 +58,8 @@ def finish_channels_last(
     if layouts:
         raise InputError("explicit layouts do not apply to channels-last output (all NHWC)")
     finish = partial(finish_model, opset=opset, metadata=metadata)
-    return run_passes([wrap_implicit, finish, fuse_channels_last], model)[0]
+    # a Conv weight computed by other nodes gets its OHWI Transpose last: sort
+    return run_passes([wrap_implicit, finish, fuse_channels_last, sort_nodes], model)[0]
 
 
 def wrap_implicit(model: onnx.ModelProto) -> PassResult:

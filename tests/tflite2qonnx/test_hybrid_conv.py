@@ -93,6 +93,18 @@ def test_float_tanh_and_logistic_between_hybrid_convs_keep_the_model_bit_for_bit
 
 
 @pytest.mark.keras
+def test_hybrid_conv_channels_last_is_sorted_and_equals_the_reference_kernel(models):
+    """The hybrid filter is computed by nodes, so the channels-last Conv reads it through an
+    OHWI Transpose that must precede it (it once came last: onnx.checker and qonnx's executor
+    refused the file, --verify crashed)."""
+    data = models["conv_per_channel"]
+    model = tflite2qonnx.convert(data, channels_last=True)
+    onnx.checker.check_model(model)
+    assert any(n.domain == "qonnx.custom_op.channels_last" for n in model.graph.node)
+    assert _compare(data, model, inputs=2) == 0
+
+
+@pytest.mark.keras
 def test_hybrid_conv_is_not_the_float_conv_on_dequantized_filters(models):
     """XNNPACK computes in float on the dequantized filters: it differs from the reference
     kernel the converted graph follows (what makes the equality above a real check)."""
