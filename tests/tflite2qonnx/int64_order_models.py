@@ -72,3 +72,23 @@ def floor_div_model() -> bytes:
     tensors = [_i64("x", (16,)), _i64("y", (16,)), _i64("q", (16,))]
     ops = [{"op": "FLOOR_DIV", "inputs": [0, 1], "outputs": [2]}]
     return build_model(tensors, ops, [0, 1], [2])
+
+
+SEGMENT_IDS = np.int32([0, 1, 2, 0, 1, 2, 0, 1])
+
+
+def segment_extremes_model() -> bytes:
+    """UNSORTED_SEGMENT_MAX / _MIN of int64 data [8] into 3 segments (LiteRT's kernel takes
+    int32 and float32 data only; a per-segment numpy max / min is the reference)."""
+    tensors = [
+        _i64("data", (8,)),
+        {"name": "ids", "shape": (8,), "dtype": "int32", "data": SEGMENT_IDS},
+        {"name": "n", "shape": (), "dtype": "int32", "data": np.int32(3)},
+        _i64("segment_max", (3,)),
+        _i64("segment_min", (3,)),
+    ]
+    ops = [
+        {"op": "UNSORTED_SEGMENT_MAX", "inputs": [0, 1, 2], "outputs": [3]},
+        {"op": "UNSORTED_SEGMENT_MIN", "inputs": [0, 1, 2], "outputs": [4]},
+    ]
+    return build_model(tensors, ops, [0], [3, 4])
