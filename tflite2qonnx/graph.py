@@ -71,6 +71,12 @@ class GraphBuilder:
         self.nested = False
         # variable tensors, graph inputs and outputs under state_io (tflite2qonnx.state)
         self.states = StateIO(state_io)
+        # graph output names, taken before any fresh name so none can take one; each is
+        # released to its own tensor (``_claim``) or bound at the end (``_bind_output_name``)
+        self._reserved = {self.tensor_name(i) for i in subgraph.outputs} - {
+            self.tensor_name(i) for i in subgraph.inputs
+        }
+        self._taken.update(self._reserved)
         for idx in subgraph.inputs:
             self._add_graph_input(idx)
         if state_io:  # their graph inputs' names, taken before any node's
@@ -88,6 +94,7 @@ class GraphBuilder:
             subgraphs=self.subgraphs,
         )
         child._taken = self._taken
+        child._reserved = set()  # a called subgraph's outputs are no graph outputs
         child.calls = self.calls
         child.states = self.states
         child.nested = self.nested or nested or not inline
@@ -141,7 +148,17 @@ class GraphBuilder:
         return self._tensor_names[idx]
 
     def fresh(self, hint: str) -> str:
+        """A name no other value, node or initializer has, nor any graph input or output."""
         return unique_name(hint, self._taken)
+
+    def _claim(self, idx: int, perm: Sequence[int] | None = None) -> str | None:
+        """Graph output ``idx``'s reserved name for its own value (the Quant node or constant
+        that computes it), once; None for any other tensor or a second value."""
+        name = self.tensor_name(idx)
+        if perm is not None or name not in self._reserved:
+            return None
+        self._reserved.discard(name)
+        return name
 
     # ------------------------------------------------------------------ reading values
     def constant(self, idx: int) -> np.ndarray | None:
@@ -240,10 +257,14 @@ class GraphBuilder:
         tensor = self.tensor(idx)
         args = tensor.quant if tensor.data is not None else None
         hint = self.tensor_name(idx) if perm is None else f"{self.tensor_name(idx)}_perm"
+        claimed = self._claim(idx, perm)
         if args is None:
-            return self.const(value, hint)
+            if claimed is None:
+                return self.const(value, hint)
+            self.initializers.append(numpy_helper.from_array(np.asarray(value), claimed))
+            return claimed
         raw = self.const(value, f"{hint}_float")
-        out = self.fresh(hint)
+        out = claimed or self.fresh(hint)
         axis = args.axis if perm is None or args.axis is None else list(perm).index(args.axis)
         kwargs = {**args.as_kwargs(), "axis": axis}
         self._add_quant(raw, out, value.shape, tensor.name, kwargs)
@@ -298,7 +319,7 @@ class GraphBuilder:
         tensor = self.tensor(idx)
         args = tensor.quant
         if args is not None:
-            out = self.fresh(self.tensor_name(idx))
+            out = self._claim(idx) or self.fresh(self.tensor_name(idx))
             self._add_quant(value, out, tensor.shape, tensor.name, args.as_kwargs())
             value = out
         self._values[idx] = value
@@ -387,7 +408,9 @@ class GraphBuilder:
             return want
         node = self._producer.get(value)
         graph_inputs = {self.tensor_name(i) for i in self.subgraph.inputs}
-        if node is None or want in graph_inputs or want in self._taken:
+        claimed = want in self._taken and want not in self._reserved  # by a value already
+        self._reserved.discard(want)
+        if node is None or want in graph_inputs or claimed:
             # a constant, an input or an already-used name: an Identity is unavoidable
             self._taken.add(want)
             node = helper.make_node("Identity", [value], [want], name=self.fresh(short_name(want)))

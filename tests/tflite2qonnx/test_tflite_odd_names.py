@@ -11,11 +11,13 @@ import re
 import numpy as np
 import onnx
 import pytest
-from odd_name_models import LONG, odd_names_model
+from odd_name_models import FRESH_NAMES, LONG, fresh_names_model, odd_names_model
 
 from support import CORPUS, requires_corpus, snapshot
 from tflite2qonnx import convert
 from tflite2qonnx.cli import main
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.reference import verify
 
 KEYWORD = CORPUS / "tflite" / "tflm__keyword_scrambled.tflite"
 OUTPUTS = ["dup", "ausgabe_ü∂_出力", LONG]
@@ -93,3 +95,29 @@ def test_keyword_model_with_an_empty_named_input_verifies(tmp_path, capsys) -> N
     assert "\nverify: ok, 100.00% of output values equal to TFLite's builtin" in captured.out
     warnings = [line for line in captured.err.splitlines() if "stateful" in line]
     assert len(warnings) == 1 and "unnamed_4, unnamed_12, unnamed_20 and 4 more" in warnings[0]
+
+
+def test_tensors_named_like_generated_names_convert_and_equal_the_interpreter(
+    tmp_path, monkeypatch
+) -> None:
+    """Graph outputs are bound to their TFLite names last; names the builder generates before
+    (a Quant output, its scale, an op's float result) must not take them: it made a cycle
+    ("the graph has a cycle") or could wire a value to the wrong name."""
+    plain, clash = tmp_path / "plain.tflite", tmp_path / "clash.tflite"
+    plain.write_bytes(fresh_names_model(("x", "t1", "t2", "t3", "t4")))
+    clash.write_bytes(fresh_names_model())
+    generated: list[str] = []
+    fresh = GraphBuilder.fresh
+    monkeypatch.setattr(
+        GraphBuilder, "fresh", lambda b, h: generated.append(fresh(b, h)) or generated[-1]
+    )
+    convert(plain)
+    monkeypatch.undo()
+    assert set(FRESH_NAMES[1:]) <= set(generated)  # the clash model does reuse them
+    model = convert(clash)
+    onnx.checker.check_model(model)
+    values = [o for n in model.graph.node for o in n.output]
+    assert len(values) == len(set(values))
+    assert [o.name for o in model.graph.output] == list(FRESH_NAMES[1:])
+    result = verify(clash, model, inputs=16)
+    assert result.passed and all(a.max_abs_error == 0 for a in result.outputs), result.as_text()

@@ -14,10 +14,14 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import clip_bounds
+from tflite2qonnx.ops.int64_order import clamp
 
 
 def _clip(b: GraphBuilder, x: str, lo: float, hi: float, dtype=np.float32) -> str:
-    return b.emit("Clip", [x, *clip_bounds(b, lo, hi, dtype)])[0]
+    """int64 through ``int64_order`` (onnxruntime's int64 Clip misorders some values)."""
+    return clamp(
+        b, x, *clip_bounds(b, lo, hi, dtype), helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    )
 
 
 _FUSED = {

@@ -17,16 +17,12 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.arith import float_kernels
 from tflite2qonnx.ops.common import clip_bounds
+from tflite2qonnx.ops.int64_order import extreme
 
 
-def _binary(onnx_op: str, raw: bool = False):
-    """``raw``: the int8 kernel compares raw integers (MAXIMUM, MINIMUM), see
-    ``GraphBuilder.reinterpret``."""
-
+def _binary(onnx_op: str):
     def convert(b: GraphBuilder, op: Operator) -> None:
         operands = [b.input(i) for i in op.inputs[:2]]
-        if raw:
-            operands = [b.reinterpret(b.input(i), i, op.outputs[0]) for i in op.inputs[:2]]
         y = b.emit(onnx_op, operands)[0]
         b.set_output(op.outputs[0], fused_activation(b, op, y))
 
@@ -95,8 +91,23 @@ def div(b: GraphBuilder, op: Operator) -> None:
 
 
 pow_ = _binary("Pow")
-maximum = _binary("Max", raw=True)
-minimum = _binary("Min", raw=True)
+
+
+def _extreme(onnx_op: str):
+    """MAXIMUM / MINIMUM: raw integers on int8 (``GraphBuilder.reinterpret``); int64 through
+    ``int64_order`` (onnxruntime's int64 Max / Min misorder some values past 2**31)."""
+
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        [b.input(i) for i in op.inputs[:2]]  # both operands first: the graphs' node order
+        x, y = (b.reinterpret(b.input(i), i, op.outputs[0]) for i in op.inputs[:2])
+        z = extreme(b, onnx_op, x, y, b.elem_type(op.outputs[0]))
+        b.set_output(op.outputs[0], fused_activation(b, op, z))
+
+    return convert
+
+
+maximum = _extreme("Max")
+minimum = _extreme("Min")
 
 
 def squared_difference(b: GraphBuilder, op: Operator) -> None:
@@ -114,7 +125,10 @@ def floor_div(b: GraphBuilder, op: Operator) -> None:
         return
     to = b.elem_type(op.outputs[0])
     q = b.emit("Div", [x, y])[0]
-    r = b.emit("Mod", [x, y], fmod=1)[0]  # the truncated division's remainder, x's sign
+    if to == TensorProto.INT64:  # onnxruntime's int64 fmod goes through double (2**53)
+        r = b.emit("Sub", [x, b.emit("Mul", [q, y])[0]])[0]
+    else:
+        r = b.emit("Mod", [x, y], fmod=1)[0]  # the truncated division's remainder, x's sign
     zero = b.const(np.zeros((), helper.tensor_dtype_to_np_dtype(to)), "zero")
     inexact = b.emit("Not", [b.emit("Equal", [r, zero])[0]])[0]
     opposite = b.emit("Xor", [b.emit("Less", [r, zero])[0], b.emit("Less", [y, zero])[0]])[0]

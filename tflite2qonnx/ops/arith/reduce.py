@@ -13,15 +13,15 @@ from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
 from tflite2qonnx.ops.geometry import keep_dims
 from tflite2qonnx.ops.geometry import reduction_axes as _axes
+from tflite2qonnx.ops.int64_order import reduce_extreme
 
 
-def _reduce(onnx_op: str, raw: bool = False):
-    """``raw``: the int8 kernel picks raw integers (REDUCE_MAX, REDUCE_MIN), see
-    ``GraphBuilder.reinterpret``. The integer kernels (MEAN, SUM, REDUCE_PROD under
-    --bit-exact; int16 MEAN and REDUCE_PROD always) are their records' ``kernel``."""
+def _reduce(onnx_op: str):
+    """The integer kernels (MEAN, SUM, REDUCE_PROD under --bit-exact; int16 MEAN and
+    REDUCE_PROD always) are their records' ``kernel``."""
 
     def convert(b: GraphBuilder, op: Operator) -> None:
-        x = b.raw_input(op.inputs[0], op.outputs[0]) if raw else b.input(op.inputs[0])
+        x = b.input(op.inputs[0])
         y = reduce_axes(b, onnx_op, x, _axes(b, op), keep_dims(op))
         b.set_output(op.outputs[0], y)
 
@@ -30,8 +30,23 @@ def _reduce(onnx_op: str, raw: bool = False):
 
 mean = _reduce("ReduceMean")  # ``keep_dims`` is ONNX's ``keepdims``
 reduce_sum = _reduce("ReduceSum")
-reduce_max = _reduce("ReduceMax", raw=True)
-reduce_min = _reduce("ReduceMin", raw=True)
+
+
+def _reduce_extreme(onnx_op: str):
+    """REDUCE_MAX / REDUCE_MIN: raw integers on int8 (``GraphBuilder.reinterpret``); int64
+    through ``int64_order`` (onnxruntime's int64 ReduceMax / ReduceMin misorder values)."""
+
+    def convert(b: GraphBuilder, op: Operator) -> None:
+        x = b.raw_input(op.inputs[0], op.outputs[0])
+        elem = b.elem_type(op.outputs[0])
+        y = reduce_extreme(b, onnx_op, x, _axes(b, op), keep_dims(op), elem)
+        b.set_output(op.outputs[0], y)
+
+    return convert
+
+
+reduce_max = _reduce_extreme("ReduceMax")
+reduce_min = _reduce_extreme("ReduceMin")
 reduce_prod = _reduce("ReduceProd")
 
 _INDEX_TYPES = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}

@@ -20,6 +20,7 @@ from onnx import TensorProto
 
 from tflite2qonnx.fixed_point import f64, rounding_divide_by_pot
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.ops.int64_order import extreme
 
 _HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31
 _INT32_MAX = 2**31 - 1
@@ -68,7 +69,8 @@ def _srdhm_nonnegative(b: GraphBuilder, a: str, m: str) -> str:
 def _saturate_pot(b: GraphBuilder, x: str, exponent: int) -> str:
     """SaturatingRoundingMultiplyByPOT of a non-negative int64 x by 2^exponent (> 0)."""
     y = _op(b, "Mul", x, _i64(b, 1 << exponent, "pot"))
-    return _op(b, "Min", y, _i64(b, _INT32_MAX, "int32_max"))
+    # not Min: onnxruntime's int64 Min takes y in [2^31, 2^32) for the smaller (int64_order)
+    return extreme(b, "Min", y, _i64(b, _INT32_MAX, "int32_max"), TensorProto.INT64)
 
 
 def inv_sqrt(b: GraphBuilder, v: str) -> tuple[str, str]:

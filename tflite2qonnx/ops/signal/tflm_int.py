@@ -18,6 +18,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.detection.mediapipe_transform import _number, _options
+from tflite2qonnx.ops.int64_order import extreme
 from tflite2qonnx.state import resource_state, resource_value
 
 _ONNX = {
@@ -65,16 +66,12 @@ class Int64:
         b = b if isinstance(b, str) else self.c(b)
         return self.op("Where", cond, a, b)
 
-    # onnxruntime 1.31's int64 Max / Min / Clip against a broadcast constant (and ReduceMin)
-    # compare some values at or beyond 2^31 wrongly (measured: Max(2^31, 2) = 2); comparisons
-    # are right, so the clamps here are Where on Greater / Less.
+    # onnxruntime's int64 Max / Min misorder some values past 2^31: ``int64_order``
     def max(self, a: str, b: str | int) -> str:
-        b = b if isinstance(b, str) else self.c(b)
-        return self.op("Where", self.op("Greater", a, b), a, b)
+        return extreme(self.b, "Max", a, b if isinstance(b, str) else self.c(b), TensorProto.INT64)
 
     def min(self, a: str, b: str | int) -> str:
-        b = b if isinstance(b, str) else self.c(b)
-        return self.op("Where", self.op("Less", a, b), a, b)
+        return extreme(self.b, "Min", a, b if isinstance(b, str) else self.c(b), TensorProto.INT64)
 
     def clip(self, x: str, low: int, high: int) -> str:
         return self.min(self.max(x, low), high)

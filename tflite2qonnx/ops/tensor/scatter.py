@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import one_int, reduce_axes, table_size
+from tflite2qonnx.ops.int64_order import reduce_extreme
 
 
 def _i64(b: GraphBuilder, values, hint: str) -> str:
@@ -61,6 +62,9 @@ def _masked_reduce(
         onnx_op, init = ("ReduceMax", info.min) if kind == "max" else ("ReduceMin", info.max)
     fill = b.const(np.array(init, np_type), f"{kind}_init")
     masked = b.emit("Where", [mask, data, fill])[0]
+    if kind in ("max", "min"):  # int64: onnxruntime's ReduceMax / ReduceMin misorder values
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(np_type))
+        return reduce_extreme(b, onnx_op, masked, [1], 0, elem)
     return reduce_axes(b, onnx_op, masked, [1], 0)
 
 

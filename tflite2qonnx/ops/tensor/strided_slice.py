@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
+from tflite2qonnx.ops.int64_order import extreme
 from tflite2qonnx.ops.tensor.operand_values import dim_sizes, int64_value, known
 
 BIG = np.iinfo(np.int64).max
@@ -162,6 +164,9 @@ def _run_time_bounds(b: GraphBuilder, op: Operator, plan: _Plan, masks, offset, 
     def flag(key: str) -> str:
         return b.const(np.array([(masks[key] >> i) & 1 == 1 for i in plan.entries]), key)
 
+    # int64 begin / end past 2**31: ``int64_order`` (onnxruntime's int64 Max / Min)
+    wide = any(b.tensor(op.inputs[i]).dtype == "int64" for i in (1, 2))
+    elem = TensorProto.INT64 if wide else TensorProto.INT32
     zero, one = const(0), const(1)
     n_1 = emit("Sub", n, one)
     forward = emit("Greater", stride, zero)
@@ -170,7 +175,7 @@ def _run_time_bounds(b: GraphBuilder, op: Operator, plan: _Plan, masks, offset, 
 
     def normalized(v: str) -> str:
         v = emit("Where", emit("Less", v, zero), emit("Add", v, n), v)
-        return emit("Max", emit("Min", v, hi), lo)
+        return extreme(b, "Max", extreme(b, "Min", v, hi, elem), lo, elem)
 
     start = normalized(begin)
     start = emit("Where", flag("begin_mask"), emit("Where", forward, zero, n_1), start)

@@ -10,6 +10,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.common import table_size
+from tflite2qonnx.ops.int64_order import extreme
 
 
 def dynamic_update_slice(b: GraphBuilder, op: Operator) -> None:
@@ -24,7 +25,9 @@ def dynamic_update_slice(b: GraphBuilder, op: Operator) -> None:
         raise ConversionError(f"update {block} does not fit into {shape}", op.where)
     start = b.emit("Cast", [b.input(start_idx)], to=TensorProto.INT64)[0]
     high = b.const(np.array(shape, np.int64) - np.array(block, np.int64), "dus_high")
-    start = b.emit("Max", [b.emit("Min", [start, high])[0], b.const(np.zeros(1, np.int64), "z")])[0]
+    elem = b.elem_type(start_idx)  # int64 start: ``int64_order`` (onnxruntime's Max / Min)
+    start = extreme(b, "Min", start, high, elem)
+    start = extreme(b, "Max", start, b.const(np.zeros(1, np.int64), "z"), elem)
     table_size(int(np.prod(block)) * len(block), "update offsets", op.where)
     offsets = np.stack(np.indices(block), axis=-1).astype(np.int64)  # [*block, rank]
     indices = b.emit("Add", [b.const(offsets, "dus_offsets"), start])[0]
