@@ -25,6 +25,7 @@ from tflite2qonnx.element_types import (
     refuse_complex_boundary,
     tensor_value_info,
 )
+from tflite2qonnx.graph_io import io_record, unique_tensor_names
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 from tflite2qonnx.state import StateIO
@@ -360,7 +361,7 @@ class GraphBuilder:
         args = tensor.quant
         if args is not None:
             # Users feed real values; the Quant node puts them on the tensor's grid.
-            self.io_quantization[name] = _io_record(tensor)
+            self.io_quantization[name] = io_record(tensor)
             out = self.fresh(f"{name}_quantized")
             self._add_quant(name, out, tensor.shape, tensor.name, args.as_kwargs())
             self._values[idx] = out
@@ -379,7 +380,7 @@ class GraphBuilder:
             tensor = self.tensor(idx)
             name = self._bind_output_name(idx)
             if tensor.quant is not None:
-                self.io_quantization[name] = _io_record(tensor)
+                self.io_quantization[name] = io_record(tensor)
             outputs.append(tensor_value_info(name, tensor))
         inputs = [
             tensor_value_info(self.tensor_name(i), self.tensor(i)) for i in self.subgraph.inputs
@@ -425,32 +426,3 @@ class GraphBuilder:
             if v == value:
                 self._values[key] = want
         return want
-
-
-def unique_tensor_names(subgraph: Subgraph) -> dict[int, str]:
-    """Each tensor's ONNX name: its TFLite name, ``unnamed_<index>`` when that is empty, and
-    ``<name>:<index>`` for a repeat (TFLite allows both; --verify, --verify-inputs, the
-    metadata and the reports key tensors by these). Not ``tensor_<index>``: qonnx's
-    GiveUniqueTensorNames (in cleanup_model) renames every tensor to ``tensor_<i>`` in turn,
-    and one already so named would merge with another."""
-    names: dict[int, str] = {}
-    seen: set[str] = set()
-    for t in subgraph.tensors:
-        name = t.name or f"unnamed_{t.index}"
-        if name in seen:
-            name = f"{name}:{t.index}"
-        seen.add(name)
-        names[t.index] = name
-    return names
-
-
-def _io_record(tensor: Tensor) -> dict:
-    q = tensor.quantization
-    record = {
-        "dtype": tensor.dtype,
-        "scale": [float(s) for s in q.scale],
-        "zero_point": [int(z) for z in q.zero_point],
-    }
-    if q.per_axis:
-        record["axis"] = q.quantized_dimension
-    return record

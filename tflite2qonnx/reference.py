@@ -140,7 +140,7 @@ def verify(
 
 def _renamed(source, details: list[dict]) -> list[dict]:
     """The interpreter's tensor details named as the converted graph names them."""
-    from tflite2qonnx.graph import unique_tensor_names
+    from tflite2qonnx.graph_io import unique_tensor_names
     from tflite2qonnx.reader import read_model
 
     names = unique_tensor_names(read_model(source).subgraphs[0])
@@ -295,7 +295,7 @@ _SAME_VALUES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE")
 def _index_bounds(source) -> dict[str, int]:
     """For each graph input that ends up as indices, the smallest table it indexes: random ids
     outside it make the interpreter fail (recommendation models take item ids)."""
-    from tflite2qonnx.graph import unique_tensor_names
+    from tflite2qonnx.graph_io import unique_tensor_names
     from tflite2qonnx.reader import read_model
 
     bounds: dict[str, int] = {}
