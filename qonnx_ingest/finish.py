@@ -21,6 +21,7 @@ from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.passes import Pass, PassResult, run_passes
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION, QUANT_OP_TYPES
+from qonnx_ingest.symbolic_dims import forget_generated_dims
 
 
 def finish_model(
@@ -72,6 +73,9 @@ def quant_domains(model: onnx.ModelProto) -> PassResult:
 
 
 def _inferred_shapes(model: onnx.ModelProto) -> PassResult:
+    """Shapes inferred afresh: the generated dim names of an earlier form of the graph are
+    forgotten first (``qonnx_ingest.symbolic_dims``)."""
+    forget_generated_dims(model.graph)
     try:
         return infer_shapes(model), True
     except Exception as exc:  # onnx's inference found inconsistent shapes or types
