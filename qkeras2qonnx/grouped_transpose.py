@@ -15,15 +15,16 @@ The per-group loop is one ONNX ConvTranspose with ``group`` = C/g. The plain lay
 as one TF Conv2DBackpropInput whose filter is the kernel rearranged (reshape/transpose of the
 one weight, which tf2onnx folds into one initializer, so the weight markers find it whole) to
 (kh, kw, g, C): tf2onnx writes exactly ONNX's grouped weight (C, g, kh, kw) but cannot know the
-group, so the TF op carries a tag in its name and ``set_groups`` sets ``group`` on the ONNX node
-afterwards. TensorFlow only traces this op (its CPU kernel has no groups); nothing runs it.
+group, so the TF op carries a tag in its name (numbered per conversion by ``strip``, so that a
+second conversion in one process gives the same bytes) and ``set_groups`` sets ``group`` on
+the ONNX node afterwards. TensorFlow only traces this op (its CPU kernel has no groups);
+nothing runs it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import re
 from collections import Counter
 from typing import Any
@@ -38,7 +39,6 @@ from qonnx_ingest.passes import PassResult
 
 _TAG = "qkeras2qonnx_grouped_{}_{}"  # tag, groups
 _TAG_RE = re.compile(r"qkeras2qonnx_grouped_(\d+)_(\d+)")
-_tags = itertools.count()
 DEPTHWISE = "depthwise"  # the inner point of the separable layer's depthwise_activation
 
 
@@ -165,13 +165,12 @@ def _config(layer: Any, channels: int, group_size: int, *, pointwise: int, use_b
         padding=layer.padding,
         pointwise=pointwise,
         use_bias=bool(use_bias),
-        tag=next(_tags),
     )
     return config
 
 
 def _stripped(config: dict, slots: list[Slot], weights: list) -> Stripped:
-    return Stripped(grouped_transpose_class(), config, slots, weights, grouped=config["tag"])
+    return Stripped(grouped_transpose_class(), config, slots, weights, grouped=True)
 
 
 def output_length(length: int, kernel: int, stride: int, padding: str) -> int:

@@ -48,8 +48,9 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
         layer_map.folded.update(stripped.folded)
         if stripped.recurrent is not None:
             layer_map.recurrent.append(stripped.recurrent)
-        if stripped.grouped is not None:
-            layer_map.grouped[stripped.grouped] = path
+        if stripped.grouped:  # numbered per conversion: the tag is in the ONNX node's name
+            stripped.config["tag"] = len(layer_map.grouped)
+            layer_map.grouped[stripped.config["tag"]] = path
         inner = {}  # activations inside the layer: each marks its point with a marker of its own
         for slot in stripped.slots:
             if slot.inner is not None:

@@ -46,9 +46,9 @@ class Stripped:
     folded: dict[str, str] = field(default_factory=dict)
     # A recurrent layer's plan (``recurrent.Recurrent``): unrolled in ONNX after tf2onnx.
     recurrent: Any = None
-    # The tag of a grouped transposed convolution whose ONNX node gets its group after tf2onnx
-    # (``grouped_transpose``).
-    grouped: int | None = None
+    # A grouped transposed convolution whose ONNX node gets its group after tf2onnx
+    # (``grouped_transpose``): ``strip`` numbers it per conversion in ``config["tag"]``.
+    grouped: bool = False
 
 
 LayerRule = Callable[[Any, str], Stripped]

@@ -11,6 +11,7 @@ import onnx
 from qkeras2qonnx.canonical import canonicalize
 from qkeras2qonnx.markers import tf2onnx_handler
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.symbolic_dims import dynamic_dim_name
 
 _HANDLED_OP = "CheckNumerics"
 
@@ -100,11 +101,13 @@ def _check_converted(proto: onnx.ModelProto) -> None:
 
 
 def _name_batch_dims(graph: onnx.GraphProto) -> None:
-    """tf2onnx names the dynamic batch dims unk__N; call them what they are."""
+    """tf2onnx names the dynamic dims of inputs and outputs unk__N, N from a process-wide
+    counter; call the batch what it is and the others after their tensor, as tflite2qonnx
+    does (``qonnx_ingest.symbolic_dims``)."""
     for value in (*graph.input, *graph.output):
-        dims = value.type.tensor_type.shape.dim
-        if dims and not dims[0].HasField("dim_value"):
-            dims[0].dim_param = "batch"
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value"):
+                dim.dim_param = dynamic_dim_name(value.name, axis)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.passes import Pass, PassResult, run_passes
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION, QUANT_OP_TYPES
+from qonnx_ingest.symbolic_dims import forget_generated_dims
 
 
 def finish_model(
@@ -72,10 +73,36 @@ def quant_domains(model: onnx.ModelProto) -> PassResult:
 
 
 def _inferred_shapes(model: onnx.ModelProto) -> PassResult:
+    """Shapes inferred afresh: the generated dim names of an earlier form of the graph are
+    forgotten first (``qonnx_ingest.symbolic_dims``)."""
+    forget_generated_dims(model.graph)
     try:
         return infer_shapes(model), True
     except Exception as exc:  # onnx's inference found inconsistent shapes or types
-        raise ConversionError(f"shape inference failed: {type(exc).__name__}: {exc}") from exc
+        where = _refused_custom_node(model)
+        raise ConversionError(
+            f"shape inference failed: {type(exc).__name__}: {exc}", where
+        ) from exc
+
+
+def _refused_custom_node(model: onnx.ModelProto) -> str | None:
+    """The first custom node whose qonnx op cannot stand in for shape inference: qonnx's
+    InferShapes fails with that op's bare assertion ("Uneven padding not supported") and names
+    no node. None when every one can (onnx's own errors name their node)."""
+    custom = [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
+    custom = [n for n in custom if n.op_type not in _SHAPE_STAND_INS]
+    if not custom:
+        return None
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.custom_op.registry import getCustomOp
+
+    wrapper = ModelWrapper(model)
+    for node in custom:
+        try:
+            getCustomOp(node).make_shape_compatible_op(wrapper)
+        except Exception:  # the op refused this node's attributes or shapes
+            return node.name or node.op_type
+    return None
 
 
 def _folded_constants(model: onnx.ModelProto) -> PassResult:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import onnx
@@ -80,35 +81,45 @@ def save_model(
         _write_through(out, model.SerializeToString())
         return out
     data_name = out.name + ".data"
+    moved: list[Path] = []
+    with _staging(out) as staging:
+        try:
+            external = model.ByteSize() > external_data_threshold
+            if external:
+                onnx.save_model(
+                    model,
+                    staging / out.name,
+                    save_as_external_data=True,
+                    all_tensors_to_one_file=True,
+                    location=data_name,
+                )
+                # saving moved the tensors out of the proto; put them back for the caller
+                onnx.load_external_data_for_model(model, str(staging))
+                os.replace(staging / data_name, out.parent / data_name)
+                moved.append(out.parent / data_name)
+            else:
+                onnx.save_model(model, staging / out.name)
+            os.replace(staging / out.name, out)
+        except BaseException:
+            for path in moved:
+                path.unlink(missing_ok=True)
+            raise
+    return out
+
+
+@contextlib.contextmanager
+def _staging(out: Path) -> Iterator[Path]:
+    """A fresh directory beside ``out`` to write into, removed afterwards. Files are created
+    in it by a plain open(), so the renamed result has the mode any new file gets (0666 less
+    the umask) for the model and its side files alike; mkstemp's files are 0600."""
     try:
         staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=out.parent or "."))
     except OSError as exc:
         raise InputError(f"cannot write there: {exc.strerror}", str(out.parent)) from None
-    moved: list[Path] = []
     try:
-        external = model.ByteSize() > external_data_threshold
-        if external:
-            onnx.save_model(
-                model,
-                staging / out.name,
-                save_as_external_data=True,
-                all_tensors_to_one_file=True,
-                location=data_name,
-            )
-            # saving moved the tensors out of the proto; put them back for the caller
-            onnx.load_external_data_for_model(model, str(staging))
-            os.replace(staging / data_name, out.parent / data_name)
-            moved.append(out.parent / data_name)
-        else:
-            onnx.save_model(model, staging / out.name)
-        os.replace(staging / out.name, out)
-    except BaseException:
-        for path in moved:
-            path.unlink(missing_ok=True)
-        raise
+        yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return out
 
 
 def staging_prefix() -> str:
@@ -124,17 +135,9 @@ def write_text_atomically(path: Path, text: str, inputs: Iterable[str | os.PathL
     if is_special_file(out):
         _write_through(out, text.encode("utf-8"))
         return out
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=staging_prefix(), dir=out.parent or ".")
-    except OSError as exc:
-        raise InputError(f"cannot write there: {exc.strerror}", str(out.parent)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _staging(out) as staging:
+        (staging / out.name).write_text(text, encoding="utf-8")
+        os.replace(staging / out.name, out)
     return out
 
 

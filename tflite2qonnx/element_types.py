@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.symbolic_dims import dynamic_dim_name
 from tflite2qonnx.dtypes import ONNX_TYPES
 from tflite2qonnx.model import Tensor
 
@@ -162,10 +163,7 @@ def refuse_complex_boundary(tensors: Iterable[Tensor], what: str) -> None:
 def tensor_value_info(name: str, tensor: Tensor) -> onnx.ValueInfoProto:
     """A graph input / output: the tensor's ONNX type, a dynamic dim named after it."""
     elem = elem_type(tensor)
-    dims = [
-        ("batch" if k == 0 else f"{name}_dim{k}") if d < 0 else d
-        for k, d in enumerate(tensor.shape_signature)
-    ]
+    dims = [dynamic_dim_name(name, k) if d < 0 else d for k, d in enumerate(tensor.shape_signature)]
     if tensor.dtype == "complex64":  # [real, imag] on a last axis
         dims.append(2)
     return helper.make_tensor_value_info(name, elem, dims)

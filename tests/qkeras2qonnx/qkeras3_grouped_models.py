@@ -280,6 +280,8 @@ def main(out: Path) -> None:
         np.savez(out / f"{name}.npz", **arrays)
         qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
         if name.startswith("file_"):
+            # again in this process, after every other model's conversion: the same bytes
+            qkeras2qonnx.convert(model, out / f"{name}.again.onnx")
             model.save(out / f"{name}.keras")
             qkeras2qonnx.convert(out / f"{name}.keras", out / f"{name}.file.onnx")
     for make in REFUSED:

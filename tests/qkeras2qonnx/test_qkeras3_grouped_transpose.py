@@ -95,6 +95,15 @@ def test_keras_file_with_both_layers_converts(made):
     assert_matches_reference(converted, ref)
 
 
+def test_a_second_conversion_in_one_process_gives_the_same_bytes(made):
+    """The grouped layers' tags are numbered per conversion, not from a process-wide counter
+    (the tag is in the ConvTranspose's name)."""
+    first = (made / "file_sep.inmemory.onnx").read_bytes()
+    assert (made / "file_sep.again.onnx").read_bytes() == first
+    names = [n.name for n in onnx.load(made / "file_sep.again.onnx").graph.node]
+    assert any("qkeras2qonnx_grouped_0_" in n for n in names), names
+
+
 @pytest.mark.parametrize(
     "name, start",
     [

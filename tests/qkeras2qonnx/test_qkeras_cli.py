@@ -1,6 +1,9 @@
 """The qkeras2qonnx command: exit codes 0/1/2, one-line errors, and a written model that
 computes what QKeras computes."""
 
+import os
+import stat
+
 import onnx
 import pytest
 from qkeras_helpers import (
@@ -129,3 +132,20 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(
     assert err.count("\n") == 1 and err.startswith("qkeras2qonnx: error: "), err
     assert names in err and "internal error" not in err, err
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_report_and_encodings_files_get_the_models_mode(files, tmp_path):
+    """The model, --report-json and --encodings files are all created under the umask (0666
+    less it), as a plain open() would; the side files used to be mkstemp's 0600."""
+    _, root = files
+    names = ("m.onnx", "r.json", "e.json")
+    out, report, encodings = (tmp_path / n for n in names)
+    before = os.umask(0o027)
+    try:
+        code = run([root / "good.h5", "-o", out, "--report-json", report, "--encodings", encodings])
+    finally:
+        os.umask(before)
+    assert code == 0
+    assert {n: stat.S_IMODE((tmp_path / n).stat().st_mode) for n in names} == dict.fromkeys(
+        names, 0o640
+    )

@@ -98,3 +98,18 @@ def test_legacy_weights_named_like_keras3_weights(tmp_path):
     model = load_model(CORPUS / "qkeras_3layer.json", weights=link)
     onnx_model = qkeras2qonnx.convert(CORPUS / "qkeras_3layer.json", weights=link)
     assert_matches_qkeras(model, onnx_model, batch=8)
+
+
+def test_mitbih_channels_last_refusal_names_the_max_pooling_layer():
+    """qonnx's channels-last MaxPool asserts even padding without naming its node; mitbih's
+    MaxPooling1D(padding='same') pads one side only, and the error now says which layer."""
+    import warnings
+
+    import qkeras2qonnx
+    from qonnx_ingest.errors import ConversionError
+
+    with warnings.catch_warnings(), pytest.raises(ConversionError) as caught:
+        warnings.simplefilter("ignore")
+        qkeras2qonnx.convert(CORPUS / "mitbih_Conv1D_int8_pqmodel.h5", channels_last=True)
+    assert caught.value.where == "model_1/prune_low_magnitude_max_pooling1d_4/MaxPool"
+    assert str(caught.value).endswith("Uneven padding not supported")

@@ -135,3 +135,51 @@ def test_canonical_order_keeps_a_loop_after_what_its_body_reads():
     )
     canonicalize(graph)
     assert [n.name for n in graph.node] == ["a/cast", "z/neg__1", "b/if"]
+
+
+MITBIH = CORPUS / "mitbih_Conv1D_int8_pqmodel.h5"
+
+
+@requires_corpus
+@pytest.mark.keras
+def test_mitbih_converts_to_the_same_bytes_three_times_with_batch_through_its_convs():
+    """The model whose value_info varied one run in about 40 (qonnx_ingest.symbolic_dims):
+    the batch symbol is now carried through every Conv/pool to the Flatten's Reshape [-1, 320],
+    after which inference cannot prove the size and names it apart."""
+    import qkeras2qonnx
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = [qkeras2qonnx.convert(MITBIH) for _ in range(3)]
+    assert len({m.SerializeToString() for m in runs}) == 1
+    first = {
+        v.name: v.type.tensor_type.shape.dim[0].dim_param
+        for v in runs[0].graph.value_info
+        if v.type.tensor_type.shape.dim and not v.type.tensor_type.shape.dim[0].dim_value
+    }
+    before_flatten = [k for k in first if "Conv1D_out0" in k or "MaxPool_out0" in k]
+    assert len(before_flatten) == 6
+    assert {first[k] for k in before_flatten} == {"batch"}
+    assert first["model_1/prune_low_magnitude_flatten_2/Reshape_out0"] != "batch"
+
+
+@pytest.mark.keras
+def test_dynamic_non_batch_dims_are_named_after_their_tensor_not_tf2onnx_counter():
+    """tf2onnx names them unk__N from a process-wide counter: a second conversion differed."""
+    from qkeras import QActivation, QConv1D
+    from qkeras_helpers import keras
+
+    import qkeras2qonnx
+
+    k = keras()
+    inp = k.Input((None, 3), name="signal")
+    x = QConv1D(4, 3, kernel_quantizer="quantized_bits(4,0,alpha=1)", name="conv")(inp)
+    model = k.Model(inp, QActivation("quantized_relu(4)", name="act")(x))
+    runs = [qkeras2qonnx.convert(model) for _ in range(2)]
+    assert runs[0].SerializeToString() == runs[1].SerializeToString()
+    assert _dims(runs[0].graph.input[0]) == ["batch", "signal_dim1", 3]
+    assert _dims(runs[0].graph.output[0]) == ["batch", "act_dim1", 4]
+
+
+def _dims(value: onnx.ValueInfoProto) -> list:
+    return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]

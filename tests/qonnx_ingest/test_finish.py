@@ -242,3 +242,27 @@ def test_outer_tensors_an_if_branch_reads_keep_their_names_and_values():
     x = np.array([[1.5, -4.0]], np.float32)
     (y,) = session.run(None, {"x": x})
     np.testing.assert_array_equal(y, x * 2 + 3)
+
+
+def test_a_custom_op_refusing_shape_inference_is_named():
+    """qonnx's channels-last MaxPool asserts "Uneven padding not supported" inside qonnx's
+    InferShapes, which names no node: finishing finds the node and names it."""
+    pool = helper.make_node(
+        "MaxPool",
+        ["x"],
+        ["y"],
+        name="pool_uneven",
+        domain="qonnx.custom_op.channels_last",
+        kernel_shape=[2],
+        strides=[2],
+        pads=[0, 1],
+    )
+    graph = helper.make_graph(
+        [pool],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 7, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    with pytest.raises(ConversionError, match="Uneven padding not supported") as caught:
+        finish_model(helper.make_model(graph))
+    assert caught.value.where == "pool_uneven"

@@ -132,3 +132,18 @@ def test_dev_stdout_counts_as_written_through_whatever_stdout_is():
     from qonnx_ingest.save import is_special_file
 
     assert is_special_file(Path("/dev/stdout"))
+
+
+def test_side_files_get_the_mode_the_model_gets_from_the_umask(tmp_path, model):
+    """mkstemp made reports and encodings 0600 while the model was 0644; every output is now
+    created as a plain open() creates it: 0666 less the umask."""
+    from qonnx_ingest.save import write_text_atomically
+
+    before = os.umask(0o027)
+    try:
+        save_model(model, tmp_path / "m.onnx")
+        write_text_atomically(tmp_path / "r.json", "{}\n")
+    finally:
+        os.umask(before)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"m.onnx": 0o640, "r.json": 0o640}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import onnx
 import pytest
 import tflite
 
-from support import CORPUS, requires_corpus
+from support import CORPUS, ROOT, requires_corpus
 from tflite2qonnx.reader import read_model
 
 MODEL = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"  # 2.7 kB: FULLY_CONNECTED x 3
@@ -40,6 +41,7 @@ def run_cli(*args, cwd: Path, prefix: tuple[str, ...] = ()) -> subprocess.Comple
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, not an installed copy
     )
 
 
@@ -286,3 +288,31 @@ def test_explicit_output_path_is_written_and_the_corpus_untouched(tmp_path):
     assert SUMMARY.match(result.stdout.strip())
     assert "IntQuant" in {n.op_type for n in onnx.load(out).graph.node}
     assert MODEL.read_bytes() == before
+
+
+def test_report_and_encodings_files_get_the_models_mode(tmp_path):
+    """All three files the command writes are created under the caller's umask (0666 less it),
+    not the 0600 of a private temporary file."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            PROG,
+            MODEL,
+            "-o",
+            "m.onnx",
+            "--report-json",
+            "r.json",
+            "--encodings",
+            "e.json",
+        ],  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        umask=0o027,
+    )
+    assert done.returncode == 0, done.stderr
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"m.onnx": 0o640, "r.json": 0o640, "e.json": 0o640}
