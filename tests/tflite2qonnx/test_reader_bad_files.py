@@ -91,3 +91,16 @@ def test_random_corruption_only_raises_input_error() -> None:
             assert "\n" not in str(exc)
             failures += 1
     assert failures > 0
+
+
+@pytest.mark.parametrize("kind", ["MAXIMUM", "MINIMUM"])
+def test_maximum_or_minimum_with_one_input_is_refused_naming_the_operator(kind: str) -> None:
+    """The fuzzer's case: an opcode mutated into MAXIMUM over a one-input operator (ONNX's Max
+    would take one input; TFLite's kernel needs two)."""
+    from tflite_writer import build_model
+
+    tensors = [{"name": n, "shape": [4]} for n in ("x", "y")]
+    data = build_model(tensors, [{"op": kind, "inputs": [0], "outputs": [1]}], [0], [1])
+    with pytest.raises(InputError) as exc:
+        read_model(data)
+    assert_one_line_error(exc, kind, "has 1 inputs, needs 2")

@@ -192,7 +192,7 @@ OPERATORS: dict[str, Op] = {
     ),
     "MATRIX_DIAG": Op("tensor.space_batch:matrix_diag", bit_exact=EXACT),
     "MATRIX_SET_DIAG": Op("tensor.space_batch:matrix_set_diag", bit_exact=EXACT),
-    "MAXIMUM": Op("arith.elementwise:maximum", bit_exact=EXACT),
+    "MAXIMUM": Op("arith.elementwise:maximum", operands=rules.binary, bit_exact=EXACT),
     "MAX_POOL_2D": Op("nn.pool:max_pool_2d", ranks=((4,), (4,)), bit_exact=EXACT),
     "MEAN": Op(
         "arith.reduce:mean",
@@ -201,7 +201,7 @@ OPERATORS: dict[str, Op] = {
         operands=rules.reduction,
         bit_exact=EMULATED,
     ),
-    "MINIMUM": Op("arith.elementwise:minimum", bit_exact=EXACT),
+    "MINIMUM": Op("arith.elementwise:minimum", operands=rules.binary, bit_exact=EXACT),
     "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, bit_exact=EXACT),
     "MUL": Op(
         "arith.elementwise:mul",

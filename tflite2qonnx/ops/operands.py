@@ -160,6 +160,11 @@ def variadic(v: OperandView) -> str | None:
     return None if v.n_inputs else "has no inputs"
 
 
+def binary(v: OperandView) -> str | None:
+    """Two operands, as the kernel reads them (ONNX's Max and Min would take one)."""
+    return None if v.n_inputs == 2 else f"has {v.n_inputs} inputs, needs 2"
+
+
 def concatenation(v: OperandView) -> str | None:
     y = v.out(0)
     if not v.n_inputs or y is None:
