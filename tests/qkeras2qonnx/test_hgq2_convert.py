@@ -33,6 +33,7 @@ CONVERTED = (
     "softmax",
     "reductions",
     "conv3d",
+    "einsum_output",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -61,6 +62,14 @@ def test_hgq2_model_matches_hgq2_predict_in_qonnx_and_onnxruntime(made, name):
     ref = reference(made, name)
     assert len(quant_nodes(model)) == int(ref["quantizers"])  # one node per HGQ2 quantizer
     assert_exact_in_both_runtimes(model, ref)
+
+
+def test_an_einsum_model_output_gets_the_keras_output_shape(made):
+    """tf2onnx leaves that output shapeless (onnx.checker refused the model); it is
+    [batch, 7, 9], as Keras says."""
+    (output,) = converted(made, "einsum_output").graph.output
+    dims = output.type.tensor_type.shape.dim
+    assert [d.dim_value or d.dim_param for d in dims] == ["batch", 7, 9]
 
 
 def test_trained_widths_differ_and_zero_width_weights_are_zero(made):
