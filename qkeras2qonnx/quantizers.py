@@ -250,8 +250,8 @@ def _non_uniform(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
         if type(q).__name__ == "quantized_ulaw":
             return exact_po2.ulaw_activation(q, where)
         return exact_po2.po2_activation(q, where)
-    if getattr(q, "use_stochastic_rounding", False):
-        raise ConversionError(f"{describe(q)}: stochastic rounding is random", where)
+    # use_stochastic_rounding acts only in the training phase (QKeras's smart_cond on the
+    # learning phase): the constant is computed eagerly, in the inference phase, as predict does.
     return QuantSpec(LOST, 1.0)
 
 
