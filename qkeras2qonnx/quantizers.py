@@ -185,6 +185,8 @@ def _quantized_relu(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
             raise ConversionError(f"{describe(q)}: negative_slope on weights", where)
         return exact_activations.leaky_quantized_relu(q, where)
     bits, integer = int(config["bits"]), float(config["integer"])
+    if bits == 1 and weight is None:  # a Quant needs 2 bits: the composite form
+        return exact_activations.one_bit_quantized_relu(q, where)
     if bits < 2:
         raise ConversionError(f"{describe(q)}: 1-bit quantized_relu has no Quant form", where)
     scale = 2.0 ** (integer - bits)
