@@ -177,6 +177,7 @@ def test_cli_converts_a_saved_hgq2_keras_file(made, tmp_path):
     done = run_cli_on_keras3_file(made / "saved.keras", "-o", out, "--verify")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "verify: ok, " in done.stdout
+    assert "source: HGQ2 predict" in done.stdout  # HGQ2 ran the reference, not QKeras
     model = onnx.load(out)
     onnx.checker.check_model(model)
     assert_exact_in_both_runtimes(model, reference(made, "conv2d_pool"))
