@@ -8,7 +8,7 @@ model ("Field 'shape' of 'type' is required but missing"). The Keras model knows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import onnx
@@ -16,27 +16,33 @@ import onnx
 from qonnx_ingest.passes import PassResult
 
 
-def keras_output_dims(model: Any) -> list[tuple[int | None, ...]] | None:
-    """The Keras model's output shapes (None for a dynamic dimension), or None if unknown."""
+def keras_output_dims(model: Any) -> dict[str, tuple[int | None, ...]] | None:
+    """The Keras model's output shapes by output name (None for a dynamic dimension), or None
+    if unknown."""
     try:
         outputs = list(model.outputs)
-        return [tuple(None if d is None else int(d) for d in t.shape) for t in outputs]
+        names = list(getattr(model, "output_names", None) or ())
+        dims = [tuple(None if d is None else int(d) for d in t.shape) for t in outputs]
     except (AttributeError, TypeError, ValueError):  # subclassed model, unknown rank
         return None
+    return dict(zip(names, dims, strict=True)) if len(names) == len(dims) else None
 
 
 def fill_output_shapes(
-    model: onnx.ModelProto, *, dims: Sequence[tuple[int | None, ...]] | None
+    model: onnx.ModelProto, *, dims: Mapping[str, tuple[int | None, ...]] | None
 ) -> PassResult:
-    """Shape each graph output that has none from ``dims`` (one per output, in order); a
-    dynamic batch dimension takes the first input's symbolic batch name."""
+    """Shape each graph output that has none from ``dims`` (by output name; one unnamed-match
+    output takes the only Keras shape); a dynamic batch dimension takes the first input's
+    symbolic batch name. An output left unmatched stays as it is (onnx.checker then says so)."""
     outputs = model.graph.output
     missing = [vi for vi in outputs if not vi.type.tensor_type.HasField("shape")]
-    if not missing or dims is None or len(dims) != len(outputs):
+    if not missing or not dims:
         return model, False
+    only = next(iter(dims.values())) if len(dims) == len(outputs) == 1 else None
     batch = _batch_param(model)
-    for vi, shape in zip(outputs, dims, strict=True):
-        if vi.type.tensor_type.HasField("shape"):
+    for vi in missing:
+        shape = dims.get(vi.name, only)
+        if shape is None:
             continue
         target = vi.type.tensor_type.shape
         target.SetInParent()
