@@ -200,6 +200,25 @@ def leaky_quantized_relu(q: Any, where: str) -> QuantSpec:
     return _with(spec, Composite(form, emit, ties.astype(_F32)))
 
 
+def one_bit_quantized_relu(q: Any, where: str) -> QuantSpec:
+    """quantized_relu(1, integer) on activations: the grid {0, 2**(integer - 1)}, with
+    m_i = 2**integer: ``m_i clip(round(2 x / m_i) / 2, 0, 0.5)``; QONNX's Quant needs 2 bits,
+    so the 2-bit unsigned Quant after it is the identity on both values."""
+    config = q.get_config()
+    bound = config.get("relu_upper_bound")
+    if bound and not getattr(q, "is_quantized_clip", True):
+        raise ConversionError(f"{_name(q)}: 1 bit with relu_upper_bound", where)
+    m_i = 2.0 ** float(config["integer"])
+
+    def emit(b: Builder, x: str) -> str:
+        p = b.op("Div", b.op("Mul", x, 2.0), m_i)
+        return b.op("Mul", b.op("Clip", b.op("Div", b.op("Round", p), 2.0), 0.0, 0.5), m_i)
+
+    spec = QuantSpec(QUANT, m_i / 2, bit_width=2, signed=False)
+    ties = (np.arange(-1, 3) + 0.5) * m_i / 2
+    return _with(spec, Composite(f"{m_i / 2:g} * (x > {m_i / 4:g})", emit, ties.astype(_F32)))
+
+
 def sigmoid_quantized_relu(q: Any, where: str) -> QuantSpec:
     """quantized_relu(..., use_sigmoid=1) on activations: with m = 2**bits, m_i = 2**integer,
     ``m_i clip(2 round(s(x / m_i) m) / m - 1, 0, 1 - 1/m)`` (s: QKeras's internal sigmoid)."""

@@ -16,6 +16,7 @@ from qkeras2qonnx import flavour
 from qkeras2qonnx.channels_last import explicit_pads
 from qkeras2qonnx.grouped_transpose import set_groups
 from qkeras2qonnx.load import load_model
+from qkeras2qonnx.output_shapes import fill_output_shapes, keras_output_dims
 from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
 from qkeras2qonnx.strip import LayerMap, strip_model
@@ -180,6 +181,7 @@ def convert_keras(
         partial(unroll_recurrent, layer_map=layer_map, int_quant=int_quant),
         partial(reinsert, layer_map=layer_map, int_quant=int_quant),
         explicit_pads,
+        partial(fill_output_shapes, dims=keras_output_dims(plain)),
     ]
     proto, _ = run_passes(built, proto)
     finish = partial(finish_model, opset=opset)

@@ -185,6 +185,8 @@ def _quantized_relu(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
             raise ConversionError(f"{describe(q)}: negative_slope on weights", where)
         return exact_activations.leaky_quantized_relu(q, where)
     bits, integer = int(config["bits"]), float(config["integer"])
+    if bits == 1 and weight is None:  # a Quant needs 2 bits: the composite form
+        return exact_activations.one_bit_quantized_relu(q, where)
     if bits < 2:
         raise ConversionError(f"{describe(q)}: 1-bit quantized_relu has no Quant form", where)
     scale = 2.0 ** (integer - bits)
@@ -250,8 +252,8 @@ def _non_uniform(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
         if type(q).__name__ == "quantized_ulaw":
             return exact_po2.ulaw_activation(q, where)
         return exact_po2.po2_activation(q, where)
-    if getattr(q, "use_stochastic_rounding", False):
-        raise ConversionError(f"{describe(q)}: stochastic rounding is random", where)
+    # use_stochastic_rounding acts only in the training phase (QKeras's smart_cond on the
+    # learning phase): the constant is computed eagerly, in the inference phase, as predict does.
     return QuantSpec(LOST, 1.0)
 
 

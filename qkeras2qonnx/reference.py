@@ -80,7 +80,16 @@ def verify(
         agreement.passed = within_relative(agreement, refs, RTOL)
         agreement.tolerance = f"max abs error <= {RTOL:g} * max(1, |QKeras|)"
         results.append(agreement)
-    return Verification(results, len(samples), f"{runner}; source: QKeras predict")
+    return Verification(results, len(samples), f"{runner}; source: {_source(keras_model)} predict")
+
+
+def _source(keras_model: Any) -> str:
+    """What ran the reference: HGQ2 when any layer is HGQ2's, else QKeras."""
+    from qkeras2qonnx.hgq2_strip import is_hgq2
+
+    return (
+        "HGQ2" if any(is_hgq2(layer) for layer in getattr(keras_model, "layers", ())) else "QKeras"
+    )
 
 
 def _keras_order(keras_model: Any, names: list[str]) -> list[str]:

@@ -224,6 +224,15 @@ def reductions() -> keras.Model:
     return keras.Model([a, b], QDense(3, name="out")(h), name="reductions")
 
 
+def einsum_output() -> keras.Model:
+    """A QEinsum as the model output: tf2onnx lowers it with run-time shape arithmetic that
+    onnx's inference cannot follow, so the output shape comes from Keras (hls4ml's
+    test_qeinsum.py equation)."""
+    a = keras.Input((7, 8), name="a")
+    b = keras.Input((8, 9), name="b")
+    return keras.Model([a, b], QEinsum("xbi,xio->xbo", name="einsum")([a, b]), name="einsum_out")
+
+
 def conv3d() -> keras.Model:
     inp = keras.Input((4, 4, 4, 2), name="volume")
     h = QConv3D(3, 2, padding="same", activation="relu", name="conv")(inp)
@@ -309,6 +318,7 @@ MODELS = {
     "reductions": reductions,
     "conv3d": conv3d,
     "inexact_sum": inexact_sum,
+    "einsum_output": einsum_output,
     "refuse_minifloat": refuse_minifloat,
     "refuse_softmax_unstable": refuse_softmax_unstable,
     "refuse_attention": refuse_attention,

@@ -213,6 +213,24 @@ def qseparable_conv1d_po2():
     return seeded_model(inp, k.layers.Flatten()(h), 32)
 
 
+def qconv2d_po2_stochastic_kernel():
+    """google/qkeras examples/example_mnist_po2.py's last convolution: a quantized_po2 kernel
+    with stochastic rounding, which acts only in training (a quantized constant, no node)."""
+    from qkeras import QConv2D, quantized_po2, quantized_relu_po2
+
+    k = keras()
+    inp = k.Input((6, 6, 2), name="x")
+    h = QConv2D(
+        3,
+        3,
+        kernel_quantizer=quantized_po2(4, 1, use_stochastic_rounding=True),
+        bias_quantizer=quantized_po2(4, 1),
+        activation=quantized_relu_po2(4, 4, use_stochastic_rounding=True),
+        name="conv",
+    )(inp)
+    return seeded_model(inp, k.layers.Flatten()(h), 33)
+
+
 def _transpose(padding, seed, **kwargs):
     from qkeras import QConv2DTranspose, quantized_bits, quantized_relu
 

@@ -34,6 +34,7 @@ CONVERTED = (
     "reductions",
     "conv3d",
     "inexact_sum",  # warned (test_hgq2_sums), exact on these inputs
+    "einsum_output",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -62,6 +63,14 @@ def test_hgq2_model_matches_hgq2_predict_in_qonnx_and_onnxruntime(made, name):
     ref = reference(made, name)
     assert len(quant_nodes(model)) == int(ref["quantizers"])  # one node per HGQ2 quantizer
     assert_exact_in_both_runtimes(model, ref)
+
+
+def test_an_einsum_model_output_gets_the_keras_output_shape(made):
+    """tf2onnx leaves that output shapeless (onnx.checker refused the model); it is
+    [batch, 7, 9], as Keras says."""
+    (output,) = converted(made, "einsum_output").graph.output
+    dims = output.type.tensor_type.shape.dim
+    assert [d.dim_value or d.dim_param for d in dims] == ["batch", 7, 9]
 
 
 def test_trained_widths_differ_and_zero_width_weights_are_zero(made):
@@ -169,6 +178,7 @@ def test_cli_converts_a_saved_hgq2_keras_file(made, tmp_path):
     done = run_cli_on_keras3_file(made / "saved.keras", "-o", out, "--verify")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "verify: ok, " in done.stdout
+    assert "source: HGQ2 predict" in done.stdout  # HGQ2 ran the reference, not QKeras
     model = onnx.load(out)
     onnx.checker.check_model(model)
     assert_exact_in_both_runtimes(model, reference(made, "conv2d_pool"))

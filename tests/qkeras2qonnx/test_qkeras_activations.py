@@ -79,6 +79,11 @@ def _cases():
             lambda: quantized_relu(4, 1, use_sigmoid=1),
             [2 * (2 * (k + 0.5) / 16 - 1) for k in range(16)],
         ),
+        # 1 bit: the grid {0, 2**(integer - 1)}, ties (0.5 steps) rounded to even, i.e. to 0
+        # (google/qkeras examples/example_mnist_b2t.py's input quantizer)
+        "relu_1bit": (lambda: quantized_relu(1, 1), [0.5, 1.0, 1.5, -0.5, *_TINY]),
+        "relu_1bit_integer0": (lambda: quantized_relu(1, 0), [0.25, 0.5, 0.75]),
+        "relu_1bit_integer2": (lambda: quantized_relu(1, 2), [1.0, 2.0, 3.0]),
         "binary_tanh": (lambda: "binary_tanh", _TINY),
         "binary_sigmoid": (lambda: "binary_sigmoid", _TINY),
         "binary": (lambda: "binary()", _TINY),
