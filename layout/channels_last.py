@@ -111,6 +111,7 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
     infos = {vi.name: vi for vi in graph.value_info}
     outputs = {vi.name for vi in graph.output}
     dropped: set[int] = set()
+    moved: list[onnx.NodeProto] = []  # weight Transposes, placed after their sources below
     for node in graph.node:
         if node.domain not in ("", "ai.onnx") or node.op_type not in CHANNELS_LAST_OPS:
             continue
@@ -128,12 +129,12 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
         ):
             continue
         if node.op_type == "Conv":
-            node.input[1] = _weight_to_last(node, graph, producer, consumers, inits, infos)
+            node.input[1] = _weight_to_last(node, graph, producer, consumers, inits, infos, moved)
         node.input[0] = before.input[0]
         node.output[0] = afters[0].output[0]
         node.domain = CHANNELS_LAST_DOMAIN
         dropped.update((id(before), id(afters[0])))
-    kept = [n for n in graph.node if id(n) not in dropped]
+    kept = _after_sources([n for n in graph.node if id(n) not in dropped], moved)
     kept = _cancel_pairs(kept, outputs)
     del graph.node[:]
     graph.node.extend(kept)
@@ -234,7 +235,23 @@ def _perm(node: onnx.NodeProto) -> list[int] | None:
     return next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
 
 
-def _weight_to_last(node, graph, producer, consumers, inits, infos) -> str:
+def _after_sources(
+    nodes: list[onnx.NodeProto], moved: list[onnx.NodeProto]
+) -> list[onnx.NodeProto]:
+    """``nodes`` with each of ``moved`` right after the node producing its input (first when
+    an initializer is its input): before every Conv reading it, the order stays topological."""
+    by_source: dict[str, list[onnx.NodeProto]] = {}
+    for t in moved:
+        by_source.setdefault(t.input[0], []).append(t)
+    produced = {o for n in nodes for o in n.output}
+    ordered = [t for name, ts in by_source.items() if name not in produced for t in ts]
+    for n in nodes:
+        ordered.append(n)
+        ordered.extend(t for o in n.output for t in by_source.get(o, []))
+    return ordered
+
+
+def _weight_to_last(node, graph, producer, consumers, inits, infos, moved_nodes) -> str:
     """The Conv weight OIHW -> OHWI, folded into its initializer (through one quantizer whose
     per-output-channel parameters keep their shape) where it has no other reader; otherwise
     read through a Transpose."""
@@ -263,7 +280,9 @@ def _weight_to_last(node, graph, producer, consumers, inits, infos) -> str:
     if not perm:
         raise ConversionError("the rank of this Conv weight is unknown", name)
     moved = f"{name}_ohwi"
-    graph.node.append(transpose_node(name, moved, perm))
+    if moved in infos:  # one weight read by several Convs (an SSD head's shared towers)
+        return moved
+    moved_nodes.append(transpose_node(name, moved, perm))
     # its shape on record: qonnx's channels-last Conv reads it in InferShapes (cleanup_model)
     dims = _dims(infos.get(name)) or _dims_init(inits.get(name))
     elem_type = infos[name].type.tensor_type.elem_type if name in infos else inits[name].data_type

@@ -32,6 +32,7 @@ from qonnx_ingest.verification import (
     measure,
     run_converted,
     run_converted_stream,
+    steps_apart,
     within_relative,
 )
 from tflite2qonnx.state import initial_state, read_pairs
@@ -43,6 +44,12 @@ FLOAT_RTOL = 1e-4
 # (see README, "How closely TFLite is reproduced"). A wrong conversion (zero point, layout,
 # rounding) is far outside it: it drops the equal fraction to tens of percent.
 EQUAL_FRACTION_MARGIN = 0.001
+# The equal fraction is a sample: on a small output (a 5-class classifier: one value is 0.4 pt
+# of 240) where a one-step difference deep inside moves many outputs, TFLite's two paths and
+# ours each land 55-60% equal and trade places by several points from one input set to the
+# next. Ours fails only when it is further behind XNNPACK than this many standard errors of
+# the paired per-value difference (negligible on large outputs: ~0.1 pt on MobileNet's 16,000).
+NOISE_STANDARD_ERRORS = 3.0
 MAX_STEPS_FACTOR = 1.5
 # the fewest calls a stream (--state-io) is verified over: the state must carry several frames
 STREAM_CALLS = 8
@@ -132,8 +139,9 @@ def verify(
                 xnns = [_real(o[name], d) for o in xnn_outs()]
                 _float_against_xnnpack(agreement, refs, ours, xnns)
         else:
-            xnn = measure(name, refs, [_real(o[name], d) for o in xnn_outs()], grid)
-            _against_xnnpack(agreement, xnn)
+            xnns = [_real(o[name], d) for o in xnn_outs()]
+            xnn = measure(name, refs, xnns, grid)
+            _against_xnnpack(agreement, xnn, _paired_noise(refs, ours, xnns, grid))
         results.append(agreement)
     return Verification(results, len(samples), f"{runner}; TFLite reference: {reference_name}")
 
@@ -150,18 +158,39 @@ def _renamed(source, details: list[dict]) -> list[dict]:
 BASELINE = "TFLite's own CPU paths (XNNPACK, builtin)"
 
 
-def _against_xnnpack(ours: Agreement, xnn: Agreement) -> None:
+def _paired_noise(
+    reference: Sequence[np.ndarray],
+    converted: Sequence[np.ndarray],
+    xnnpack: Sequence[np.ndarray],
+    grid: tuple[float, int],
+) -> float:
+    """``NOISE_STANDARD_ERRORS`` standard errors of mean(ours equal - XNNPACK equal) over the
+    output's values: how far the two equal fractions move apart by chance alone."""
+    ref = np.stack([np.asarray(a, np.float64) for a in reference])
+    ours_equal, xnn_equal = (
+        steps_apart(ref, np.stack([np.asarray(a, np.float64) for a in x]), grid) == 0
+        for x in (converted, xnnpack)
+    )
+    paired = (ours_equal.astype(np.float64) - xnn_equal).ravel()
+    if paired.size < 2:
+        return 0.0
+    return NOISE_STANDARD_ERRORS * float(np.std(paired, ddof=1)) / math.sqrt(paired.size)
+
+
+def _against_xnnpack(ours: Agreement, xnn: Agreement, noise: float = 0.0) -> None:
+    """``noise``: the sampling allowance (``_paired_noise``) when it exceeds the fixed margin."""
     ours.baseline_name = BASELINE
     ours.baseline = {"equal_fraction": xnn.equal_fraction, "max_steps": xnn.max_steps}
     if xnn.argmax_agreement is not None:
         ours.baseline["argmax_agreement"] = xnn.argmax_agreement
-    ok = ours.equal_fraction >= xnn.equal_fraction - EQUAL_FRACTION_MARGIN
+    ok = ours.equal_fraction >= xnn.equal_fraction - max(EQUAL_FRACTION_MARGIN, noise)
     ok &= ours.max_steps <= max(1, math.ceil(MAX_STEPS_FACTOR * xnn.max_steps))
     if ours.argmax_agreement is not None:
         ok &= ours.argmax_agreement >= xnn.argmax_agreement
     ours.passed = bool(ok)
     ours.tolerance = (
-        f"quantized: equal fraction within {100 * EQUAL_FRACTION_MARGIN:g} pt and max steps within "
+        f"quantized: equal fraction within {100 * EQUAL_FRACTION_MARGIN:g} pt (or "
+        f"{NOISE_STANDARD_ERRORS:g} standard errors, {100 * noise:.2g} pt) and max steps within "
         f"{MAX_STEPS_FACTOR:g}x of TFLite's XNNPACK path, argmax as often equal"
     )
 

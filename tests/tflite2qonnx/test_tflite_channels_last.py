@@ -175,3 +175,27 @@ def small_cnn() -> bytes:
     from small_tflite import small_cnn
 
     return small_cnn()
+
+
+@pytest.mark.keras
+def test_channels_last_weight_shared_by_two_convs_is_transposed_once_before_both(shared_cnn):
+    """Coral's AutoML video detector shares its box / class tower weights across feature-map
+    levels: each Conv appended its own Transpose with the same output name (a value produced
+    twice, which qonnx's ModelWrapper rejects) after the Convs reading it."""
+    converted = tflite2qonnx.convert(shared_cnn, channels_last=True, verify=True)
+    produced = [o for n in converted.graph.node for o in n.output]
+    assert len(produced) == len(set(produced))
+    (moved,) = [n for n in converted.graph.node if n.output[0].endswith("_ohwi")]
+    readers = [n for n in converted.graph.node if moved.output[0] in n.input]
+    assert [(n.domain, n.op_type) for n in readers] == [(CHANNELS_LAST_DOMAIN, "Conv")] * 2
+    order = list(converted.graph.node)
+    assert all(order.index(moved) < order.index(n) for n in readers)
+    _assert_same_as_default(shared_cnn, converted)
+
+
+@pytest.fixture(scope="module")
+def shared_cnn() -> bytes:
+    pytest.importorskip("tensorflow", reason="needs the keras extra (TensorFlow)")
+    from small_tflite import shared_weight_cnn
+
+    return shared_weight_cnn()

@@ -30,25 +30,40 @@ def _static_shape(b: GraphBuilder, op: Operator, idx: int) -> list[int]:
     return shape
 
 
-def _block(b: GraphBuilder, op: Operator) -> tuple[list[int], np.ndarray]:
-    """block_shape [M] and paddings / crops [M, 2] (constants)."""
+def _block(b: GraphBuilder, op: Operator) -> tuple[list[int], np.ndarray | None]:
+    """block_shape [M] (a constant) and paddings / crops [M, 2]: None when computed at run time
+    (TF's dilated convolution on dynamic height and width derives them from SHAPE)."""
     block = [int(v) for v in b.int_constant(op.inputs[1], op.where).reshape(-1)]
+    if min(block, default=1) < 1:
+        raise ConversionError(f"block_shape {block} must be positive", op.where)
+    if b.constant(op.inputs[2]) is None:
+        count = int(np.prod(b.tensor(op.inputs[2]).shape))
+        if count != 2 * len(block):
+            raise ConversionError(f"{count} padding values for {len(block)} block dims", op.where)
+        return block, None
     pads = b.int_constant(op.inputs[2], op.where).reshape(-1)
     if pads.size != 2 * len(block):
         raise ConversionError(f"{pads.size} padding values for {len(block)} block dims", op.where)
     pads = pads.reshape(-1, 2)
-    if len(pads) != len(block) or min(block, default=1) < 1 or (pads < 0).any():
+    if (pads < 0).any():
         raise ConversionError(
             f"block_shape {block} and paddings {pads.tolist()} do not fit", op.where
         )
     return block, pads
 
 
+def _is_static(b: GraphBuilder, idx: int, pads: np.ndarray | None) -> bool:
+    return pads is not None and all(d >= 0 for d in b.tensor(idx).shape_signature[1:])
+
+
 def space_to_batch_nd(b: GraphBuilder, op: Operator) -> None:
     """TF's definition: pad the M spatial dims, split each into (dim / block, block), move the
     block factors in front of the batch, merge them into it."""
-    shape = _static_shape(b, op, op.inputs[0])
     block, pads = _block(b, op)
+    if not _is_static(b, op.inputs[0], pads):
+        _space_to_batch_dynamic(b, op, block)
+        return
+    shape = _static_shape(b, op, op.inputs[0])
     m, rank = len(block), len(shape)
     x = b.raw_input(op.inputs[0], op.outputs[0])
     if pads.any():
@@ -62,26 +77,80 @@ def space_to_batch_nd(b: GraphBuilder, op: Operator) -> None:
         split += [d // k, k]
     rest = shape[1 + m :]
     x = b.emit("Reshape", [x, _i64(b, split + rest, "s2b_split")])[0]
-    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)]
-    perm += list(range(1 + 2 * m, 1 + 2 * m + len(rest)))
-    x = b.emit("Transpose", [x], perm=perm)[0]
+    x = b.emit("Transpose", [x], perm=_s2b_perm(m, len(rest)))[0]
     merged = [-1, *[d // k for d, k in zip(padded, block, strict=True)], *rest]
     b.set_output(op.outputs[0], b.emit("Reshape", [x, _i64(b, merged, "s2b_merge")])[0])
 
 
+def _s2b_perm(m: int, rest: int) -> list[int]:
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)]
+    return perm + list(range(1 + 2 * m, 1 + 2 * m + rest))
+
+
+def _b2s_perm(m: int, rest: int) -> list[int]:
+    perm = [m]
+    for i in range(m):
+        perm += [m + 1 + i, i]
+    return perm + list(range(1 + 2 * m, 1 + 2 * m + rest))
+
+
+def _dims(b: GraphBuilder, shape: str, start: int, end: int) -> str:
+    """``shape[start:end]`` of an int64 Shape value."""
+    return b.emit("Slice", [shape, _i64(b, [start], "begin"), _i64(b, [end], "end")])[0]
+
+
+def _pair_column(b: GraphBuilder, pairs: str, column: int) -> str:
+    """Column ``column`` of a run-time [M, 2] paddings / crops operand, as int64 [M]."""
+    pairs = b.emit("Reshape", [pairs, _i64(b, [-1, 2], "pairs")])[0]
+    col = b.emit(
+        "Slice",
+        [
+            pairs,
+            *(_i64(b, [v], h) for v, h in ((column, "begin"), (column + 1, "end"), (1, "axis"))),
+        ],
+    )[0]
+    col = b.emit("Reshape", [col, _i64(b, [-1], "flat")])[0]
+    return b.emit("Cast", [col], to=TensorProto.INT64)[0]
+
+
+def _space_to_batch_dynamic(b: GraphBuilder, op: Operator, block: list[int]) -> None:
+    """The same with the shapes read at run time. The split keeps the real batch (not -1),
+    so padded dims that are not multiples of the block fail in the Reshape, as the kernel
+    refuses them, instead of folding the remainder into the batch."""
+    m, rank = len(block), len(b.tensor(op.inputs[0]).shape)
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    pairs = b.input(op.inputs[2])
+    zeros = [_i64(b, [0] * (rank - 1 - m), "zeros")] if rank - 1 > m else []
+    begin, end = (_pair_column(b, pairs, c) for c in (0, 1))
+    first = _i64(b, [0], "zero")
+    onnx_pads = b.emit("Concat", [first, begin, *zeros, first, end, *zeros], axis=0)[0]
+    x = b.emit("Pad", [x, onnx_pads])[0]
+    shape = b.emit("Shape", [x])[0]
+    blocks = _i64(b, block, "block")
+    outer = b.emit("Div", [_dims(b, shape, 1, 1 + m), blocks])[0]
+    split = [_dims(b, shape, 0, 1)]
+    for i in range(m):
+        split += [_dims(b, outer, i, i + 1), _i64(b, [block[i]], "block_dim")]
+    rest = _dims(b, shape, 1 + m, rank)
+    split_shape = b.emit("Concat", [*split, rest], axis=0)[0]
+    x = b.emit("Reshape", [x, split_shape])[0]
+    x = b.emit("Transpose", [x], perm=_s2b_perm(m, rank - 1 - m))[0]
+    merged = b.emit("Concat", [_i64(b, [-1], "batch"), outer, rest], axis=0)[0]
+    b.set_output(op.outputs[0], b.emit("Reshape", [x, merged])[0])
+
+
 def batch_to_space_nd(b: GraphBuilder, op: Operator) -> None:
     """The inverse: split the batch into (block..., batch), interleave, merge, crop."""
-    shape = _static_shape(b, op, op.inputs[0])
     block, crops = _block(b, op)
+    if not _is_static(b, op.inputs[0], crops):
+        _batch_to_space_dynamic(b, op, block)
+        return
+    shape = _static_shape(b, op, op.inputs[0])
     m = len(block)
     spatial, rest = shape[1 : 1 + m], shape[1 + m :]
     x = b.raw_input(op.inputs[0], op.outputs[0])
     x = b.emit("Reshape", [x, _i64(b, [*block, -1, *spatial, *rest], "b2s_split")])[0]
-    perm = [m]
-    for i in range(m):
-        perm += [m + 1 + i, i]
-    perm += list(range(1 + 2 * m, 1 + 2 * m + len(rest)))
-    x = b.emit("Transpose", [x], perm=perm)[0]
+    x = b.emit("Transpose", [x], perm=_b2s_perm(m, len(rest)))[0]
     full = [d * k for d, k in zip(spatial, block, strict=True)]
     x = b.emit("Reshape", [x, _i64(b, [-1, *full, *rest], "b2s_merge")])[0]
     if crops.any():
@@ -92,6 +161,25 @@ def batch_to_space_nd(b: GraphBuilder, op: Operator) -> None:
             [x, _i64(b, crops[:, 0], "b2s_begin"), _i64(b, ends, "b2s_end"), _i64(b, axes, "ax")],
         )[0]
     b.set_output(op.outputs[0], x)
+
+
+def _batch_to_space_dynamic(b: GraphBuilder, op: Operator, block: list[int]) -> None:
+    """The inverse with run-time shapes and crops."""
+    m, rank = len(block), len(b.tensor(op.inputs[0]).shape)
+    x = b.raw_input(op.inputs[0], op.outputs[0])
+    shape = b.emit("Shape", [x])[0]
+    spatial, rest = _dims(b, shape, 1, 1 + m), _dims(b, shape, 1 + m, rank)
+    parts = [_i64(b, block, "block"), _i64(b, [-1], "batch"), spatial, rest]
+    x = b.emit("Reshape", [x, b.emit("Concat", parts, axis=0)[0]])[0]
+    x = b.emit("Transpose", [x], perm=_b2s_perm(m, rank - 1 - m))[0]
+    full = b.emit("Mul", [spatial, _i64(b, block, "block")])[0]
+    merged = b.emit("Concat", [_i64(b, [-1], "batch"), full, rest], axis=0)[0]
+    x = b.emit("Reshape", [x, merged])[0]
+    pairs = b.input(op.inputs[2])
+    begin, end_crop = (_pair_column(b, pairs, c) for c in (0, 1))
+    end = b.emit("Sub", [full, end_crop])[0]
+    axes = _i64(b, list(range(1, 1 + m)), "axes")
+    b.set_output(op.outputs[0], b.emit("Slice", [x, begin, end, axes])[0])
 
 
 def _raw_zero(b: GraphBuilder, out_idx: int) -> str:
