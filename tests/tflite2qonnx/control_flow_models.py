@@ -59,15 +59,15 @@ def _convert(tf, fn, signature, quantized: bool = False) -> bytes:
     return converter.convert()
 
 
-def full_integer(converter, shape, seed: int = 0) -> None:
-    """Set ``converter`` to full-integer int8 with int8 I/O, calibrated on 16 seeded uniform
-    [-1, 1) inputs of ``shape``."""
+def full_integer(converter, shape, seed: int = 0, count: int = 16) -> None:
+    """Set ``converter`` to full-integer int8 with int8 I/O, calibrated on ``count`` seeded
+    uniform [-1, 1) inputs of ``shape`` (or of ``shape(i)`` for the i-th, where sizes vary)."""
     tf = _tf()
     rng = np.random.default_rng(seed)
 
     def representative():
-        for _ in range(16):
-            yield [rng.uniform(-1, 1, shape).astype(np.float32)]
+        for i in range(count):
+            yield [rng.uniform(-1, 1, shape(i) if callable(shape) else shape).astype(np.float32)]
 
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative

@@ -9,7 +9,7 @@ when the tests run them.
 
 from __future__ import annotations
 
-import numpy as np
+from control_flow_models import full_integer
 from shape_arith_models import _tf
 
 WIDTH = 6
@@ -106,15 +106,5 @@ def build(name: str, mode: str) -> bytes:
     concrete = tf.function(make(tf), input_signature=signature).get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], None)
     if mode == "int8":
-        rng = np.random.default_rng(0)
-
-        def representative():
-            for _ in range(16):
-                yield [rng.uniform(-1, 1, (3, width)).astype(np.float32)]
-
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        full_integer(converter, (3, width))
     return converter.convert()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from control_flow_models import full_integer
 
 MODES = ("float", "int8")
 CHANNELS = 3
@@ -38,15 +39,5 @@ def build(mode: str) -> bytes:
     concrete = tf.function(_fn(tf), input_signature=signature).get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], None)
     if mode == "int8":
-        rng = np.random.default_rng(0)
-
-        def representative():
-            for i in range(8):
-                yield [rng.uniform(-1, 1, (1, 6 + i, 9 - i % 3, CHANNELS)).astype(np.float32)]
-
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        full_integer(converter, lambda i: (1, 6 + i, 9 - i % 3, CHANNELS), count=8)
     return converter.convert()
