@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import tflite
 
-from qonnx_ingest.errors import InputError
+from qonnx_ingest.errors import ConversionError, InputError
 from tflite2qonnx.dtypes import TENSOR_TYPES
 from tflite2qonnx.model import DimensionMetadata, Quantization, Shape, Sparsity, Tensor
 from tflite2qonnx.schema import (
@@ -28,6 +28,10 @@ from tflite2qonnx.schema import (
 # No real single tensor comes near this; it only stops absurd shapes (e.g. 2**31 per dim) from
 # being taken at face value by later stages that would try to allocate or reason about them.
 _MAX_TENSOR_BYTES = 1 << 40
+
+# QuantizationParameters.details union members (LiteRT's schema; the tflite bindings know 0-1)
+_NO_DETAILS, _CUSTOM_DETAILS = 0, 1
+_DETAILS_NAMES = {2: "blockwise quantization", 3: "multi-axis quantization"}
 
 
 class Cursor:
@@ -226,6 +230,15 @@ class TensorDecoder(Cursor):
     ) -> Quantization | None:
         if q is None:
             return None
+        details = int(q.DetailsType())
+        if details not in (_NO_DETAILS, _CUSTOM_DETAILS):
+            # LiteRT's blockwise / multi-axis quantization keeps its scales in other tensors;
+            # reading the stored integers without them would compute wrong numbers.
+            kind = _DETAILS_NAMES.get(details, f"quantization details type {details}")
+            raise ConversionError(
+                f"{kind} is not supported (its scales live in other tensors)",
+                where=f"{self.name}: {self.loc}",
+            )
         n_scale = self.count(q, "Scale")
         if n_scale == 0:
             return None  # min/max-only or custom details: not affine quantization
