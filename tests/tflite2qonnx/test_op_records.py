@@ -72,7 +72,9 @@ def _builder(
 
 def _op(name: str):
     inputs = [7, 9, 0, 2] if name == "TRANSPOSE_CONV" else [0, 9, 2]  # its activation is input 2
-    return SimpleNamespace(name=name, inputs=inputs, outputs=[1], where=f"{name} (test)")
+    return SimpleNamespace(
+        name=name, inputs=inputs, outputs=[1], where=f"{name} (test)", options={}
+    )
 
 
 @pytest.mark.parametrize("name", sorted(n for n, op in OPERATORS.items() if not op.int16_when))

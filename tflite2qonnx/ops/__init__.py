@@ -333,6 +333,9 @@ OPERATORS: dict[str, Op] = {
     "STRIDED_SLICE": Op(
         "tensor.strided_slice:strided_slice", operands=rules.strided_slice, bit_exact=EXACT
     ),
+    "STABLEHLO_COMPOSITE": Op(
+        "control.composite:stablehlo_composite", bit_exact=EXACT
+    ),  # copies bytes to and from its decomposition, whose ops rounded_once counts
     "SUB": Op(
         "arith.elementwise:sub", kernel="exact.entry:sub", int16=INT16_BIT_EXACT, bit_exact=EMULATED
     ),

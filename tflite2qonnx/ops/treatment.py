@@ -88,6 +88,9 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
     """Names of the integer operators --bit-exact leaves to the default single rounding."""
     names = []
     for op in operators:
+        if op.name == "STABLEHLO_COMPOSITE":  # inlined: its decomposition's operators count
+            names += _decomposed(b, op)
+            continue
         t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
         if t is None or not t.integer_quantized:
             continue
@@ -106,3 +109,13 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
             continue
         names.append(op.name)
     return names
+
+
+def _decomposed(b: GraphBuilder, op: Operator) -> list[str]:
+    """``rounded_once`` over a composite's decomposition subgraph (an invalid index converts
+    to a one-line refusal, which this leaves to the converter)."""
+    index = int(op.options.get("decomposition_subgraph_index", -1))
+    if not 0 < index < len(b.subgraphs):
+        return []
+    sg = b.subgraphs[index]
+    return rounded_once(b.child(sg, inline=False), list(sg.operators))

@@ -1,1 +1,2 @@
-"""Control flow: IF, WHILE, CALL_ONCE and the resource variables they share."""
+"""Control flow: IF, WHILE, CALL_ONCE, STABLEHLO_COMPOSITE and the resource variables they
+share."""
