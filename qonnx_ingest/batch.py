@@ -38,6 +38,7 @@ from qonnx_ingest.batch_workers import Workers, convert_in_worker
 from qonnx_ingest.cli_options import (
     EXIT_INTERRUPTED,
     EXIT_UNVERIFIED,
+    Member,
     default_output,
     fail,
     output_path,
@@ -54,6 +55,7 @@ SINGLE_ONLY = {
     "encodings": "--encodings",
     "verify_inputs": "--verify-inputs",
     "weights": "--weights",
+    "member": "--member",
 }
 # options the batch itself consumes; everything else is passed to each model's run
 NOT_FORWARDED = {
@@ -71,9 +73,9 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
     try:
         # one model file (--json): -o names its file and --report-json and the like work, as
         # without --json
-        single = len(args.inputs) == 1 and not scan.is_folder(args.inputs[0])
+        single = len(args.inputs) == 1 and not scan.expands(args.inputs[0], args)
         _refuse_single_only(args, single)
-        models = expand(args.inputs, scan, args.recursive)
+        models = expand(args.inputs, scan, args.recursive, not scan.member_given(args))
         plan = plan_outputs(models, args.output, created, single)
     except InputError as exc:
         return fail(prog, str(exc), exc.exit_code, False)
@@ -145,8 +147,11 @@ def _refuse_single_only(args: argparse.Namespace, single: bool = False) -> None:
         raise InputError("-o - writes one model to stdout: give a single MODEL")
 
 
-def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tuple[str, str]]:
-    """(model path, path relative to the directory it was found in, or its name)."""
+def expand(
+    inputs: Sequence[str], scan: ModelScan, recursive: bool, bundles: bool = True
+) -> list[tuple[str, str]]:
+    """(model path, path relative to the directory it was found in, or its name); a bundle
+    file's models (``bundles``) each as a ``Member``, relative to the bundle's directory."""
     models: list[tuple[str, str]] = []
     for given in inputs:
         path = Path(given)
@@ -154,7 +159,7 @@ def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tupl
             models.append((given, path.name))  # its own run reports "no such file"
             continue
         if not scan.is_folder(path):
-            models.append((given, path.name))
+            models.extend(_members(given, path.name, scan, bundles))
             continue
         found = _scan(path, scan, recursive)
         if not found and scan.foreign_kind(path):
@@ -165,8 +170,19 @@ def expand(inputs: Sequence[str], scan: ModelScan, recursive: bool) -> list[tupl
             # a directory may have been meant as a model itself (a SavedModel): say it is not
             savedmodel = f"not a Keras SavedModel (no {scan.marker}) and " if scan.marker else ""
             raise InputError(f"is {savedmodel}a directory with no {wanted} file {where}", given)
-        models.extend((str(p), str(p.relative_to(path))) for p in found)
+        for p in found:
+            models.extend(_members(str(p), str(p.relative_to(path)), scan, bundles))
     return models
+
+
+def _members(model: str, relative: str, scan: ModelScan, bundles: bool) -> list[tuple[str, str]]:
+    """A bundle's models, each under a directory named after the bundle; any other file (a
+    bundle that cannot be read too: its own run says why) is itself."""
+    found = scan.bundle_members(model) if bundles else []
+    if not found:
+        return [(model, relative)]
+    stem = Path(relative).with_suffix("")
+    return [(m, str(stem / scan.member_output(m.name))) for m in found]
 
 
 def _scan(folder: Path, scan: ModelScan, recursive: bool) -> list[Path]:
@@ -210,16 +226,20 @@ def plan_outputs(
             created.append(folder)
     plan, taken = [], {}
     for model, relative in models:
-        out = default_output(model) if folder is None else folder / default_output(relative)
+        member = isinstance(model, Member)
+        out = default_output(model.beside if member else model)
+        out = out if folder is None else folder / default_output(relative)
         key = os.path.normcase(os.path.abspath(out))
         if key in taken:
             message = f"{model}: same output {out} as {taken[key]}: convert it separately"
             plan.append((model, str(out), Result(model, None, "refused", 2, 0.0, message)))
             continue
         taken[key] = model
-        if folder is not None and not out.parent.is_dir():
-            for parent in reversed(out.parent.relative_to(folder).parents[:-1]):
-                _mkdir(folder / parent, created)
+        # a bundle's members go into a directory named after it (beside it without -o)
+        base = folder if folder is not None else Path(model.bundle).parent if member else None
+        if base is not None and not out.parent.is_dir():
+            for parent in reversed(out.parent.relative_to(base).parents[:-1]):
+                _mkdir(base / parent, created)
             _mkdir(out.parent, created)
         plan.append((model, str(out), None))
     return plan
@@ -255,7 +275,8 @@ def _convert_one(job: Job, running: Children) -> Result:
     prog, model, output, options, timeout = job
     with tempfile.TemporaryDirectory(prefix="qonnx-ingest-") as scratch:
         result_file = Path(scratch) / "result.json"
-        command = [sys.executable, "-m", prog, model, *options, "--quiet"]
+        source = model.bundle if isinstance(model, Member) else model  # --member in options
+        command = [sys.executable, "-m", prog, source, *options, "--quiet"]
         command += ["--result-file", str(result_file)]
         if output is not None:
             command[4:4] = ["-o", output]

@@ -64,11 +64,12 @@ def run(
     """
     args = parser.parse_args(argv)
     scan = scan or ModelScan()
-    if args.json or len(args.inputs) > 1 or scan.is_folder(args.inputs[0]):
+    if args.json or len(args.inputs) > 1 or scan.expands(args.inputs[0], args):
         from qonnx_ingest.batch import run_batch
 
         return run_batch(parser, args, scan)
     args.input = args.inputs[0]
+    args.named_as = scan.named_as(args)  # a bundle member's output is named after the member
     status = Status(parser.prog, quiet=args.quiet)
     args.status = status  # converters announce their own phases (TensorFlow import)
     try:
@@ -101,7 +102,7 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
                 )
             output, make_dir = Path("-"), None
         else:
-            output, make_dir = output_path(args.output, args.input)
+            output, make_dir = output_path(args.output, getattr(args, "named_as", args.input))
             check_output_path(make_dir.parent / output.name if make_dir else output, inputs)
         for side in (args.encodings, args.report_json):
             if side and side != "-":

@@ -247,6 +247,21 @@ def output_path(output: str | None, input_path: str) -> tuple[Path, Path | None]
     return out, folder
 
 
+class Member(str):
+    """A model inside a bundle file (a MediaPipe .task), shown as ``bundle:name``: its run is
+    ``bundle`` with the scan's member option and ``name``; ``beside`` is where its output goes
+    by default (``bundle`` without its suffix, then the member's path; the suffix is kept)."""
+
+    bundle: str
+    name: str
+    beside: str
+
+    def __new__(cls, bundle: str, name: str, beside: str) -> Member:
+        self = super().__new__(cls, f"{bundle}:{name}")
+        self.bundle, self.name, self.beside = bundle, name, beside
+        return self
+
+
 class ModelScan:
     """Which files in a directory given as MODEL are models (``suffixes``), and which
     directories are models themselves (a SavedModel: ``marker`` inside).
@@ -257,7 +272,13 @@ class ModelScan:
     the CLI module a reused worker process runs (``batch_workers``), and ``route`` the kind
     of worker a model needs (None: a process of its own). ``foreign`` maps a file that marks
     a directory as another tool's model (``saved_model.pb`` for tflite2qonnx) to what to tell
-    a user who gave that directory."""
+    a user who gave that directory.
+
+    ``bundles``: suffixes of files that hold several models (``.task``), ``members(path)`` the
+    names of the models in one (InputError when it cannot be read), ``member_output(name)``
+    a member's path under the bundle's output directory, and ``member_option`` (``--member``)
+    the option whose ``member_dest`` picks one: without it, a bundle expands like a directory.
+    """
 
     def __init__(
         self,
@@ -268,6 +289,10 @@ class ModelScan:
         workers: str | None = None,
         route: Callable[[str], str | None] | None = None,
         foreign: Mapping[str, str] | None = None,
+        bundles: Sequence[str] = (),
+        members: Callable[[str], Sequence[str]] | None = None,
+        member_output: Callable[[str], str] = str,
+        member_option: str = "",
     ):
         self.suffixes = tuple(suffixes)
         self.marker = marker
@@ -276,6 +301,43 @@ class ModelScan:
         self.workers = workers
         self.route = route or (lambda model: "")
         self.foreign = dict(foreign or {})
+        self.bundles = tuple(bundles)
+        self.members = members
+        self.member_output = member_output
+        self.member_option = member_option
+        self.member_dest = member_option.lstrip("-").replace("-", "_")
+
+    def bundle_members(self, path: str | Path) -> list[Member]:
+        """The models in bundle file ``path``; none for any other file or a bundle that cannot
+        be read or holds no model (converting it then says what is wrong)."""
+        path = str(path)
+        if self.members is None or Path(path).suffix.lower() not in self.bundles:
+            return []
+        if not Path(path).is_file():
+            return []
+        try:
+            names = self.members(path)
+        except InputError:
+            return []
+        stem = Path(path).with_suffix("")
+        return [Member(path, n, str(stem / self.member_output(n))) for n in names]
+
+    def member_given(self, args: argparse.Namespace) -> bool:
+        return bool(self.member_dest and getattr(args, self.member_dest, None))
+
+    def expands(self, path: str | Path, args: argparse.Namespace) -> bool:
+        """``path`` stands for several models: a directory, or a bundle (no member named)."""
+        if self.is_folder(path):
+            return True
+        return not self.member_given(args) and bool(self.bundle_members(path))
+
+    def named_as(self, args: argparse.Namespace) -> str:
+        """The path one model's default output is named after: the model's, or for a bundle's
+        member, the member's file name beside the bundle."""
+        if not self.member_given(args):
+            return args.input
+        name = self.member_output(getattr(args, self.member_dest))
+        return str(Path(args.input).parent / Path(name).name)
 
     def foreign_kind(self, path: str | Path) -> str | None:
         """What to tell a user who gave directory ``path``, another tool's model, if it is one."""
@@ -298,7 +360,10 @@ class ModelScan:
         return None
 
     def companion_args(self, path: str | Path) -> list[str]:
-        """The option a paired model's run needs (``--weights X_weights.h5``), else none."""
+        """The option a paired model's run needs (``--weights X_weights.h5``), a bundle
+        member's (``--member NAME``), else none."""
+        if isinstance(path, Member):
+            return [self.member_option, path.name]
         found = self.companion(path)
         return [self.pair_option, str(found)] if found is not None else []
 

@@ -18,6 +18,7 @@ from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
 from qonnx_ingest.qcdq import check_format, in_format
+from tflite2qonnx.bundle import model_source
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import MissingOperandError, ScaleRangeError, Subgraph
@@ -45,8 +46,13 @@ def convert(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     format: str = "qonnx",
     state_io: bool = False,
+    member: str | None = None,
 ) -> onnx.ModelProto:
     """Convert a TFLite model (path or bytes) to QONNX; save it too when ``output_path`` is given.
+
+    A MediaPipe ``.task`` bundle (a zip of .tflite models) needs ``member``, the name of the
+    model in it to convert (``tflite2qonnx.bundle.members`` lists them; the CLI converts them
+    all); without it the InputError lists them.
 
     ``verify`` runs the TFLite interpreter and the result on seeded inputs first and raises
     ``VerificationError`` (nothing saved) when they disagree beyond the converter's tolerance;
@@ -89,10 +95,12 @@ def convert(
     state on every run (a warning says so).
     """
     check_format(format)
-    tfl = read_model(source)
+    model_bytes, shown = model_source(source, member)
+    tfl = read_model(model_bytes, name=shown)
     # the graph is named after the file (subgraph names are mostly "main" or empty)
     from_file = tfl.source_name != "<bytes>"
-    name = Path(tfl.source_name).stem if from_file else tfl.subgraphs[0].name or "tflite"
+    name = Path(member or tfl.source_name).stem if from_file else tfl.subgraphs[0].name
+    name = name or "tflite"
     model = convert_subgraph(
         tfl.subgraphs[0],
         name=name,
@@ -117,7 +125,7 @@ def convert(
     if verify:
         from tflite2qonnx.reference import verify as run_verification
 
-        run_verification(source, model).require_pass()
+        run_verification(model_bytes, model).require_pass()
     if output_path is not None:
         from qonnx_ingest.save import save_model
 

@@ -13,7 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = cli.make_parser(
         "tflite2qonnx",
         "Convert a TFLite model (.tflite) to QONNX. Never imports TensorFlow.",
-        "the .tflite file",
+        "the .tflite file, or a MediaPipe .task bundle (each model in it)",
         versions=(*BASE, *TFLITE),
         examples=(
             ("model.tflite", "write model.onnx beside model.tflite"),
@@ -22,7 +22,19 @@ def build_parser() -> argparse.ArgumentParser:
                 "a static batch of 1, compared with the TFLite interpreter on 16 random inputs",
             ),
             ("models/ -o out/ --jobs 2", "every .tflite in models/ into out/, two at a time"),
+            (
+                "face_landmarker.task -o out/",
+                "each model in the bundle into out/face_landmarker/ (its member's name .onnx)",
+            ),
         ),
+    )
+    parser.add_argument(
+        "--member",
+        metavar="NAME",
+        help="with a .task bundle: convert only its model NAME (as the bundle names it, e.g. "
+        "face_detector.tflite; a nested bundle's as hand_landmarker.task/hand_detector.tflite) "
+        "into NAME.onnx beside the bundle (default: every model in it, into a directory named "
+        "after the bundle)",
     )
     parser.add_argument(
         "--keep-io-layout",
@@ -118,7 +130,7 @@ def _refuse_keras(path: str) -> None:
     except OSError:
         return  # reading the model says what is wrong
     kind = _keras_file_kind(head)
-    if kind is not None:
+    if kind is not None and not _is_bundle(path):
         raise InputError(f"this is {kind}, not TFLite: {ELSEWHERE}", path)
 
 
@@ -128,6 +140,7 @@ def _convert(args: argparse.Namespace):
     _refuse_keras(args.input)
     return convert(
         args.input,
+        member=args.member,
         opset=args.opset,
         int_quant=args.int_quant,
         keep_io_layout=args.keep_io_layout,
@@ -141,12 +154,39 @@ def _convert(args: argparse.Namespace):
 
 
 def _verify(args: argparse.Namespace, model):
+    from tflite2qonnx.bundle import model_source
     from tflite2qonnx.reference import verify
 
-    return verify(args.input, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
+    source = model_source(args.input, args.member)[0]  # a bundle member: its bytes
+    return verify(source, model, inputs=args.verify_count, inputs_path=args.verify_inputs)
+
+
+def _is_bundle(path: str) -> bool:
+    from tflite2qonnx.bundle import is_bundle
+
+    return is_bundle(path)
+
+
+def _members(path: str) -> list[str]:
+    from tflite2qonnx.bundle import members
+
+    return members(path)
+
+
+def _member_output(name: str) -> str:
+    from tflite2qonnx.bundle import output_name
+
+    return output_name(name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     savedmodel = f"this is a TensorFlow SavedModel directory, not TFLite: {ELSEWHERE}"
-    scan = cli.ModelScan((".tflite",), foreign={"saved_model.pb": savedmodel})
+    scan = cli.ModelScan(
+        (".tflite", ".task"),
+        foreign={"saved_model.pb": savedmodel},
+        bundles=(".task",),
+        members=_members,
+        member_output=_member_output,
+        member_option="--member",
+    )
     return cli.run(build_parser(), _convert, argv, verify=_verify, scan=scan)

@@ -52,14 +52,17 @@ _FILE_IDENTIFIER = b"TFL3"
 _SCHEMA_VERSION = 3
 
 
-def read_model(source: str | os.PathLike | bytes | bytearray | memoryview) -> TFLiteModel:
-    """Read and validate a TFLite model from a path or from the file's bytes.
+def read_model(
+    source: str | os.PathLike | bytes | bytearray | memoryview, name: str | None = None
+) -> TFLiteModel:
+    """Read and validate a TFLite model from a path or from the file's bytes (``name``: what
+    messages call bytes, e.g. ``bundle.task:member.tflite``; default ``<bytes>``).
 
     Every problem with the input raises :class:`InputError` with a one-line message; no
     low-level exception from the flatbuffer library escapes.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
-        name = "<bytes>"
+        name = name or "<bytes>"
         try:
             data = bytes(source)
         except (TypeError, ValueError, BufferError) as exc:
@@ -79,6 +82,12 @@ def read_model(source: str | os.PathLike | bytes | bytearray | memoryview) -> TF
             f"not a TFLite flatbuffer: file is only {len(data)} bytes long", where=name
         )
     if data[4:8] != _FILE_IDENTIFIER:
+        if data[:4] == b"PK\x03\x04" and _is_bundle(source):
+            raise InputError(
+                "is a MediaPipe .task bundle (a zip of .tflite models), not one model: convert "
+                "them with tflite2qonnx BUNDLE.task -o DIR/, one with --member NAME",
+                where=name,
+            )
         keras = _keras_file_kind(data)
         if keras:
             raise InputError(f"this is {keras}, not TFLite: use qkeras2qonnx", where=name)
@@ -134,6 +143,12 @@ _KERAS_SIGNATURES = (
     (b"PK\x03\x04", "a zip archive (a Keras .keras model?)"),
     (b"{", "a JSON file (a Keras architecture?)"),
 )
+
+
+def _is_bundle(source) -> bool:
+    from tflite2qonnx.bundle import is_bundle
+
+    return is_bundle(source)
 
 
 def _keras_file_kind(data: bytes) -> str | None:

@@ -33,12 +33,14 @@ def convert_and_verify(
     """
     from qonnx_ingest.errors import InputError
     from tflite2qonnx.api import convert
+    from tflite2qonnx.bundle import model_source
     from tflite2qonnx.reference import verify
 
     if "verify" in options:
         raise InputError("convert_and_verify always verifies: drop verify=")
     model = convert(source, **options)
-    figures = verify(source, model, inputs=inputs, seed=seed, inputs_path=inputs_path)
+    reference = model_source(source, options.get("member"))[0]  # a bundle's member: its bytes
+    figures = verify(reference, model, inputs=inputs, seed=seed, inputs_path=inputs_path)
     figures.require_pass()
     if output_path is not None:
         from qonnx_ingest.save import save_model
