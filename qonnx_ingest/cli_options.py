@@ -261,6 +261,9 @@ class Member(str):
         self.bundle, self.name, self.beside = bundle, name, beside
         return self
 
+    def __getnewargs__(self) -> tuple[str, str, str]:  # copies (the --json summary's asdict)
+        return self.bundle, self.name, self.beside
+
 
 class ModelScan:
     """Which files in a directory given as MODEL are models (``suffixes``), and which

@@ -66,6 +66,8 @@ def model_source(
     bundle = is_bundle(source)
     if member is None and bundle:
         listed = members(source)
+        if not listed:
+            raise _error("is a .task bundle (zip) with no .tflite model in it", source)
         raise _error(
             f"is a MediaPipe .task bundle of {len(listed)} models ({', '.join(listed)}): "
             "convert one with member=NAME (the CLI's --member NAME), or all with "

@@ -10,6 +10,7 @@ a nested bundle, as MediaPipe's face landmarker and gesture recognizer bundles a
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from litert_compare import compare, reference_interpreter
 import tflite2qonnx
 from qonnx_ingest.errors import InputError
 from support import ROOT, run_module, snapshot
-from tflite2qonnx.bundle import members
+from tflite2qonnx.bundle import members, output_name
 from tflite2qonnx.reader import read_model
 
 MODELS = [
@@ -152,8 +153,15 @@ def test_folder_mode_finds_bundles_beside_models(bundle, tmp_path) -> None:
     (folder / "sub").mkdir(parents=True)
     (folder / "sub" / "face.task").write_bytes(bundle.read_bytes())
     (folder / "mlp.tflite").write_bytes((ROOT / "examples" / "int8_dense.tflite").read_bytes())
-    result = run_module("tflite2qonnx", "models", "-r", "-o", "out/", "-j", "2", cwd=tmp_path)
+    result = run_module(
+        "tflite2qonnx", "models", "-r", "-o", "out/", "-j", "2", "--json", cwd=tmp_path
+    )
     assert result.returncode == 2, result.stderr
+    statuses = {m["input"]: m["status"] for m in json.loads(result.stdout)["models"]}
+    bundled = "models/sub/face.task:"
+    assert statuses == {"models/mlp.tflite": "converted"} | {
+        bundled + m: "converted" if m in GOOD else "refused" for m in MODELS
+    }
     written = sorted(
         str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.onnx")
     )
@@ -175,3 +183,22 @@ def test_member_of_a_plain_model_is_refused() -> None:
 def test_convert_and_verify_checks_the_member(bundle: Path) -> None:
     _, figures = tflite2qonnx.convert_and_verify(bundle, member="face_detector.tflite")
     assert figures.passed and np.isfinite(figures.as_dict()["outputs"][0]["max_abs_error"])
+
+
+def test_member_output_names_stay_inside_the_bundle_directory() -> None:
+    assert output_name("hand_landmarker.task/hand_detector.tflite") == (
+        "hand_landmarker/hand_detector.tflite"
+    )
+    assert output_name("../../etc/evil.tflite") == "etc/evil.tflite"
+    assert output_name("/abs/model.tflite") == "abs/model.tflite"
+
+
+def test_a_bundle_without_models_is_refused_in_one_line(tmp_path) -> None:
+    empty = tmp_path / "labels_only.task"
+    empty.write_bytes(_zip({"labels.txt": b"a\n"}))
+    with pytest.raises(InputError, match="is a .task bundle .zip. with no .tflite model in it"):
+        tflite2qonnx.convert(empty)
+    result = run_module("tflite2qonnx", empty, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "with no .tflite model in it" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels_only.task"]
