@@ -86,7 +86,10 @@ def _missing(tmp):
 
 def _directory(tmp):
     (tmp / "folder.tflite").mkdir()
-    return [tmp / "folder.tflite"], ("folder.tflite", "is a directory with no .tflite or .task file")
+    return [tmp / "folder.tflite"], (
+        "folder.tflite",
+        "is a directory with no .tflite or .task file",
+    )
 
 
 def _empty(tmp):

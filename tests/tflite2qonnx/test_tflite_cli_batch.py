@@ -155,7 +155,10 @@ def test_beside_each_input_without_an_output_directory(models, tmp_path):
         (["models", "--report"], "--report works on one model at a time"),
         (["models", "--encodings", "e.json"], "--encodings works on one model at a time"),
         (["models", "-o", "-"], "-o - writes one model to stdout"),
-        (["empty"], "is a directory with no .tflite or .task file in it (--recursive looks below it)"),
+        (
+            ["empty"],
+            "is a directory with no .tflite or .task file in it (--recursive looks below it)",
+        ),
     ],
 )
 def test_usage_errors_of_a_batch_are_one_line_and_write_nothing(args, fragment, models, tmp_path):
