@@ -132,7 +132,7 @@ def between_models() -> None:
 
 
 # what loading and converting a QKeras model imports: all in the keras extra (h5py with TF)
-KERAS_MODULES = ("h5py", "tensorflow", "tf_keras", "qkeras", "tf2onnx")
+KERAS_MODULES = ("tensorflow", "tf_keras", "qkeras", "tf2onnx", "h5py")  # the one to name first
 TFLITE_IDENTIFIER = b"TFL3"
 
 
@@ -188,7 +188,7 @@ def _require_keras_extra() -> None:
     import importlib.util
 
     from qonnx_ingest.errors import InputError
-    from qonnx_ingest.install_hints import extra_hint
+    from qonnx_ingest.install_hints import MODULES, extra_hint
 
     for name in KERAS_MODULES:
         try:
@@ -196,7 +196,7 @@ def _require_keras_extra() -> None:
         except ImportError as exc:
             found, name = False, getattr(exc, "name", None) or name
         if not found:
-            missing = name
+            missing = MODULES.get(name.split(".")[0], (name,))[0]
             raise InputError(
                 f"qkeras2qonnx needs TensorFlow and QKeras, and {missing} is not installed: "
                 + extra_hint("keras")
