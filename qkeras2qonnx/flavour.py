@@ -54,15 +54,18 @@ def hgq2_dir() -> Path | None:
 
 
 def hgq2_missing_message() -> str:
-    """Where ``hgq2_dir`` looks by default: beside this interpreter's environment, any venv
-    (was ``--target .venv/hgq2``, right only from a project root holding that venv)."""
+    """The install commands: hgq2's dependencies (the ``hgq2`` extra, pinned), then hgq2 itself
+    into the directory ``hgq2_dir`` looks in by default, beside this environment (``apart``)."""
     import shlex
 
+    from qonnx_ingest.install_hints import extra_hint
+
     target = shlex.quote(str(Path(sys.prefix) / "hgq2"))
+    python = shlex.quote(sys.executable)
     return (
-        "this model uses HGQ2 layers, but hgq2 is not installed: "
-        f"pip install --no-deps --target {target} {HGQ2_PIN} (or set {HGQ2_DIR_VARIABLE} to "
-        "where it is)"
+        f"this model uses HGQ2 layers, but hgq2 is not installed: {extra_hint('hgq2')}, then "
+        f"{python} -m qkeras2qonnx.apart hgq2 (installs {HGQ2_PIN} into {target}; or set "
+        f"{HGQ2_DIR_VARIABLE} to where it is)"
     )
 
 

@@ -77,4 +77,7 @@ def test_a_file_naming_hgq_classes_without_hgq2_is_refused_with_the_install_comm
         load._refuse_lambda({"config": {"layers": [layer]}}, False, path)
     # where hgq2_dir looks without the variable: beside this environment, wherever its venv is
     target = Path(sys.prefix) / "hgq2"
-    assert f"pip install --no-deps --target {target} {flavour.HGQ2_PIN}" in str(info.value)
+    assert f"installs {flavour.HGQ2_PIN} into {target}" in str(info.value)
+    # its dependencies, pinned, then hgq2 apart (apart's pip command: the test above)
+    assert f'pip install -c constraints.txt ".[hgq2]" (run in {ROOT})' in str(info.value)
+    assert f"{sys.executable} -m qkeras2qonnx.apart hgq2" in str(info.value)
