@@ -20,6 +20,10 @@ from support import EXAMPLES, ROOT, assert_cli_fails, run_module, snapshot
 TFLITE = EXAMPLES / "int8_dense.tflite"
 H5 = EXAMPLES / "qkeras_jet_dnn.h5"
 
+FLOAT_MODEL = (
+    "import sys, tf_keras as k; "
+    "k.Sequential([k.Input((3,)), k.layers.Dense(2, name='fc')], name='floaty').save(sys.argv[1])"
+)
 BLOCKER = """
 import importlib.abc
 import sys
@@ -154,11 +158,19 @@ def test_the_blocker_really_blocks(tmp_path):
 
 @pytest.mark.keras
 def test_a_directory_of_keras_models_converts_each(tmp_path):
-    """The batch machinery with the QKeras suffixes: .h5 files are models, notes are not."""
-    import json
-
+    """The batch machinery with the QKeras suffixes: .h5 files are models, notes are not; a
+    model's warning line names the file it belongs to (the Keras model's own name does not
+    say which file)."""
     (tmp_path / "models").mkdir()
     shutil.copy(H5, tmp_path / "models" / "a.h5")
+    made = subprocess.run(  # a float Keras model: converted with a NoQuantizer warning
+        [sys.executable, "-c", FLOAT_MODEL, str(tmp_path / "models" / "c.h5")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
     shutil.copy(TFLITE, tmp_path / "models" / "b.h5")  # a TFLite file behind a Keras suffix
     (tmp_path / "models" / "notes.txt").write_text("not a model")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -178,4 +190,8 @@ def test_a_directory_of_keras_models_converts_each(tmp_path):
         "refused",
         "models/b.h5: this is a TFLite model: use tflite2qonnx",
     )
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.onnx"]
+    assert status["models/c.h5"][0] == "converted"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.onnx", "c.onnx"]
+    warned = [ln for ln in result.stderr.splitlines() if ln.startswith("qkeras2qonnx: warning:")]
+    assert len(warned) == 1, result.stderr
+    assert warned[0].startswith("qkeras2qonnx: warning: models/c.h5: floaty: no quantizer")
