@@ -121,16 +121,33 @@ def test_without_the_keras_extra_says_what_to_install_and_exits_2(blocked, named
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jet.h5", "site"]
 
 
+def hgq2_archive(path):
+    """A .keras archive as Keras 3 writes it, naming an HGQ2 layer (no HGQ2 needed)."""
+    layer = {"module": "hgq.layers.core.dense", "class_name": "QDense", "config": {}}
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("metadata.json", '{"keras_version": "3.15.1"}')
+        archive.writestr("config.json", json.dumps({"config": {"layers": [layer]}}))
+    return path
+
+
+def test_an_hgq2_model_on_a_base_install_hears_the_hgq2_commands(tmp_path, monkeypatch):
+    """Not the keras extra's command, which would leave HGQ2's dependencies and hgq2 out."""
+    hgq2_archive(tmp_path / "hgq2.keras")
+    monkeypatch.setenv("QKERAS2QONNX_HGQ2_DIR", str(tmp_path / "no-hgq2"))
+    result = run_blocked(("tensorflow",), "hgq2.keras", "-q", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "and TensorFlow is not installed: " in result.stderr
+    hint = f'pip install -c constraints.txt ".[hgq2]" (run in {ROOT}), then '
+    assert f"{hint}{sys.executable} -m qkeras2qonnx.apart hgq2" in result.stderr
+
+
 def test_without_hgq2s_dependencies_an_hgq2_model_says_what_to_install_and_exits_2(
     tmp_path, monkeypatch
 ):
     """quantizers comes with the hgq2 extra: its absence is exit 2 with that install command
     (was exit 1, "internal error: ModuleNotFoundError"); no qkeras-v3 is asked for."""
-    layer = {"module": "hgq.layers.core.dense", "class_name": "QDense", "config": {}}
-    source = tmp_path / "hgq2.keras"
-    with zipfile.ZipFile(source, "w") as archive:  # what Keras 3 writes, naming an HGQ2 layer
-        archive.writestr("metadata.json", '{"keras_version": "3.15.1"}')
-        archive.writestr("config.json", json.dumps({"config": {"layers": [layer]}}))
+    source = hgq2_archive(tmp_path / "hgq2.keras")
     monkeypatch.setenv("QKERAS2QONNX_QKERAS3_DIR", str(tmp_path / "no-qkeras-v3"))
     result = run_blocked(("quantizers",), source.name, "-q", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
