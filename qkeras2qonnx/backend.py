@@ -33,11 +33,15 @@ def keras() -> Any:
 
 
 def _keras3() -> Any:
-    """Keras 3, with qkeras-v3 (not QKeras 0.9) as ``qkeras``."""
+    """Keras 3, with qkeras-v3 (not QKeras 0.9) as ``qkeras`` when it is installed: HGQ2
+    models need only Keras 3 and hgq2, so without qkeras-v3 no ``qkeras`` is imported."""
     from qkeras2qonnx import flavour
 
     flavour.enter(flavour.KERAS3)
     import keras as keras3
+
+    if not flavour.qkeras3_available():
+        return keras3
     import qkeras
 
     if flavour.process_flavour() != flavour.KERAS3:
@@ -78,16 +82,19 @@ def _restore_recurrent_names() -> None:
 def custom_objects() -> dict[str, Any]:
     """QKeras's layers and quantizers by name, as Keras deserialization needs them."""
     keras()
-    from qkeras.utils import _add_supported_quantized_objects
-
-    objects: dict[str, Any] = {}
-    _add_supported_quantized_objects(objects)
     from qkeras2qonnx import flavour
 
-    if flavour.process_flavour() == flavour.KERAS3:
-        from qkeras2qonnx.keras3_compat import loading_objects
+    objects: dict[str, Any] = {}
+    keras3 = flavour.process_flavour() == flavour.KERAS3
+    if not keras3 or flavour.qkeras3_available():  # Keras 3 without qkeras-v3: HGQ2 only
+        from qkeras.utils import _add_supported_quantized_objects
 
-        objects.update(loading_objects())
+        _add_supported_quantized_objects(objects)
+    if keras3:
+        if flavour.qkeras3_available():
+            from qkeras2qonnx.keras3_compat import loading_objects
+
+            objects.update(loading_objects())
         _register_hgq2()
     return objects
 
@@ -99,7 +106,16 @@ def _register_hgq2() -> None:
     import importlib.util
 
     if importlib.util.find_spec("hgq") is not None:
-        import hgq  # noqa: F401
+        try:
+            import hgq  # noqa: F401
+        except ModuleNotFoundError as exc:  # its dependencies come with the hgq2 extra
+            from qonnx_ingest.errors import InputError
+            from qonnx_ingest.install_hints import missing_module_message
+
+            hint = missing_module_message(exc.name)
+            if hint is None:
+                raise
+            raise InputError(hint) from None
 
 
 def is_qkeras_object(obj: Any) -> bool:

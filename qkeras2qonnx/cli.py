@@ -132,7 +132,7 @@ def between_models() -> None:
 
 
 # what loading and converting a QKeras model imports: all in the keras extra (h5py with TF)
-KERAS_MODULES = ("h5py", "tensorflow", "tf_keras", "qkeras", "tf2onnx")
+KERAS_MODULES = ("tensorflow", "tf_keras", "qkeras", "tf2onnx", "h5py")  # the one to name first
 TFLITE_IDENTIFIER = b"TFL3"
 
 
@@ -143,7 +143,7 @@ def _convert(args: argparse.Namespace):
         status.phase("importing TensorFlow")
     # Quieten TensorFlow's C++ start-up chatter; must be set before TensorFlow is imported.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    _require_keras_extra()
+    _require_keras_extra(args.input)
     if status is not None:
         status.phase(f"converting {args.input}")
     from qkeras2qonnx.load import load_model
@@ -181,14 +181,15 @@ def _refuse_tflite(path: str) -> None:
         raise InputError("this is a TFLite model: use tflite2qonnx", path)
 
 
-def _require_keras_extra() -> None:
+def _require_keras_extra(path: str) -> None:
     """Check that what conversion needs is installed, so a base install (no TensorFlow) hears
     how to get it instead of an import error from deep inside loading. Found, not imported:
-    which QKeras to import (0.9 or qkeras-v3) is the model file's to decide."""
+    which QKeras to import (0.9 or qkeras-v3) is the model file's to decide. An HGQ2 ``.keras``
+    file hears the hgq2 extra's command (and hgq2's own, if it is missing too)."""
     import importlib.util
 
     from qonnx_ingest.errors import InputError
-    from qonnx_ingest.install_hints import extra_hint
+    from qonnx_ingest.install_hints import MODULES, extra_hint
 
     for name in KERAS_MODULES:
         try:
@@ -196,8 +197,34 @@ def _require_keras_extra() -> None:
         except ImportError as exc:
             found, name = False, getattr(exc, "name", None) or name
         if not found:
-            missing = name
+            missing = MODULES.get(name.split(".")[0], (name,))[0]
+            hint = extra_hint("keras")
+            if _names_hgq2(path):
+                hint = extra_hint("hgq2") + _hgq2_apart_hint()
             raise InputError(
-                f"qkeras2qonnx needs TensorFlow and QKeras, and {missing} is not installed: "
-                + extra_hint("keras")
+                f"qkeras2qonnx needs TensorFlow and QKeras, and {missing} is not installed: {hint}"
             ) from None
+
+
+def _names_hgq2(path: str) -> bool:
+    """True for a ``.keras`` archive whose configuration names HGQ2's ``hgq`` modules (read
+    without Keras; an HDF5 file would need h5py, which a base install lacks)."""
+    import re
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return re.search(rb'"module":\s*"hgq[."]', archive.read("config.json")) is not None
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return False
+
+
+def _hgq2_apart_hint() -> str:
+    import shlex
+    import sys
+
+    from qkeras2qonnx import flavour
+
+    if flavour.hgq2_dir() is not None:
+        return ""
+    return f", then {shlex.quote(sys.executable)} -m qkeras2qonnx.apart hgq2"

@@ -54,15 +54,18 @@ def hgq2_dir() -> Path | None:
 
 
 def hgq2_missing_message() -> str:
-    """Where ``hgq2_dir`` looks by default: beside this interpreter's environment, any venv
-    (was ``--target .venv/hgq2``, right only from a project root holding that venv)."""
+    """The install commands: hgq2's dependencies (the ``hgq2`` extra, pinned), then hgq2 itself
+    into the directory ``hgq2_dir`` looks in by default, beside this environment (``apart``)."""
     import shlex
 
+    from qonnx_ingest.install_hints import extra_hint
+
     target = shlex.quote(str(Path(sys.prefix) / "hgq2"))
+    python = shlex.quote(sys.executable)
     return (
-        "this model uses HGQ2 layers, but hgq2 is not installed: "
-        f"pip install --no-deps --target {target} {HGQ2_PIN} (or set {HGQ2_DIR_VARIABLE} to "
-        "where it is)"
+        f"this model uses HGQ2 layers, but hgq2 is not installed: {extra_hint('hgq2')}, then "
+        f"{python} -m qkeras2qonnx.apart hgq2 (installs {HGQ2_PIN} into {target}; or set "
+        f"{HGQ2_DIR_VARIABLE} to where it is)"
     )
 
 
@@ -104,9 +107,20 @@ def enter(flavour: str) -> None:
 def can_run(flavour: str) -> bool:
     """True if this process runs ``flavour`` itself (already committed to it, or free)."""
     current = process_flavour()
-    if current is None:
-        return flavour == KERAS2 or qkeras3_dir() is not None or _qkeras3_importable()
-    return current == flavour
+    return current is None or current == flavour
+
+
+def qkeras3_available() -> bool:
+    """True if qkeras-v3 can be imported in a Keras 3 process (its directory, or a Keras 3
+    environment whose ``qkeras`` is qkeras-v3). HGQ2 models do not need it."""
+    return qkeras3_dir() is not None or _qkeras3_importable()
+
+
+def require_qkeras3() -> None:
+    """Raise InputError with the install command unless qkeras-v3 is available: called when a
+    Keras 3 model names QKeras layers, not for every Keras 3 model (HGQ2 needs only hgq2)."""
+    if not qkeras3_available():
+        raise InputError(_missing_message())
 
 
 def model_flavour(model: Any) -> str:
@@ -155,9 +169,7 @@ def file_flavour(path: Path) -> str:
 def qkeras3_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a subprocess that runs qkeras-v3 (for ``isolated`` and the tests)."""
     env = dict(os.environ if base is None else base)
-    directory = qkeras3_dir()
-    if directory is None and not _qkeras3_importable():
-        raise InputError(_missing_message())
+    directory = qkeras3_dir()  # absent: only HGQ2 and plain Keras 3 models run there
     project = str(Path(__file__).resolve().parents[1])
     paths = [str(directory)] if directory is not None else []
     paths += [project, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
@@ -195,9 +207,7 @@ def _put_qkeras3_first() -> None:
         sys.path.append(str(hgq2))
     directory = qkeras3_dir()
     if directory is None:
-        if _qkeras3_importable():
-            return
-        raise InputError(_missing_message())
+        return  # qkeras-v3 importable as it is, or absent (``require_qkeras3`` says so)
     if sys.path[:1] != [str(directory)]:
         sys.path.insert(0, str(directory))
 

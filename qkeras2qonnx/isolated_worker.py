@@ -51,6 +51,13 @@ def serve(work: Path) -> None:
                 exc.where,
                 getattr(exc, "verification", None),
             )
+        except ModuleNotFoundError as exc:  # an optional dependency: the install command
+            from qonnx_ingest.install_hints import missing_module_message
+
+            hint = missing_module_message(exc.name)
+            if hint is None:
+                raise
+            error = ("qonnx_ingest.errors", "InputError", hint, None, None)
     relayed = [
         ((w.category.__module__, w.category.__name__), str(w.message))
         for w in caught

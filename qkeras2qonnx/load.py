@@ -175,7 +175,7 @@ def _load_args(config: str | bytes) -> dict[str, Any]:
 
 def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
     try:
-        if flavour.process_flavour() == flavour.KERAS3:
+        if flavour.process_flavour() == flavour.KERAS3 and flavour.qkeras3_available():
             from qkeras2qonnx.keras3_compat import fixed_classes
 
             with fixed_classes():
@@ -222,7 +222,9 @@ def _json(text: str | bytes, path: Path) -> Any:
 
 
 def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
-    """Refuse stored code: Lambda layers, and modules outside the frameworks'."""
+    """Refuse stored code: Lambda layers, and modules outside the frameworks'; and a model
+    whose framework is not installed (or not supported: HGQ v1), naming what to do."""
+    _require_frameworks(config, path)
     if allow_lambda:
         return
     name = _find_lambda(config)
@@ -233,11 +235,6 @@ def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
             str(path),
         )
     module, class_name = next(_untrusted_modules(config), (None, None))
-    if module is None and _names_hgq2(config):
-        import importlib.util
-
-        if flavour.hgq2_dir() is None and importlib.util.find_spec("hgq") is None:
-            raise InputError(flavour.hgq2_missing_message(), str(path))
     if module is not None:
         raise InputError(
             f"the configuration names module {module!r} (for {class_name!r}): loading imports "
@@ -245,6 +242,63 @@ def _refuse_lambda(config: Any, allow_lambda: bool, path: Path) -> None:
             "(--allow-lambda)",
             str(path),
         )
+
+
+def _require_frameworks(config: Any, path: Path) -> None:
+    """HGQ v1 refused by name; HGQ2 and qkeras-v3 models without their library refused with
+    the install command, before Keras reports an unknown layer."""
+    names = _class_names(config)
+    hgq1 = sorted(n for n in names if n.startswith("HGQ>"))
+    if hgq1:
+        raise InputError(
+            f"this is an HGQ v1 model ({hgq1[0]!r}): HGQ v1 requires keras<3 and is not "
+            "supported; port the model to HGQ2 (hgq2, docs/keras.md) and convert that",
+            str(path),
+        )
+    if _names_hgq2(config):
+        import importlib.util
+
+        if flavour.hgq2_dir() is None and importlib.util.find_spec("hgq") is None:
+            raise InputError(flavour.hgq2_missing_message(), str(path))
+    if flavour.process_flavour() == flavour.KERAS3 and _names_qkeras(config, names):
+        try:
+            flavour.require_qkeras3()
+        except InputError as exc:
+            raise InputError(str(exc), str(path)) from None
+
+
+def _class_names(obj: Any) -> set[str]:
+    """Every ``class_name`` string in a (nested) Keras configuration."""
+    found: set[str] = set()
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("class_name"), str):
+                found.add(item["class_name"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _names_qkeras(config: Any, names: set[str]) -> bool:
+    """True if a configuration names QKeras: a ``qkeras`` module or registered name, or a
+    layer only qkeras-v3 has."""
+    if names & flavour.QKERAS3_ONLY_LAYERS or any(n.startswith("qkeras>") for n in names):
+        return True
+    return any(m.split(".")[0] == "qkeras" for m in _modules(config))
+
+
+def _modules(obj: Any) -> Iterator[str]:
+    if isinstance(obj, dict):
+        if isinstance(obj.get("module"), str):
+            yield obj["module"]
+        for child in obj.values():
+            yield from _modules(child)
+    elif isinstance(obj, list):
+        for child in obj:
+            yield from _modules(child)
 
 
 def _untrusted_modules(obj: Any) -> Iterator[tuple[str, str]]:

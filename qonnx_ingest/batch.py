@@ -97,8 +97,11 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace, scan: M
                 result = _convert_one(job, running)
             else:
                 result = convert_in_worker(job, running, workers, kind)
-        print(_line(prog, refused or result), file=lines, flush=True)
-        return refused or result
+        outcome = refused or result
+        # a model that was not converted is an error line: stderr, as for one model
+        stream = lines if outcome.status == "converted" else err
+        print(_line(prog, outcome), file=stream, flush=True)
+        return outcome
 
     try:
         done, interrupted = run_all(plan, one, args.jobs, running)

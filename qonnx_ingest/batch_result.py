@@ -73,7 +73,7 @@ def outcome(
 def _outcome(prog, model, output, code, stderr, written, seconds, pid) -> Result:
     for line in stderr.splitlines():
         if line.startswith(f"{prog}: warning: "):
-            print(line, file=sys.stderr)
+            print(naming_model(prog, line, model), file=sys.stderr)
     if code < 0:  # killed (a second Ctrl-C, the OOM killer): what it left half-written
         remove_staging(pid, output or str(default_output(model)))
     if written:
@@ -93,6 +93,16 @@ def _outcome(prog, model, output, code, stderr, written, seconds, pid) -> Result
     tail = (stderr.strip().splitlines() or [""])[-1]
     message = message or (f"killed by signal {-code}" if code < 0 else tail or f"exit {code}")
     return Result(model, None, "crashed", max(code, 1), seconds, message)
+
+
+def naming_model(prog: str, line: str, model: str) -> str:
+    """A child's warning line naming its model (among several models' lines): the TFLite
+    converter's name the file already, qkeras2qonnx's name the Keras model inside it."""
+    prefix = f"{prog}: warning: "
+    text = line[len(prefix) :]
+    if model in text or Path(model).name in text:
+        return line
+    return f"{prefix}{model}: {text}"
 
 
 def _error(prog: str, stderr: str) -> str:

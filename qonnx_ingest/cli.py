@@ -160,6 +160,15 @@ def _run_one(prog, args, convert, extra_inputs, verify, status: Status) -> int:
     except KeyboardInterrupt:
         status.close()
         return _fail(prog, "interrupted", EXIT_INTERRUPTED, args.verbose)
+    except ModuleNotFoundError as exc:  # an optional dependency: say what to install
+        status.close()
+        from qonnx_ingest.install_hints import missing_module_message
+
+        hint = missing_module_message(exc.name)
+        if hint is not None:
+            return _fail(prog, hint, InputError.exit_code, args.verbose)
+        message = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
+        return _fail(prog, message, EXIT_CONVERSION, args.verbose)
     except Exception as exc:  # a bug of ours: still one line, and the traceback on request
         status.close()
         message = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]

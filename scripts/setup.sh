@@ -24,24 +24,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing pinned dependencies (first run: a few minutes, TensorFlow is ~2.5 GB)"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=23"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    -c constraints.txt -e ".[keras,test,hls4ml]"
-  # qkeras-v3 (QKeras for Keras 3) installs the same top-level package `qkeras` as QKeras 0.9,
-  # so it lives in its own directory, outside site-packages; qkeras2qonnx puts it first on
-  # sys.path only in processes that convert Keras 3 models (qkeras2qonnx/flavour.py). Pure
-  # Python, and its dependencies are the pinned stack above (hence --no-deps). Only its
-  # `qkeras` package is kept: the wheel also installs top-level docs/examples/tests packages.
-  rm -rf .venv/qkeras-v3
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
-    --target .venv/qkeras-v3 "$(grep '^qkeras-v3==' constraints.txt)"
-  find .venv/qkeras-v3 -mindepth 1 -maxdepth 1 ! -name 'qkeras' ! -name 'qkeras_v3-*' \
-    -exec rm -rf {} +
-  # hgq2 (HGQ2, Keras 3) also ships a top-level `qkeras` package that would replace QKeras 0.9,
-  # so it too gets a directory of its own, put on sys.path only in Keras 3 processes
-  # (qkeras2qonnx/flavour.py). Its dependencies (keras, quantizers, tqdm) are pinned above;
-  # only its `hgq` package is kept.
-  rm -rf .venv/hgq2
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
-    --target .venv/hgq2 "$(grep '^hgq2==' constraints.txt)"
-  find .venv/hgq2 -mindepth 1 -maxdepth 1 ! -name 'hgq' ! -name 'hgq2-*' -exec rm -rf {} +
+    -c constraints.txt -e ".[keras,hgq2,test,hls4ml]"
+  # qkeras-v3 (QKeras for Keras 3) and hgq2 (HGQ2) both ship a top-level package `qkeras` that
+  # would replace QKeras 0.9, so each lives in a directory of its own (.venv/qkeras-v3,
+  # .venv/hgq2), outside site-packages; qkeras2qonnx puts them on sys.path only in processes
+  # that convert Keras 3 models (qkeras2qonnx/flavour.py). qkeras2qonnx.apart installs the pins
+  # of constraints.txt with --no-deps (their dependencies are the pinned stack above) and keeps
+  # only their own package (`qkeras`, `hgq`).
+  .venv/bin/python -m qkeras2qonnx.apart qkeras-v3 hgq2
   echo "$want" > "$stamp"
 fi

@@ -91,6 +91,11 @@ def read_model(
         keras = _keras_file_kind(data)
         if keras:
             raise InputError(f"this is {keras}, not TFLite: use qkeras2qonnx", where=name)
+        if _is_onnx(data):
+            raise InputError(
+                "this is already an ONNX model, not a TFLite flatbuffer: nothing to convert",
+                where=name,
+            )
         raise InputError(
             f"not a TFLite flatbuffer: file identifier is {data[4:8]!r}, expected b'TFL3'",
             where=name,
@@ -155,6 +160,20 @@ def _keras_file_kind(data: bytes) -> str | None:
     """What a Keras file handed to tflite2qonnx is, so the message can name the other tool."""
     head = data[:16].lstrip()
     return next((kind for sig, kind in _KERAS_SIGNATURES if head.startswith(sig)), None)
+
+
+def _is_onnx(data: bytes) -> bool:
+    """An ONNX ModelProto: field 1 (ir_version, a small varint) first, and the whole file
+    parses as one with a graph. Parsed only when the first bytes say so."""
+    if data[:1] != b"\x08" or not 1 <= data[1] <= 64:
+        return False
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        return onnx.ModelProto.FromString(data).HasField("graph")
+    except (DecodeError, ValueError, RuntimeError):
+        return False
 
 
 def _one_line(exc: BaseException | str) -> str:

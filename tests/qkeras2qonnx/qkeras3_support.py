@@ -38,7 +38,8 @@ def run_cli_on_keras3_file(*args: str | Path) -> subprocess.CompletedProcess:
 
 def run_qkeras3(script: str, *args: str | Path, timeout: float = 900) -> None:
     """Run ``tests/qkeras2qonnx/<script>`` under qkeras-v3; fail with its stderr tail."""
-    env = flavour.qkeras3_environment()  # raises, naming setup.sh, if qkeras-v3 is missing
+    flavour.require_qkeras3()  # raises, naming the install command, if qkeras-v3 is missing
+    env = flavour.qkeras3_environment()
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     done = subprocess.run(
         [sys.executable, str(HERE / script), *map(str, args)],

@@ -161,11 +161,13 @@ def test_convert_and_verify_returns_the_figures_it_checked(models, tmp_path):
 
 def test_a_missing_qkeras3_is_exit_2_naming_where_this_environment_looks(tmp_path, monkeypatch):
     """Exit 2 like a missing TensorFlow (was 1, "cannot be converted exactly"); the hint's
-    directory is the running environment's, wherever its venv lives."""
+    directory is the running environment's, wherever its venv lives. Asked for only by a
+    model naming QKeras layers (an HGQ2 model needs no qkeras-v3)."""
     source = tmp_path / "model.keras"
+    layer = {"module": "qkeras.qlayers", "class_name": "QDense", "registered_name": "qkeras>QDense"}
     with zipfile.ZipFile(source, "w") as archive:  # what qkeras-v3 / Keras 3 writes
         archive.writestr("metadata.json", '{"keras_version": "3.5.0"}')
-        archive.writestr("config.json", "{}")
+        archive.writestr("config.json", json.dumps({"config": {"layers": [layer]}}))
     empty = tmp_path / "no-qkeras-v3"
     empty.mkdir()
     monkeypatch.setenv("QKERAS2QONNX_QKERAS3_DIR", str(empty))

@@ -72,8 +72,11 @@ def test_recursive_keeps_the_tree_and_a_bad_model_stops_nothing(models, tmp_path
     assert written == ["conv.onnx", "deep/depthwise.onnx", "hello.onnx"]
     for path in out.rglob("*"):
         assert path.is_dir() or path.suffix == ".onnx", path  # no staging leftovers
-    refused = [ln for ln in result.stdout.splitlines() if ln.startswith("tflite2qonnx: refused")]
+    # a model not converted is an error line: stderr (stdout: converted lines and the table)
+    refused = [ln for ln in result.stderr.splitlines() if ln.startswith("tflite2qonnx: refused")]
     assert len(refused) == 1 and "deep/bad.tflite" in refused[0] and "truncated" in refused[0]
+    assert "refused models/deep/bad.tflite" not in result.stdout
+    assert result.stdout.count("tflite2qonnx: converted ") == 3
     assert snapshot(models) == before  # inputs untouched
     for name in ("conv", "deep/depthwise"):
         onnx.checker.check_model(onnx.load(out / f"{name}.onnx"))
@@ -137,7 +140,7 @@ def test_two_models_with_one_output_name_never_overwrite_each_other(tmp_path):
     shutil.copy(CONV, tmp_path / "b" / "m.tflite")
     result = run_cli("a/m.tflite", "b/m.tflite", "-o", "out/", cwd=tmp_path)
     assert result.returncode == 2
-    assert "refused b/m.tflite: same output out/m.onnx as a/m.tflite" in result.stdout
+    assert "refused b/m.tflite: same output out/m.onnx as a/m.tflite" in result.stderr
     model = onnx.load(tmp_path / "out" / "m.onnx")
     assert model.graph.input[0].name == "serving_default_dense_input:0"  # a's, not b's
 
@@ -197,8 +200,8 @@ def test_models_past_the_timeout_are_reported_timed_out_and_leave_nothing(models
     # no conversion finishes in a millisecond: each child stops itself and exits 4
     result = run_cli("models", "-o", "out/", "--timeout", "0.001", cwd=tmp_path)
     assert result.returncode == 4, result.stderr
-    timed_out = [ln for ln in result.stdout.splitlines() if " timed out " in ln]
-    assert len(timed_out) == 2, result.stdout
+    timed_out = [ln for ln in result.stderr.splitlines() if " timed out " in ln]
+    assert len(timed_out) == 2, result.stderr
     assert all("not converted within --timeout 0.001 s" in ln for ln in timed_out)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 

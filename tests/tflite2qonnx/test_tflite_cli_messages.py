@@ -126,3 +126,21 @@ def test_verify_inputs_in_the_source_layout_are_taken(name, verify_inputs, capsy
     tmp = verify_inputs
     assert main([str(CONV), "-o", str(tmp / "m.onnx"), "--verify-inputs", str(tmp / name)]) == 0
     assert "  on 2 inputs; " in capsys.readouterr().out
+
+
+def test_an_onnx_model_is_said_to_be_onnx_already_in_one_line(tmp_path, capsys):
+    """(was "file identifier is b'qonn'": the bytes of the producer name)"""
+    from support import EXAMPLES
+
+    converted = tmp_path / "m.onnx"
+    assert main([str(EXAMPLES / "int8_dense.tflite"), "-o", str(converted), "-q"]) == 0
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    argv = [converted, "-o", tmp_path / "again.onnx"]
+    assert_cli_fails(capsys, main, "tflite2qonnx", argv, 2, "m.onnx: this is already an ONNX model")
+    assert snapshot(tmp_path) == before
+    # bytes that only start like ONNX keep the flatbuffer message
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x08\x07" + bytes(range(30)))
+    argv = [junk, "-o", tmp_path / "junk.onnx"]
+    assert_cli_fails(capsys, main, "tflite2qonnx", argv, 2, "not a TFLite flatbuffer")
