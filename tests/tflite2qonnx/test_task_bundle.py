@@ -122,7 +122,8 @@ def test_cli_converts_each_member_and_refuses_the_broken_one_alone(bundle, tmp_p
     assert f"{bundle}:hand_landmarker.task/hand_detector.tflite -> out/face/hand_landmarker/" in (
         result.stdout
     )
-    refused = [ln for ln in lines if ln.startswith("tflite2qonnx: refused ")]
+    assert not [ln for ln in lines if ln.startswith("tflite2qonnx: refused ")]
+    refused = [ln for ln in result.stderr.splitlines() if ln.startswith("tflite2qonnx: refused ")]
     assert refused == [
         f"tflite2qonnx: refused {bundle}:broken.tflite: the file looks truncated (200 bytes; "
         "the model refers to byte 207): copy or download it again"
