@@ -1,0 +1,117 @@
+"""Every single-model recipe of Google's ai-edge-quantizer 0.10 on one small float model
+(Conv2D -> DepthwiseConv2D -> Dense), converted and compared with the LiteRT interpreter.
+
+What each recipe writes, and what the converter makes of it (docs/tflite.md):
+- int8 weights (dynamic_wi8*, legacy, weight-only, static): exact as --verify measures it;
+- int4 / int2 weights run by LiteRT's hybrid kernels, which quantize the input on the fly
+  (per-channel int4 / int2, blockwise int4 / int2): the converted graph computes the layer on
+  the dequantized weights, off by the kernel's input rounding only (the tolerance below);
+- int2 convolution filters and blockwise int2 weights: refused, LiteRT's kernels do not
+  compute them (values near 1e37; 0.7 off the dequantized weights).
+Blockwise int4 models are compared with the builtin optimized kernels: the reference kernel
+(BUILTIN_REF) returns the bias alone for a blockwise FULLY_CONNECTED; the others with the
+reference kernels, as --verify does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from control_flow_models import in_fresh_process
+from litert_compare import run_ours
+from onnx import numpy_helper
+
+import tflite2qonnx
+from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.verified import convert_and_verify
+
+pytest.importorskip("ai_edge_quantizer", reason="ai-edge-quantizer is the `test` extra")
+pytestmark = pytest.mark.keras
+
+# verified exactly as --verify does (bit_exact: the integer kernels emulated)
+EXACT = {
+    "dynamic_legacy_wi8_afp32": {},
+    "dynamic_wi8_afp32": {},
+    "dynamic_wi8c_afp32": {},
+    "dynamic_wi8c_hr_afp32": {},
+    "dynamic_wi8b32_afp32": {},  # 8-bit blockwise: the quantizer leaves the weights float
+    "dynamic_wi8b64_afp32": {},
+    "weight_only_wi4_afp32": {},
+    "weight_only_wi8_afp32": {},
+    "static_wi8_ai8": {"bit_exact": True},
+    "static_wi8_ai16": {"bit_exact": True},
+}
+# hybrid kernels on int4 / int2 weights: recipe -> bit width of the dense weight's Quant
+HYBRID = {
+    "dynamic_wi4_afp32": 4,
+    "dynamic_wi4c_afp32": 4,
+    "dynamic_wi4c_hr_afp32": 4,
+    "dynamic_wi2c_hr_afp32": 2,
+    "dynamic_wi4b32_afp32": 4,
+    "dynamic_wi4b64_afp32": 4,
+}
+REFUSED = {
+    "dynamic_wi2c_afp32": "int2 filters",
+    "dynamic_wi2b32_afp32": "blockwise int2 weights",
+    "dynamic_wi2b64_afp32": "blockwise int2 weights",
+}
+# the kernels' on-the-fly int8 input rounding, on outputs of magnitude ~0.3
+HYBRID_TOLERANCE = 0.01
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, bytes]:
+    names = ["float", *EXACT, *HYBRID, *REFUSED]
+    specs = {name: ("recipe_model", {"name": name}) for name in names}
+    return in_fresh_process(specs, module="ai_edge_quantizer_models")
+
+
+def test_every_single_model_recipe_is_covered() -> None:
+    from ai_edge_quantizer_models import recipe_names
+
+    assert sorted(recipe_names()) == sorted([*EXACT, *HYBRID, *REFUSED])
+
+
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_int8_recipe_converts_exactly(models, name) -> None:
+    _, figures = convert_and_verify(models[name], **EXACT[name])
+    (out,) = figures.outputs
+    if EXACT[name]:
+        assert out.max_steps == 0  # integer outputs equal the kernels' bit for bit
+    else:
+        assert out.max_abs_error <= 1e-6
+
+
+def _interpreter(data: bytes, x: np.ndarray, blockwise: bool) -> np.ndarray:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    resolver = resolver if blockwise else OpResolverType.BUILTIN_REF
+    it = Interpreter(model_content=data, experimental_op_resolver_type=resolver)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+@pytest.mark.parametrize("name", sorted(HYBRID))
+def test_sub_byte_recipe_agrees_with_the_hybrid_kernels(models, name) -> None:
+    model = tflite2qonnx.convert(models[name])
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    bits = [float(inits[n.input[3]]) for n in model.graph.node if n.op_type == "Quant"]
+    assert HYBRID[name] in bits
+    rng = np.random.default_rng(1)
+    worst = 0.0
+    for _ in range(4):
+        x = rng.uniform(-1, 1, (2, 4, 4, 64)).astype(np.float32)
+        theirs = _interpreter(models[name], x, blockwise="b" in name.split("_")[1])
+        ours = run_ours(model, {model.graph.input[0].name: x})[model.graph.output[0].name]
+        worst = max(worst, float(np.max(np.abs(ours - theirs))))
+    assert worst <= HYBRID_TOLERANCE
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_unrunnable_recipe_is_refused_in_one_line(models, name) -> None:
+    with pytest.raises(ConversionError, match=REFUSED[name]) as exc:
+        tflite2qonnx.convert(models[name])
+    assert "\n" not in str(exc.value)
