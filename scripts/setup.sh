@@ -43,5 +43,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target .venv/hgq2 "$(grep '^hgq2==' constraints.txt)"
   find .venv/hgq2 -mindepth 1 -maxdepth 1 ! -name 'hgq' ! -name 'hgq2-*' -exec rm -rf {} +
+  # ai-edge-quantizer (tests/tflite2qonnx/test_ai_edge_quantizer.py) declares litert-lm-builder,
+  # which its .tflite recipes never import; its other dependencies are pinned above, so it
+  # goes into site-packages with --no-deps, beside immutabledict (its one missing dependency).
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    "$(grep '^ai-edge-quantizer==' constraints.txt)" "$(grep '^immutabledict==' constraints.txt)"
   echo "$want" > "$stamp"
 fi
