@@ -34,6 +34,10 @@ EXACT = {
     "dynamic_wi8_afp32": {},
     "dynamic_wi8c_afp32": {},
     "dynamic_wi8c_hr_afp32": {},
+    "dynamic_wi4_afp32": {},  # int4 / int2 per channel: the kernels unpack them to int8
+    "dynamic_wi4c_afp32": {},
+    "dynamic_wi4c_hr_afp32": {},
+    "dynamic_wi2c_hr_afp32": {},
     "dynamic_wi8b32_afp32": {},  # 8-bit blockwise: the quantizer leaves the weights float
     "dynamic_wi8b64_afp32": {},
     "weight_only_wi4_afp32": {},
@@ -41,14 +45,18 @@ EXACT = {
     "static_wi8_ai8": {"bit_exact": True},
     "static_wi8_ai16": {"bit_exact": True},
 }
-# hybrid kernels on int4 / int2 weights: recipe -> bit width of the dense weight's Quant
-HYBRID = {
+# blockwise int4: the float layer on the dequantized weights
+BLOCKWISE = ("dynamic_wi4b32_afp32", "dynamic_wi4b64_afp32")
+# recipe -> the bit width of its dense weight's Quant node
+WEIGHT_BITS = {
     "dynamic_wi4_afp32": 4,
     "dynamic_wi4c_afp32": 4,
     "dynamic_wi4c_hr_afp32": 4,
     "dynamic_wi2c_hr_afp32": 2,
     "dynamic_wi4b32_afp32": 4,
     "dynamic_wi4b64_afp32": 4,
+    "weight_only_wi4_afp32": 4,
+    "dynamic_wi8c_afp32": 8,
 }
 REFUSED = {
     "dynamic_wi2c_afp32": "int2 filters",
@@ -61,7 +69,7 @@ HYBRID_TOLERANCE = 0.01
 
 @pytest.fixture(scope="module")
 def models() -> dict[str, bytes]:
-    names = ["float", *EXACT, *HYBRID, *REFUSED]
+    names = ["float", *EXACT, *BLOCKWISE, *REFUSED]
     specs = {name: ("recipe_model", {"name": name}) for name in names}
     return in_fresh_process(specs, module="ai_edge_quantizer_models")
 
@@ -69,7 +77,7 @@ def models() -> dict[str, bytes]:
 def test_every_single_model_recipe_is_covered() -> None:
     from ai_edge_quantizer_models import recipe_names
 
-    assert sorted(recipe_names()) == sorted([*EXACT, *HYBRID, *REFUSED])
+    assert sorted(recipe_names()) == sorted([*EXACT, *BLOCKWISE, *REFUSED])
 
 
 @pytest.mark.parametrize("name", sorted(EXACT))
@@ -82,11 +90,19 @@ def test_int8_recipe_converts_exactly(models, name) -> None:
         assert out.max_abs_error <= 1e-6
 
 
-def _interpreter(data: bytes, x: np.ndarray, blockwise: bool) -> np.ndarray:
+@pytest.mark.parametrize("name", sorted(WEIGHT_BITS))
+def test_sub_byte_weights_are_quant_nodes_of_their_width(models, name) -> None:
+    model = tflite2qonnx.convert(models[name])
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    weights = [n for n in model.graph.node if n.op_type == "Quant" and n.input[0] in inits]
+    bits = {float(inits[n.input[3]]) for n in weights}
+    assert bits == {float(WEIGHT_BITS[name])}
+
+
+def _optimized_kernels(data: bytes, x: np.ndarray) -> np.ndarray:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    resolver = resolver if blockwise else OpResolverType.BUILTIN_REF
     it = Interpreter(model_content=data, experimental_op_resolver_type=resolver)
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], x)
@@ -94,17 +110,14 @@ def _interpreter(data: bytes, x: np.ndarray, blockwise: bool) -> np.ndarray:
     return it.get_tensor(it.get_output_details()[0]["index"])
 
 
-@pytest.mark.parametrize("name", sorted(HYBRID))
-def test_sub_byte_recipe_agrees_with_the_hybrid_kernels(models, name) -> None:
+@pytest.mark.parametrize("name", BLOCKWISE)
+def test_blockwise_int4_agrees_with_the_optimized_kernel(models, name) -> None:
     model = tflite2qonnx.convert(models[name])
-    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    bits = [float(inits[n.input[3]]) for n in model.graph.node if n.op_type == "Quant"]
-    assert HYBRID[name] in bits
     rng = np.random.default_rng(1)
     worst = 0.0
     for _ in range(4):
         x = rng.uniform(-1, 1, (2, 4, 4, 64)).astype(np.float32)
-        theirs = _interpreter(models[name], x, blockwise="b" in name.split("_")[1])
+        theirs = _optimized_kernels(models[name], x)
         ours = run_ours(model, {model.graph.input[0].name: x})[model.graph.output[0].name]
         worst = max(worst, float(np.max(np.abs(ours - theirs))))
     assert worst <= HYBRID_TOLERANCE

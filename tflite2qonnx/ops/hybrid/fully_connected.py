@@ -21,10 +21,16 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.hybrid.quant import quantize_rows, weight_integers
 
+# constant weights the hybrid kernels take; blockwise ones go through the float layer
+_WEIGHTS = ("int8", "int4", "int2")
+
 
 def is_hybrid_fc(b: GraphBuilder, op: Operator) -> bool:
-    """Float input with int8 weights."""
-    return b.tensor(op.inputs[0]).dtype == "float32" and b.tensor(op.inputs[1]).dtype == "int8"
+    """Float input with int8 weights (or int4 / int2: the kernel unpacks them to int8 and runs
+    the same hybrid path; measured exact on ai-edge-quantizer's dynamic_wi4c / wi2c_hr)."""
+    w = b.tensor(op.inputs[1])
+    blockwise = w.quantization is not None and w.quantization.block_size > 0
+    return b.tensor(op.inputs[0]).dtype == "float32" and w.dtype in _WEIGHTS and not blockwise
 
 
 def _c(b: GraphBuilder, value, dtype, hint: str) -> str:
