@@ -147,3 +147,24 @@ def test_unrunnable_recipe_is_refused_in_one_line(models, name) -> None:
     with pytest.raises(ConversionError, match=REFUSED[name]) as exc:
         tflite2qonnx.convert(models[name])
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("name", BLOCKWISE)
+def test_blockwise_weights_in_qcdq_are_a_blocked_dequantize_linear(models, name) -> None:
+    """Opset 21's DequantizeLinear(axis, block_size), run by onnxruntime, computes what the
+    QONNX form computes (its float convolutions in the last bits)."""
+    import onnxruntime as ort
+
+    qcdq = tflite2qonnx.convert(models[name], format="qcdq", keep_io_layout=True)
+    qonnx = tflite2qonnx.convert(models[name], keep_io_layout=True)
+    blocked = [
+        {a.name: a.i for a in n.attribute}
+        for n in qcdq.graph.node
+        if n.op_type == "DequantizeLinear" and any(a.name == "block_size" for a in n.attribute)
+    ]
+    assert blocked == [{"axis": 1, "block_size": int(name.split("b")[1][:2])}]
+    x = np.random.default_rng(2).uniform(-1, 1, (2, 4, 4, 64)).astype(np.float32)
+    session = ort.InferenceSession(qcdq.SerializeToString())
+    (ours,) = session.run(None, {qcdq.graph.input[0].name: x})
+    expected = run_ours(qonnx, {qonnx.graph.input[0].name: x})[qonnx.graph.output[0].name]
+    assert float(np.max(np.abs(ours - expected))) <= 1e-6
