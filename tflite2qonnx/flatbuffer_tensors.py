@@ -111,8 +111,12 @@ class TensorDecoder(Cursor):
 
         type_code = int(t.Type())
         type_name = TENSOR_TYPE_NAMES.get(type_code)
-        if type_name is None or type_name not in TENSOR_TYPES:
+        if type_name is None:
             raise self.fail(f"unknown tensor type {type_code}")
+        if type_name not in TENSOR_TYPES:  # LiteRT's FLOAT8 types: no kernel here reads them
+            raise ConversionError(
+                f"{type_name} tensors are not supported", where=f"{self.name}: {self.loc}"
+            )
         dtype = type_name.lower()
 
         self.count(t, "Shape")
