@@ -44,6 +44,11 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
             "int2 filters: LiteRT's convolution kernels do not compute them (outputs ~1e37)",
             op.where,
         )
+    q = b.tensor(op.inputs[1]).quantization
+    if q is not None and q.block_size:
+        # no blockwise conv to measure (ai-edge-quantizer 0.10 leaves convolutions per
+        # channel): its kernel's on-the-fly quantization is unknown, so no exact form
+        raise ConversionError("blockwise-quantized filters are not supported", op.where)
     if is_hybrid_conv(b, op):
         return hybrid_conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
