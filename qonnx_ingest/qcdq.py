@@ -14,8 +14,9 @@ Such tie differences are listed in one warning (``strict`` refuses them). Quanti
 constants (weights, biases) are stored as integers behind a DequantizeLinear, which is exact
 at any width up to 32 bits. Activations of 9 to 16 bits (TFLite's 16x8 models) are stored as
 (u)int16, which QuantizeLinear takes from opset 21: such a model is first upgraded to opset 21
-with onnx's version converter. Anything else (an activation wider than 16 bits, a bipolar
-activation) cannot be lowered and is an error naming the node.
+with onnx's version converter; so is one with blockwise constant scales, which become
+opset 21's blocked DequantizeLinear (qcdq_blocked). Anything else (an activation wider than
+16 bits, a bipolar activation) cannot be lowered and is an error naming the node.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
 from qonnx_ingest.passes import run_passes
+from qonnx_ingest.qcdq_blocked import lower_blocked
 from qonnx_ingest.qcdq_rewrite import left_quants, lower_quants
 from qonnx_ingest.qcdq_unsigned import store_int8_as_uint8
 from qonnx_ingest.quant_info import (
@@ -89,7 +91,7 @@ def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     """A copy of ``model`` with what qonnx's QuantToQCDQ does not take lowered here: constant
     quantizers, zero points, 16-bit activations, tie-rounding modes (set to ROUND, after the
     warning), and the activations QuantizeLinear cannot hold written as standard ops."""
-    model = copy.deepcopy(model)
+    model = lower_blocked(copy.deepcopy(model), _upgraded)
     quantized = quantized_tensors(model)
     activations = [q for q in quantized if q.role in (ACTIVATION, INPUT)]
     standard = {q.output for q in activations if _needs_standard_ops(q)}

@@ -32,5 +32,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # of constraints.txt with --no-deps (their dependencies are the pinned stack above) and keeps
   # only their own package (`qkeras`, `hgq`).
   .venv/bin/python -m qkeras2qonnx.apart qkeras-v3 hgq2
+  # ai-edge-quantizer (tests/tflite2qonnx/test_ai_edge_quantizer.py) declares litert-lm-builder,
+  # which its .tflite recipes never import; its other dependencies are pinned above, so it
+  # goes into site-packages with --no-deps, beside immutabledict (its one missing dependency).
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    "$(grep '^ai-edge-quantizer==' constraints.txt)" "$(grep '^immutabledict==' constraints.txt)"
   echo "$want" > "$stamp"
 fi

@@ -16,9 +16,10 @@ class TensorType:
     """One TensorType of the schema.
 
     ``numpy``: one stored element, little endian as flatbuffers (None: no fixed-size element;
-    INT4 is packed two per byte). ``onnx``: the element type where the graph keeps the dtype
-    (None: exposed as float, or no ONNX equivalent). ``bits`` / ``signed``: the integer storage
-    a Quant node can reproduce (None: not a quantizable integer).
+    INT4 / UINT4 are packed two per byte, INT2 four). ``onnx``: the element type where the
+    graph keeps the dtype (None: exposed as float, or no ONNX equivalent). ``bits`` /
+    ``signed``: the integer storage a Quant node can reproduce (None: not a quantizable
+    integer).
     """
 
     numpy: str | None
@@ -45,6 +46,8 @@ TENSOR_TYPES: dict[str, TensorType] = {
     "COMPLEX128": TensorType("<c16", TensorProto.COMPLEX128),
     "BFLOAT16": TensorType("bfloat16", TensorProto.BFLOAT16),
     "INT4": TensorType("int4", bits=4),
+    "INT2": TensorType("int2", bits=2),  # LiteRT's schema (ai-edge-quantizer's wi2 recipes)
+    "UINT4": TensorType("uint4", bits=4, signed=False),
     "STRING": TensorType(None),
     "RESOURCE": TensorType(None),
     "VARIANT": TensorType(None),
@@ -59,4 +62,10 @@ INT8_TYPES = {dtype: grid for dtype, grid in INTEGER_TYPES.items() if grid[0] ==
 # Tensor.dtype -> ONNX element type, for tensors that are not exposed as float at the boundary
 ONNX_TYPES: dict[str, int] = {
     name.lower(): t.onnx for name, t in TENSOR_TYPES.items() if t.onnx is not None
+}
+# the sub-byte types: numpy spec -> (bits, signed) of their packed elements
+PACKED_TYPES: dict[str, tuple[int, bool]] = {
+    t.numpy: (t.bits, t.signed)
+    for t in TENSOR_TYPES.values()
+    if t.numpy in ("int4", "uint4", "int2")
 }

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import flatbuffers
 import numpy as np
 import tflite
 
@@ -241,7 +242,7 @@ class _Reader(TensorDecoder):
         self.loc = f"opcode {i}"
         oc = self.model.OperatorCodes(i)
         # The schema keeps the old int8 field for codes < 127 and says to take the max.
-        code = max(int(oc.DeprecatedBuiltinCode()), int(oc.BuiltinCode()))
+        code = max(int(oc.DeprecatedBuiltinCode()), _builtin_code_field(oc))
         builtin = enum_name(BUILTIN_OPERATOR_NAMES, code)
         custom_code = self.text(oc.CustomCode(), "custom_code")
         if builtin == "CUSTOM" and not custom_code:
@@ -420,3 +421,11 @@ class _Reader(TensorDecoder):
                 mapping[sig_name] = t
             maps.append(mapping)
         return SignatureDef(key=key, subgraph_index=sg_index, inputs=maps[0], outputs=maps[1])
+
+
+def _builtin_code_field(oc: Any) -> int:
+    """OperatorCode.builtin_code as stored. The tflite bindings' ``BuiltinCode()`` returns
+    ``deprecated_builtin_code`` for any code below 127, so a writer that leaves the old field
+    0 (ADD) and sets only the new one (ai-edge-quantizer's DEQUANTIZE) read as ADD."""
+    o = oc._tab.Offset(10)  # vtable slot 3: builtin_code (int32)
+    return int(oc._tab.Get(flatbuffers.number_types.Int32Flags, o + oc._tab.Pos)) if o else 0

@@ -268,6 +268,10 @@ class GraphBuilder:
         out = claimed or self.fresh(hint)
         axis = args.axis if perm is None or args.axis is None else list(perm).index(args.axis)
         kwargs = {**args.as_kwargs(), "axis": axis}
+        if perm is not None and args.axis is None and np.ndim(args.scale) == len(perm):
+            # blockwise: full-shape scale and zero point move with the values
+            kwargs["scale"] = np.transpose(args.scale, perm)
+            kwargs["zero_point"] = np.transpose(args.zero_point, perm)
         self._add_quant(raw, out, value.shape, tensor.name, kwargs)
         return out
 

@@ -104,14 +104,17 @@ class Quantization:
     broadcast), so consumers never special-case the file's shorthand.
     """
 
-    scale: np.ndarray  # float32, 1-D
-    zero_point: np.ndarray  # int64, 1-D, len == len(scale)
+    scale: np.ndarray  # float32, 1-D (blockwise: the weight's rank, see block_size)
+    zero_point: np.ndarray  # int64, 1-D, len == len(scale) (blockwise: scale's shape)
     quantized_dimension: int
+    # LiteRT blockwise quantization: one scale per block_size consecutive values along
+    # quantized_dimension (scale has the tensor's shape with that axis divided); 0: none
+    block_size: int = 0
 
     @property
     def per_axis(self) -> bool:
         """True when there is one scale per slice along ``quantized_dimension``."""
-        return len(self.scale) > 1
+        return self.block_size == 0 and len(self.scale) > 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,6 +193,8 @@ class Tensor:
         if q is None or self.dtype not in INTEGER_TYPES:
             return None
         bits, signed = INTEGER_TYPES[self.dtype]
+        if q.block_size:
+            return self._blockwise_quant(bits, signed)
         per_axis = q.per_axis
         scale = q.scale.astype(np.float64)
         zero_point = q.zero_point.astype(np.float64)
@@ -204,6 +209,20 @@ class Tensor:
             narrow=self._is_narrow(),
             axis=self._quantized_axis() if per_axis else None,
         )
+
+    def _blockwise_quant(self, bits: int, signed: bool) -> QuantArgs:
+        """Blockwise scales expanded to the tensor's full shape: a Quant with one scale per
+        element, constant along each block. Chosen over a Quant on the weight reshaped to
+        (..., blocks, block) between two Reshapes because the weight keeps its own shape:
+        the layout passes transpose it (and its scale with it) like any other constant, and
+        FINN / hls4ml read one Quant on the weight. The QCDQ lowering folds the repeated
+        scale back into DequantizeLinear's block_size (qonnx_ingest.quant_info)."""
+        q = self.quantization
+        axis, block = q.quantized_dimension, q.block_size
+        scale = np.repeat(q.scale.astype(np.float64), block, axis=axis)
+        zero_point = np.repeat(q.zero_point.astype(np.float64), block, axis=axis)
+        scale.flags.writeable = zero_point.flags.writeable = False
+        return QuantArgs(scale, zero_point, bits, signed, narrow=False, axis=None)
 
     def _is_narrow(self) -> bool:
         """int8 weights use TFLite's symmetric range [-127, 127]; say so when the data agrees."""

@@ -28,7 +28,14 @@ def enum_name(names: dict[int, str], value: int) -> str:
 
 
 BUILTIN_OPERATOR_NAMES = enum_names(tflite.BuiltinOperator)
-TENSOR_TYPE_NAMES = enum_names(tflite.TensorType)
+# LiteRT's schema has types the tflite 2.18 bindings lack; named explicitly, by their codes
+TENSOR_TYPE_NAMES = {
+    **enum_names(tflite.TensorType),
+    19: "INT2",
+    20: "UINT4",
+    21: "FLOAT8_E4M3FN",
+    22: "FLOAT8_E5M2",
+}
 OPTIONS_UNION = enum_names(tflite.BuiltinOptions)
 # Newer schemas put StableHLO op options in a second union (Operator.builtin_options_2).
 OPTIONS2_UNION = enum_names(tflite.BuiltinOptions2) if hasattr(tflite, "BuiltinOptions2") else {}

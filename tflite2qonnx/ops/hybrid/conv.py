@@ -31,10 +31,16 @@ from tflite2qonnx.ops.padding import spatial_attrs
 
 _EXACT_F32 = 2.0**24
 
+# constant weights the hybrid kernels take; blockwise ones go through the float layer
+_WEIGHTS = ("int8", "int4", "int2")
+
 
 def is_hybrid_conv(b: GraphBuilder, op: Operator) -> bool:
-    """Float input with int8 filters."""
-    return b.tensor(op.inputs[0]).dtype == "float32" and b.tensor(op.inputs[1]).dtype == "int8"
+    """Float input with int8 filters (or int4 / int2: the kernels unpack them to int8 and
+    run the same hybrid path; measured exact on ai-edge-quantizer's dynamic_wi4c)."""
+    w = b.tensor(op.inputs[1])
+    blockwise = w.quantization is not None and w.quantization.block_size > 0
+    return b.tensor(op.inputs[0]).dtype == "float32" and w.dtype in _WEIGHTS and not blockwise
 
 
 def _filter_scales(b: GraphBuilder, op: Operator, out_channels: int) -> np.ndarray:

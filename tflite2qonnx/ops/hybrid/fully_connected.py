@@ -5,8 +5,8 @@ integer dot product; the float layer on the dequantized weights is off by the in
 (1e-3 on a small Dense, where XNNPACK agrees with the kernel to 1e-7). The input quantization
 is ``ops.hybrid.quant``'s (symmetric, or ``asymmetric_quantize_inputs``'s zero point, whose
 row sums the kernel subtracts: here the product of q - zp); output = bias + float(dot) *
-(factor * weight scale), float32, then the fused activation; per-channel weights (asymmetric
-inputs only) take each unit's scale there.
+(factor * weight scale), float32, then the fused activation; per-channel weights (symmetric
+or asymmetric inputs: ai-edge-quantizer's dynamic_wi8c) take each unit's scale there.
 Integer products run as int32 MatMul (exact).
 """
 
@@ -21,10 +21,16 @@ from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.hybrid.quant import quantize_rows, weight_integers
 
+# constant weights the hybrid kernels take; blockwise ones go through the float layer
+_WEIGHTS = ("int8", "int4", "int2")
+
 
 def is_hybrid_fc(b: GraphBuilder, op: Operator) -> bool:
-    """Float input with int8 weights."""
-    return b.tensor(op.inputs[0]).dtype == "float32" and b.tensor(op.inputs[1]).dtype == "int8"
+    """Float input with int8 weights (or int4 / int2: the kernel unpacks them to int8 and runs
+    the same hybrid path; measured exact on ai-edge-quantizer's dynamic_wi4c / wi2c_hr)."""
+    w = b.tensor(op.inputs[1])
+    blockwise = w.quantization is not None and w.quantization.block_size > 0
+    return b.tensor(op.inputs[0]).dtype == "float32" and w.dtype in _WEIGHTS and not blockwise
 
 
 def _c(b: GraphBuilder, value, dtype, hint: str) -> str:
@@ -43,10 +49,9 @@ def hybrid_fully_connected(b: GraphBuilder, op: Operator, x: str) -> None:
             "hybrid FULLY_CONNECTED needs constant symmetric int8 weights",
             f"{op.where}, tensor {w_idx} '{t.name}'",
         )
-    if q.per_axis and (not asymmetric or q.quantized_dimension != 0):
+    if q.per_axis and q.quantized_dimension != 0:
         raise ConversionError(
-            "hybrid FULLY_CONNECTED with per-channel weights is only supported with "
-            "asymmetric_quantize_inputs (per output unit)",
+            "hybrid FULLY_CONNECTED with per-channel weights is only supported per output unit",
             f"{op.where}, tensor {w_idx} '{t.name}'",
         )
     if bias_idx >= 0 and b.tensor(bias_idx).dtype != "float32":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
@@ -36,6 +37,18 @@ def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
 
 
 def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
+    if b.tensor(op.inputs[1]).dtype == "int2":
+        # measured: LiteRT 2.3's reference, builtin and XNNPACK conv kernels all return
+        # values near 1e37 for ai-edge-quantizer's int2 filters: no reference to agree with
+        raise ConversionError(
+            "int2 filters: LiteRT's convolution kernels do not compute them (outputs ~1e37)",
+            op.where,
+        )
+    q = b.tensor(op.inputs[1]).quantization
+    if q is not None and q.block_size:
+        # no blockwise conv to measure (ai-edge-quantizer 0.10 leaves convolutions per
+        # channel): its kernel's on-the-fly quantization is unknown, so no exact form
+        raise ConversionError("blockwise-quantized filters are not supported", op.where)
     if is_hybrid_conv(b, op):
         return hybrid_conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]

@@ -14,8 +14,14 @@ def quantize(b: GraphBuilder, op: Operator) -> None:
 
 
 def dequantize(b: GraphBuilder, op: Operator) -> None:
-    """The input already holds real values on its grid; constants (float16, int8) fold."""
+    """The input already holds real values on its grid; float16 constants fold, quantized
+    integer constants (weight-only quantization) keep their Quant node: its width and scale
+    are what FINN / hls4ml read."""
     src = op.inputs[0]
+    tensor = b.tensor(src)
+    if tensor.data is not None and tensor.quant is not None and tensor.sparsity is None:
+        b.alias(op.outputs[0], b.input(src))
+        return
     value = b.constant(src)
     if value is not None:
         b.set_constant(op.outputs[0], value)
