@@ -29,6 +29,9 @@ BUILTIN = "optimized builtin kernels"
 XNNPACK = "XNNPACK"
 TFLM = "TFLM interpreter"
 _SHORT = {BUILTIN_REF: "builtin", BUILTIN: "optimized builtin", XNNPACK: "XNNPACK", TFLM: "TFLM"}
+# ops whose one kernel the reference resolver registers only up to an older version than the
+# optimized one (register_ref.cc: TILE 1-2; version 3 adds no kernel of its own)
+_REF_MAX_VERSION = {69: 2}  # BuiltinOperator.TILE
 # the ops whose 16x8 kernels LiteRT dispatches on quantized_bias_type rather than the bias type
 _BIAS_TYPED = {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 2}
 
@@ -64,6 +67,9 @@ def open_path(source, kind: str, model: onnx.ModelProto | None = None):
                 _resize_to(it, model, source)
     except (RuntimeError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
+        lowered = _versions_lowered(source) if kind == BUILTIN_REF else None
+        if lowered is not None:
+            return open_path(lowered, kind, model)
         if needs_tflm(text):  # TFLite Micro's Signal ops: TFLM's interpreter is the reference
             return TflmInterpreter(source)
         first = text.split(". ")[0][:200]
@@ -72,6 +78,31 @@ def open_path(source, kind: str, model: onnx.ModelProto | None = None):
         ) from None
     it.reference_name = kind
     return it
+
+
+def _versions_lowered(source) -> bytes | None:
+    """``source`` with each op of ``_REF_MAX_VERSION`` above it set to that version (None when
+    there is none): the reference resolver registers the same kernel only up to there."""
+    import struct
+
+    import tflite
+
+    if isinstance(source, bytes | bytearray | memoryview):
+        data = bytearray(source)
+    else:
+        with open(source, "rb") as f:
+            data = bytearray(f.read())
+    model = tflite.Model.GetRootAsModel(data, 0)
+    changed = False
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        top = _REF_MAX_VERSION.get(builtin)
+        slot = code._tab.Offset(8)  # OperatorCode.version
+        if top is not None and slot and code.Version() > top:
+            struct.pack_into("<i", data, code._tab.Pos + slot, top)
+            changed = True
+    return bytes(data) if changed else None
 
 
 def choose_reference(source, model: onnx.ModelProto):
