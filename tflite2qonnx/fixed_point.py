@@ -318,10 +318,14 @@ def _wrapped_left_shift(
             where,
         )
     shifted = b.emit("Mul", [acc, f64(b, 2.0**left, "left_shift")])[0]
-    up = b.emit("Add", [shifted, f64(b, 2.0**31, "int32_half")])[0]
+    return wrap_int32(b, shifted), np.minimum(bound * 2.0**left, 2.0**31)
+
+
+def wrap_int32(b: GraphBuilder, v: str) -> str:
+    """A float64 integer value wrapped to int32 (two's complement), exactly below 2^53."""
+    up = b.emit("Add", [v, f64(b, 2.0**31, "int32_half")])[0]
     turns = b.emit("Floor", [b.emit("Mul", [up, f64(b, 2.0**-32, "int32_turn")])[0]])[0]
-    wrapped = b.emit("Sub", [shifted, b.emit("Mul", [turns, f64(b, 2.0**32, "int32_span")])[0]])[0]
-    return wrapped, np.minimum(bound * 2.0**left, 2.0**31)
+    return b.emit("Sub", [v, b.emit("Mul", [turns, f64(b, 2.0**32, "int32_span")])[0]])[0]
 
 
 def requantize_single_rounding(

@@ -35,10 +35,12 @@ from qonnx_ingest.verification import (
     within_relative,
 )
 from tflite2qonnx.reference_paths import (
+    TFLM,
     XNNPACK,
     baseline_name,
     choose_reference,
     open_path,
+    repair_note,
     spread_paths,
 )
 from tflite2qonnx.state import initial_state, read_pairs
@@ -158,7 +160,10 @@ def verify(
         if spread and agreement.baseline_name:
             agreement.baseline_name = baseline_name(reference_name, spread[0])
         results.append(agreement)
-    return Verification(results, len(samples), f"{runner}; TFLite reference: {reference_name}")
+    note = repair_note(source) if reference_name != TFLM else ""
+    return Verification(
+        results, len(samples), f"{runner}; TFLite reference: {reference_name}{note}"
+    )
 
 
 def _renamed(source, details: list[dict]) -> list[dict]:

@@ -58,7 +58,7 @@ def emulates(b: GraphBuilder, op: Operator) -> bool:
         if treatment == INT16_DEFAULT:
             return True
         if treatment == INT16_DEFAULT_INT64_BIAS:
-            return b.bit_exact or _bias_dtype(b, op) == "int64"
+            return b.bit_exact or _bias_dtype(b, op) in ("int64", "int32")
     return b.bit_exact and is_integer_op(b, op)
 
 
@@ -71,7 +71,7 @@ def transpose_conv_int16(b: GraphBuilder, op: Operator) -> bool:
     if not (x.integer_quantized and x.dtype == "int16"):
         return False
     bias = op.inputs[3] if len(op.inputs) > 3 else -1
-    return b.bit_exact or bias < 0 or b.tensor(bias).dtype == "int64"
+    return b.bit_exact or bias < 0 or b.tensor(bias).dtype in ("int64", "int32")
 
 
 def transpose_conv_integer(b: GraphBuilder, op: Operator) -> bool:
