@@ -51,7 +51,8 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
 def emulates(b: GraphBuilder, op: Operator) -> bool:
     """Whether ``op`` converts as its kernel's integer arithmetic: under bit_exact any integer
     op (``is_integer_op``), and always an int16 op whose record says its kernel runs by default
-    (the convolutions: with an int64 bias, the kernel emulated; int32 biases run another)."""
+    (the convolutions: with an int64 bias the 64-bit kernel, with an int32 one the int32 kernel;
+    without a bias they round once)."""
     t = b.tensor(op.inputs[0])
     treatment = _int16(op)
     if t.integer_quantized and t.dtype == "int16":
