@@ -152,7 +152,8 @@ def finish_accumulator(
     if bias_idx >= 0:
         t = b.tensor(bias_idx)
         x_idx = op.inputs[2] if op.name == "TRANSPOSE_CONV" else op.inputs[0]
-        wanted = ("int64", "int32") if b.tensor(x_idx).dtype == "int16" else ("int32",)
+        int16 = b.tensor(x_idx).dtype == "int16"  # 16x8
+        wanted = ("int64", "int32") if int16 else ("int32",)
         if t.data is None or t.dtype not in wanted:
             raise ConversionError(
                 f"bit_exact: bias '{t.name}' must be a constant {' or '.join(wanted)}", where
@@ -160,7 +161,7 @@ def finish_accumulator(
         bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))
         acc = b.emit("Add", [acc, f64(b, bias, "bias")])[0]
         bound = bound + np.abs(bias)
-        if single and t.dtype == "int32":  # 16x8 with an int32 accumulator
+        if int16 and t.dtype == "int32":  # 16x8 with an int32 accumulator
             single = False
             if np.max(bound) >= 2.0**31:
                 acc, bound = wrap_int32(b, acc), np.minimum(bound, 2.0**31)
