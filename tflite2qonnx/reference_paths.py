@@ -2,14 +2,14 @@
 spread, chosen among those that actually run the model.
 
 The reference is the first that runs of: the builtin reference kernels (the semantics the
-file defines), the optimized builtin kernels, TFLM's interpreter (TFLite Micro's Signal ops),
-XNNPACK (MediaPipe's custom ops exist only in its delegate). The reference resolver registers
-TILE only up to version 2 (the same kernel as version 3): the builtin kernels run a copy with
-that version. A 16x8 CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV with an
-int32 bias but no ``quantized_bias_type`` (older converters did not write it) makes LiteRT's
-kernels, and TFLM's TRANSPOSE_CONV, read the bias as int64, past its end (their bug; garbage,
-the xmos denoiser's mask saturates): every LiteRT path runs a copy declaring INT32, which
-selects the kernel the bias's type means.
+file defines; TFLM's interpreter instead for TFLite Micro's Signal ops, which LiteRT lacks),
+the optimized builtin kernels, XNNPACK (MediaPipe's custom ops exist only in its delegate).
+The reference resolver registers TILE only up to version 2 (the same kernel as version 3):
+the builtin kernels run a copy with that version. A 16x8 CONV_2D / FULLY_CONNECTED /
+TRANSPOSE_CONV with an int32 bias but no ``quantized_bias_type`` (older converters did not
+write it) makes LiteRT's kernels, and TFLM's TRANSPOSE_CONV, read the bias as int64, past its
+end (their bug; garbage: the xmos denoiser's mask saturates): every LiteRT path runs a copy
+declaring INT32, which selects the kernel the bias's type means.
 
 The spread (how far TFLite's own CPU paths differ, the allowance for quantized outputs) is
 XNNPACK against the reference, or the other builtin resolver where XNNPACK fails to build
@@ -53,7 +53,7 @@ def open_path(source, kind: str, model: onnx.ModelProto | None = None):
         raise ReferenceUnavailable(
             f"--verify needs the TFLite interpreter: {extra_hint('verify')}"
         ) from None
-    declared = repaired(source)
+    declared = repaired(source)  # after the import above: the schema is LiteRT's
     if declared is not None:
         source = declared
     kwargs = (
@@ -179,13 +179,23 @@ def repair_note(source) -> str:
     return " (on a copy declaring the 16x8 kernels' int32 biases, which LiteRT reads as int64)"
 
 
+def _has_litert() -> bool:
+    try:
+        import ai_edge_litert.interpreter  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def choose_reference(source, model: onnx.ModelProto):
     """The first runtime that runs ``source`` (module docstring), and its name."""
     first_failure = None
-    for kind in (BUILTIN_REF, BUILTIN, TFLM, XNNPACK):
+    for kind in (BUILTIN_REF, BUILTIN, XNNPACK):
         try:
             it = open_path(source, kind, model)
         except ReferenceUnavailable as exc:
+            if kind == BUILTIN_REF and not _has_litert():
+                raise  # the install hint: no other runtime is worth trying
             first_failure = first_failure or exc
             continue
         return it, getattr(it, "reference_name", kind)
