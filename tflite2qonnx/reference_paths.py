@@ -13,7 +13,8 @@ declaring INT32, which selects the kernel the bias's type means.
 
 The spread (how far TFLite's own CPU paths differ, the allowance for quantized outputs) is
 XNNPACK against the reference, or the other builtin resolver where XNNPACK fails to build
-(OSNet), never the reference against itself unless nothing else runs it.
+(OSNet); XNNPACK as the reference is its own. A model with quantized outputs that no second
+runtime runs is reported as unverifiable (ReferenceUnavailable), not held to no spread.
 """
 
 from __future__ import annotations
