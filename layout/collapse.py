@@ -34,6 +34,7 @@ def collapse_moves(model: onnx.ModelProto) -> PassResult:
         return model, False
     shapes = _static_shapes(graph)
     shapes.update(_inferred_shapes(model, shapes))
+    partial = _partial_shapes(graph)
     uses: dict[str, int] = {}
     for node in graph.node:
         for t in node.input:
@@ -63,7 +64,8 @@ def collapse_moves(model: onnx.ModelProto) -> PassResult:
             before = sum(n.op_type == "Transpose" for n in mine)
             if before == 0:
                 break
-            new = _collapse(part, shapes, inits, taken, new_inits)
+            new = _collapse(part, _with_fixed_size(part, shapes, partial, inits), inits,
+                            taken, new_inits)  # fmt: skip
             after = None if new is None else sum(n.op_type == "Transpose" for n in new)
             if after is not None and after < before:
                 replaced[id(node)] = new
@@ -122,6 +124,37 @@ def _static_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     for t in graph.initializer:
         shapes[t.name] = tuple(int(d) for d in t.dims)
+    return shapes
+
+
+def _partial_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int | None, ...]]:
+    """Shapes with their dynamic dimensions as None."""
+    shapes = {}
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            dims = tt.shape.dim
+            shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)
+    return shapes
+
+
+def _with_fixed_size(chain, shapes: dict, partial: dict, inits: dict) -> dict:
+    """``shapes``, with the chain's input given its one dynamic dimension where a Reshape of
+    the chain to a constant shape fixes the element count (the xmos denoiser's GRU state,
+    [1, batch, 64] -> Transpose -> Reshape [1, 1, 2, 32]: any other batch fails there)."""
+    first = chain[0].input[0]
+    dims = partial.get(first)
+    if first in shapes or dims is None or sum(d is None for d in dims) != 1:
+        return shapes
+    for node in chain:
+        if node.op_type != "Reshape":
+            continue
+        target = numpy_helper.to_array(inits[node.input[1]]).reshape(-1)
+        known = int(np.prod([d for d in dims if d is not None]))
+        total = int(np.prod(target))
+        if np.all(target > 0) and known > 0 and total % known == 0:
+            return {**shapes, first: tuple(total // known if d is None else d for d in dims)}
+        break
     return shapes
 
 

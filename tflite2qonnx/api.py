@@ -78,8 +78,8 @@ def convert(
     default rounds once per op, like XNNPACK, except the 16x8 (int16) kernels no single
     rounding agrees with, emulated either way: AVERAGE_POOL_2D, CONV_2D, DEPTHWISE_CONV_2D,
     DIV, EXP, FULLY_CONNECTED, GELU, LOG, LOGISTIC, MEAN, PRELU, QUANTIZE, REDUCE_PROD,
-    RESIZE_BILINEAR, RSQRT, SOFTMAX, TANH, TRANSPOSE_CONV (the convolutions with an int64
-    bias, TRANSPOSE_CONV with no bias too; docs/int16.md).
+    RESIZE_BILINEAR, RSQRT, SOFTMAX, TANH, TRANSPOSE_CONV (the convolutions with an int64 or
+    int32 bias, TRANSPOSE_CONV with no bias too; docs/int16.md).
     .. emulated-ops:end
 
     ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1

@@ -277,9 +277,8 @@ def requantize(
     right = np.maximum(-shift, 0)
     bound = np.broadcast_to(np.asarray(bound, np.float64), m0.shape)
     if np.any((bound * 2.0**left >= 2.0**31) & (left > 0)):
-        raise ConversionError(
-            "bit_exact: the multiplier's left shift could overflow the int32 accumulator", where
-        )
+        acc, bound = _wrapped_left_shift(b, acc, left, bound, where)
+        left = np.zeros_like(left)
     # A float64 product is exact below 2^53; where it could be wider, |v| >= 2^(22 + left), so
     # an output that does not saturate int8 needs right - left > 12 (int16: > 4, which keeps
     # the same margin).
@@ -302,6 +301,31 @@ def requantize(
     k = cast(b, scaled, TensorProto.FLOAT)
     out_scale = (np.float32(s_out) * (1.0 / pot)).astype(np.float32)
     return b.emit("Mul", [k, b.const(out_scale, "output_scale")])[0]
+
+
+def _wrapped_left_shift(
+    b: GraphBuilder, acc: str, left: np.ndarray, bound: np.ndarray, where: str
+) -> tuple[str, np.ndarray]:
+    """``x * (1 << left_shift)`` as the kernels' int32 arithmetic computes it where it can
+    overflow: wrapped to int32 (two's complement, what x86-64 and ARM builds of
+    MultiplyByQuantizedMultiplier return). A multiplier above 1 on a near-constant output
+    (OSNet's channels with a 7.8e-9 output scale) reaches it. The shifted value and its wrap
+    are exact float64 while ``bound * 2^left`` stays below 2^53."""
+    if np.any(bound * 2.0**left >= _EXACT_F64):
+        raise ConversionError(
+            "bit_exact: the multiplier's left shift overflows int32 beyond float64's exact "
+            "integers",
+            where,
+        )
+    shifted = b.emit("Mul", [acc, f64(b, 2.0**left, "left_shift")])[0]
+    return wrap_int32(b, shifted), np.minimum(bound * 2.0**left, 2.0**31)
+
+
+def wrap_int32(b: GraphBuilder, v: str) -> str:
+    """A float64 integer value wrapped to int32 (two's complement), exactly below 2^53."""
+    up = b.emit("Add", [v, f64(b, 2.0**31, "int32_half")])[0]
+    turns = b.emit("Floor", [b.emit("Mul", [up, f64(b, 2.0**-32, "int32_turn")])[0]])[0]
+    return b.emit("Sub", [v, b.emit("Mul", [turns, f64(b, 2.0**32, "int32_span")])[0]])[0]
 
 
 def requantize_single_rounding(

@@ -21,7 +21,6 @@ import onnx
 
 from layout import stored_perms
 from qonnx_ingest.errors import InputError, ReferenceUnavailable
-from qonnx_ingest.native_stderr import silenced
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
     Agreement,
@@ -35,8 +34,16 @@ from qonnx_ingest.verification import (
     steps_apart,
     within_relative,
 )
+from tflite2qonnx.reference_paths import (
+    TFLM,
+    XNNPACK,
+    baseline_name,
+    choose_reference,
+    open_path,
+    repair_note,
+    spread_paths,
+)
 from tflite2qonnx.state import initial_state, read_pairs
-from tflite2qonnx.tflm_reference import TflmInterpreter, needs_tflm
 
 FLOAT_RTOL = 1e-4
 # Slack against XNNPACK, measured on the corpus: on deep int8 networks both paths sit at
@@ -66,12 +73,7 @@ def verify(
     """Run the interpreter and ``model`` on the same seeded (or given) inputs and measure."""
     if inputs_path is None:
         check_count(inputs)
-    try:
-        reference = _interpreter(source, False, model)
-        reference_name = getattr(reference, "reference_name", "builtin kernels")
-    except InputError:
-        # MediaPipe's custom ops exist only in the XNNPACK delegate: let it be the reference
-        reference, reference_name = _interpreter(source, True, model), "XNNPACK"
+    reference, reference_name = choose_reference(source, model)
     # keyed by the converted model's names: a TFLite name may be empty or repeated
     in_details = _renamed(source, reference.get_input_details())
     out_details = _renamed(source, reference.get_output_details())
@@ -85,8 +87,8 @@ def verify(
     )
     fresh = _keeps_resource_variables(source)
 
-    def interpreter_for(it, xnnpack: bool):  # a fresh one per sample where variables persist
-        return (lambda: _interpreter(source, xnnpack, model)) if fresh else (lambda: it)
+    def interpreter_for(it, kind: str):  # a fresh one per sample where variables persist
+        return (lambda: open_path(source, kind, model)) if fresh else (lambda: it)
 
     def invoke_all(run) -> list[Feeds]:
         if states:  # one interpreter, reset once: the stream starts from the initial state
@@ -95,19 +97,32 @@ def verify(
             return [_invoke(it, in_details, out_details, s, unusable, reset=False) for s in samples]
         return [_invoke(run(), in_details, out_details, s, unusable) for s in samples]
 
-    ref_run = interpreter_for(reference, reference_name == "XNNPACK")
+    ref_run = interpreter_for(reference, reference_name)
     # the user's samples failing is their input's fault; seeded ones failing, the reference's
     unusable = InputError if inputs_path is not None else ReferenceUnavailable
     ref_outs = invoke_all(ref_run)
     xnn_cache: list = []
+    spread: list[str] = []  # the runtime measuring TFLite's own spread, once chosen
 
-    def xnn_outs() -> list[Feeds]:  # run only when an output needs XNNPACK's spread
+    def xnn_outs() -> list[Feeds]:  # run only when an output needs TFLite's spread
         if not xnn_cache:
-            if reference_name == "XNNPACK":
+            if reference_name == XNNPACK:
+                spread.append(XNNPACK)
                 xnn_cache.append(ref_outs)
+                return ref_outs
+            for kind in spread_paths(reference_name):
+                try:
+                    other = open_path(source, kind, model)
+                except ReferenceUnavailable:  # XNNPACK fails to build a runtime (OSNet)
+                    continue
+                spread.append(kind)
+                xnn_cache.append(invoke_all(interpreter_for(other, kind)))
+                break
             else:
-                xnnpack = _interpreter(source, True, model)
-                xnn_cache.append(invoke_all(interpreter_for(xnnpack, True)))
+                raise ReferenceUnavailable(
+                    f"only TFLite's {reference_name} run this model: no second runtime to "
+                    "measure TFLite's own spread on its quantized outputs"
+                )
         return xnn_cache[0]
 
     perms = stored_perms(model)
@@ -132,7 +147,7 @@ def verify(
         if grid is None:
             agreement.passed = within_relative(agreement, refs, FLOAT_RTOL)
             agreement.tolerance = f"float: max abs error <= {FLOAT_RTOL:g} * max(1, |reference|)"
-            if not agreement.passed and reference_name != "XNNPACK":
+            if not agreement.passed and reference_name != XNNPACK:
                 # a float output computed from quantized tensors (a detector's boxes), or at
                 # the end of a deep float recurrence (dp_net), moves as far between TFLite's
                 # own two paths: held to that spread
@@ -142,8 +157,13 @@ def verify(
             xnns = [_real(o[name], d) for o in xnn_outs()]
             xnn = measure(name, refs, xnns, grid)
             _against_xnnpack(agreement, xnn, _paired_noise(refs, ours, xnns, grid))
+        if spread and agreement.baseline_name:
+            agreement.baseline_name = baseline_name(reference_name, spread[0])
         results.append(agreement)
-    return Verification(results, len(samples), f"{runner}; TFLite reference: {reference_name}")
+    note = repair_note(source) if reference_name != TFLM else ""
+    return Verification(
+        results, len(samples), f"{runner}; TFLite reference: {reference_name}{note}"
+    )
 
 
 def _renamed(source, details: list[dict]) -> list[dict]:
@@ -236,63 +256,6 @@ def _float_against_xnnpack(
 def _same_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Element-wise equality that counts NaN as equal to NaN."""
     return (a == b) | (np.isnan(a) & np.isnan(b))
-
-
-def _interpreter(source, xnnpack: bool, model: onnx.ModelProto | None = None):
-    try:
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    except ImportError:
-        from qonnx_ingest.install_hints import extra_hint
-
-        raise ReferenceUnavailable(
-            f"--verify needs the TFLite interpreter: {extra_hint('verify')}"
-        ) from None
-    kwargs = (
-        {"model_content": bytes(source)}
-        if isinstance(source, bytes | bytearray | memoryview)
-        else {"model_path": str(source)}
-    )
-    if not xnnpack:
-        kwargs["experimental_op_resolver_type"] = OpResolverType.BUILTIN_REF
-    try:
-        # the XNNPACK delegate's INFO line goes from C++ to fd 2: not for a Python caller
-        with silenced():
-            it = Interpreter(**kwargs)
-            it.allocate_tensors()
-            if model is not None:
-                _resize_to(it, model, source)
-    except (RuntimeError, ValueError) as exc:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        if needs_tflm(text):  # TFLite Micro's Signal ops: TFLM's interpreter is the reference
-            return TflmInterpreter(source)
-        first = text.split(". ")[0][:200]
-        raise ReferenceUnavailable(
-            f"the TFLite interpreter cannot run this model: {first}"
-        ) from None
-    return it
-
-
-def _resize_to(it, model: onnx.ModelProto, source) -> None:
-    """Give the interpreter's inputs the converted model's static shapes (``--batch-size``,
-    ``--input-shape``), mapped back to the TFLite layout."""
-    perms = stored_perms(model)
-    shapes = {}
-    for vi in model.graph.input:
-        dims = vi.type.tensor_type.shape.dim
-        if dims and all(d.HasField("dim_value") for d in dims):
-            shapes[vi.name] = [d.dim_value for d in dims]
-    resized = False
-    for d in _renamed(source, it.get_input_details()):
-        stored = shapes.get(d["name"])
-        if stored is None:
-            continue
-        perm = perms.get(d["name"])
-        shape = stored if perm is None else [stored[i] for i in np.argsort(perm)]
-        if tuple(shape) != tuple(int(n) for n in d["shape"]):
-            it.resize_tensor_input(d["index"], shape)
-            resized = True
-    if resized:
-        it.allocate_tensors()
 
 
 def _random_inputs(

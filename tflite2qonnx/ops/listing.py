@@ -55,7 +55,7 @@ def bit_exact() -> str:
 def int16() -> str:
     rows = [
         ("kernel emulated by default", lambda op: op.int16 == INT16_DEFAULT),
-        ("kernel emulated by default with an int64 bias, under `--bit-exact` otherwise",
+        ("kernel emulated by default with an int64 or int32 bias, under `--bit-exact` otherwise",
          lambda op: op.int16 == INT16_DEFAULT_INT64_BIAS),
         ("kernel emulated under `--bit-exact` (one rounding is within a step by default)",
          lambda op: op.int16 == INT16_BIT_EXACT),
@@ -75,7 +75,7 @@ def convert_doc() -> str:
         "``bit_exact`` emulates the builtin integer kernels' arithmetic bit for bit where a "
         f"record says so: {emulated} (see ``tflite2qonnx.fixed_point``); the default rounds "
         "once per op, like XNNPACK, except the 16x8 (int16) kernels no single rounding agrees "
-        f"with, emulated either way: {by_default} (the convolutions with an int64 bias, "
+        f"with, emulated either way: {by_default} (the convolutions with an int64 or int32 bias, "
         "TRANSPOSE_CONV with no bias too; docs/int16.md)."
     )
     return textwrap.fill(text, width=92, initial_indent="    ", subsequent_indent="    ")

@@ -34,7 +34,8 @@ ANY_INTEGER = ("any integer",)
 # How an int16 (16x8) input is treated (``Op.int16``); without one of these --bit-exact
 # refuses an int16 input and the default rounds once
 INT16_DEFAULT = "kernel by default"  # no single rounding agrees with the kernel: always emulated
-INT16_DEFAULT_INT64_BIAS = "kernel by default for int64 biases"  # int32 biases: --bit-exact only
+# with an int64 or int32 bias (each its own kernel instantiation); without one: --bit-exact only
+INT16_DEFAULT_INT64_BIAS = "kernel by default for int64 biases"
 INT16_BIT_EXACT = "kernel under --bit-exact"  # a single rounding is within a step of it
 
 

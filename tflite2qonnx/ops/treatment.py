@@ -51,14 +51,15 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
 def emulates(b: GraphBuilder, op: Operator) -> bool:
     """Whether ``op`` converts as its kernel's integer arithmetic: under bit_exact any integer
     op (``is_integer_op``), and always an int16 op whose record says its kernel runs by default
-    (the convolutions: with an int64 bias, the kernel emulated; int32 biases run another)."""
+    (the convolutions: with an int64 bias the 64-bit kernel, with an int32 one the int32 kernel;
+    without a bias they round once)."""
     t = b.tensor(op.inputs[0])
     treatment = _int16(op)
     if t.integer_quantized and t.dtype == "int16":
         if treatment == INT16_DEFAULT:
             return True
         if treatment == INT16_DEFAULT_INT64_BIAS:
-            return b.bit_exact or _bias_dtype(b, op) == "int64"
+            return b.bit_exact or _bias_dtype(b, op) in ("int64", "int32")
     return b.bit_exact and is_integer_op(b, op)
 
 
@@ -71,7 +72,7 @@ def transpose_conv_int16(b: GraphBuilder, op: Operator) -> bool:
     if not (x.integer_quantized and x.dtype == "int16"):
         return False
     bias = op.inputs[3] if len(op.inputs) > 3 else -1
-    return b.bit_exact or bias < 0 or b.tensor(bias).dtype == "int64"
+    return b.bit_exact or bias < 0 or b.tensor(bias).dtype in ("int64", "int32")
 
 
 def transpose_conv_integer(b: GraphBuilder, op: Operator) -> bool:

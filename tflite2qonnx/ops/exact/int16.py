@@ -70,9 +70,9 @@ def split_product(b, op_type, x, w, w_idx, w_zp, out_axis, where, **attrs):
 
 def conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
     """16x8 CONV_2D / DEPTHWISE_CONV_2D (reference_integer_ops' int16 ConvPerChannel and
-    DepthwiseConvPerChannel with int64 biases): per-channel multipliers in double, one
-    rounding. An int32 bias (the kernel's other accumulator) is refused; by default such a
-    convolution rounds once (``ops.treatment.emulates``)."""
+    DepthwiseConvPerChannel): per-channel multipliers in double; with an int64 bias one
+    rounding (the 64-bit multiply), with an int32 bias the int32 instantiation (wrapped
+    accumulator, the 32-bit double-rounding multiply: ``int8.finish_accumulator``)."""
     where = op.where
     if len(op.inputs) < 3 or op.inputs[2] < 0:
         raise ConversionError(

@@ -30,6 +30,7 @@ from tflite2qonnx.fixed_point import (
     requantize,
     requantize_single_rounding,
     rounding_divide_by_pot,
+    wrap_int32,
 )
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
@@ -143,17 +144,27 @@ def finish_accumulator(
     b, op, acc, bound, m0, shift, channels, g_out, where, bias_slot, single=False
 ):
     """Add the bias and requantize: ``single`` False for the double-rounding multiply, True
-    for the 64-bit one (16-bit multiplier), "full" for one rounding with the whole one."""
+    for the 64-bit one (16-bit multiplier), "full" for one rounding with the whole one.
+
+    A 16x8 kernel given an int32 bias is its int32 instantiation: the accumulator wraps to
+    int32 and the 32-bit, double-rounding multiply requantizes it (``single`` is dropped)."""
     bias_idx = op.inputs[bias_slot] if len(op.inputs) > bias_slot else -1
     if bias_idx >= 0:
         t = b.tensor(bias_idx)
         x_idx = op.inputs[2] if op.name == "TRANSPOSE_CONV" else op.inputs[0]
-        wanted = "int64" if b.tensor(x_idx).dtype == "int16" else "int32"  # 16x8
-        if t.data is None or t.dtype != wanted:
-            raise ConversionError(f"bit_exact: bias '{t.name}' must be a constant {wanted}", where)
+        int16 = b.tensor(x_idx).dtype == "int16"  # 16x8
+        wanted = ("int64", "int32") if int16 else ("int32",)
+        if t.data is None or t.dtype not in wanted:
+            raise ConversionError(
+                f"bit_exact: bias '{t.name}' must be a constant {' or '.join(wanted)}", where
+            )
         bias = np.broadcast_to(np.asarray(t.data, np.float64).reshape(-1), (channels,))
         acc = b.emit("Add", [acc, f64(b, bias, "bias")])[0]
         bound = bound + np.abs(bias)
+        if int16 and t.dtype == "int32":  # 16x8 with an int32 accumulator
+            single = False
+            if np.max(bound) >= 2.0**31:
+                acc, bound = wrap_int32(b, acc), np.minimum(bound, 2.0**31)
     if m0.size == 1:
         m0, shift, bound = m0[0], shift[0], np.max(bound)
     if single:
@@ -163,7 +174,7 @@ def finish_accumulator(
         full = single == "full"
         y = requantize_single_rounding(b, acc, m0, shift, g_out.scale, full, where)
     else:
-        y = requantize(b, acc, m0, shift, bound, g_out.scale, where)
+        y = requantize(b, acc, m0, shift, bound, g_out.scale, where, g_out.bits)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
