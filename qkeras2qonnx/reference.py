@@ -144,7 +144,14 @@ def _shaped(samples: list[dict], shapes: dict, dtypes: dict, path) -> list[dict]
     for s in samples:
         feed = {}
         for name, shape in shapes.items():
-            x = np.asarray(s[name]).astype(dtypes[name], copy=False)
+            given = np.asarray(s[name])
+            x = given.astype(dtypes[name], copy=False)
+            if dtypes[name].kind in "biu" and not np.array_equal(x, given):
+                raise InputError(
+                    f"{name} takes {dtypes[name]} values; its samples hold others "
+                    f"(e.g. {given[x != given].flat[0]!r})",
+                    str(path),
+                )
             # exactly the Keras shape (channels last), with or without a batch of 1: an array
             # of another layout with as many elements is refused, never silently reshaped
             if x.shape not in (shape, (1, *shape)):

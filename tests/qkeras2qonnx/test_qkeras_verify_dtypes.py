@@ -103,3 +103,18 @@ def test_an_integer_input_is_verified_against_qkeras(with_ids, fixed):
     checked = verify(keras_model, batch_4 if fixed else dynamic, inputs=6)
     assert checked.passed and checked.inputs == 6
     assert checked.outputs[0].max_abs_error <= 1e-6
+
+
+def test_user_inputs_an_integer_input_cannot_hold_are_refused(with_ids, tmp_path):
+    """Ids of 2.5 would be cut to 2 by a cast: refused, naming the input, never rounded."""
+    from qkeras2qonnx.reference import verify
+    from qonnx_ingest.errors import InputError
+
+    keras_model, model, _ = with_ids
+    path = tmp_path / "inputs.npz"
+    ids = np.full((2, 6), 2.5, np.float32)
+    np.savez(path, ids=ids, feat=np.zeros((2, 3), np.float32))
+    with pytest.raises(InputError, match=r"ids takes int32 values; its samples hold others"):
+        verify(keras_model, model, inputs_path=path)
+    np.savez(path, ids=ids - 0.5, feat=np.zeros((2, 3), np.float32))  # whole numbers: fine
+    assert verify(keras_model, model, inputs_path=path).passed
