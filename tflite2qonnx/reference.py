@@ -32,6 +32,7 @@ from qonnx_ingest.verification import (
     measure,
     run_converted,
     run_converted_stream,
+    seeded_values,
     steps_apart,
     within_relative,
 )
@@ -298,8 +299,9 @@ def _resize_to(it, model: onnx.ModelProto, source) -> None:
 def _random_inputs(
     details: list[dict], count: int, seed: int, bounds: dict[str, int] | None = None
 ) -> list[Feeds]:
-    """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones, and
-    [0, n) for an integer input that indexes a table of n rows (``bounds``, by input name)."""
+    """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones,
+    [0, n) for an integer input that indexes a table of n rows (``bounds``, by input name), and
+    both values for a bool mask."""
     rng = np.random.default_rng(seed)
     bounds = bounds or {}
 
@@ -308,6 +310,8 @@ def _random_inputs(
             return rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
         if d["name"] in bounds:
             return rng.integers(0, bounds[d["name"]], d["shape"]).astype(d["dtype"])
+        if np.dtype(d["dtype"]).kind == "b":  # a mask: both values (np.iinfo has no bool)
+            return seeded_values(rng, np.bool_, d["shape"])
         info = np.iinfo(d["dtype"])
         return rng.integers(info.min, info.max, d["shape"], endpoint=True).astype(d["dtype"])
 
