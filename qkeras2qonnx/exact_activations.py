@@ -57,7 +57,7 @@ class InexactAtTies(ConversionWarning):
 def quantized_sigmoid(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     bits = int(q.bits)
     m = 2.0**bits
-    lo, hi = float(bool(q.symmetric)) / m, 1.0 - 1.0 / m
+    lo, hi = _symmetric(q, m, where) / m, 1.0 - 1.0 / m
     spec = QuantSpec(QUANT, 1.0 / m, bit_width=max(bits, 2), signed=False)
     if weight is not None:  # weights are fixed data: fed QKeras's values, the Quant is exact
         return spec
@@ -72,7 +72,7 @@ def quantized_sigmoid(q: Any, weight: np.ndarray | None, where: str) -> QuantSpe
 def quantized_tanh(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     bits = int(q.bits)
     m = 2.0 ** (bits - 1)
-    lo, hi = -1.0 + float(bool(q.symmetric)) / m, 1.0 - 1.0 / m
+    lo, hi = -1.0 + _symmetric(q, 2 * m, where) / m, 1.0 - 1.0 / m
     spec = QuantSpec(QUANT, 1.0 / m, bit_width=max(bits, 2), signed=True, narrow=bool(q.symmetric))
     if weight is not None:
         return spec
@@ -264,6 +264,20 @@ def binary_sigmoid(q: Any, weight: np.ndarray | None, where: str) -> QuantSpec:
     if weight is not None:
         return spec
     return _with(spec, Composite(form, _binary_sigmoid_emit, critical))
+
+
+def _symmetric(q: Any, levels: float, where: str) -> float:
+    """``symmetric`` as QKeras's sigmoid/tanh use it: a count of lowest grid steps clipped away
+    (``1.0 * symmetric / m``, so ``symmetric=6`` raises the floor by 6 steps, not 1). An
+    integer up to ``levels - 1`` keeps the floor on the grid and not above the top."""
+    value = float(q.symmetric)
+    if value != int(value) or not 0 <= value <= levels - 1:
+        raise ConversionError(
+            f"{_name(q)}: symmetric={q.symmetric!r} puts the lower clip bound off the grid "
+            "or above the upper one",
+            where,
+        )
+    return value
 
 
 def _with(spec: QuantSpec, composite: Composite) -> QuantSpec:

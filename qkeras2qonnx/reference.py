@@ -18,13 +18,16 @@ import onnx
 from qonnx_ingest.errors import InputError, ReferenceUnavailable
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
+    INTEGER_RANGE,
     Verification,
     check_count,
+    input_dtype,
     input_range,
     load_inputs,
     measure,
     output_grids,
     run_converted,
+    seeded_values,
     within_relative,
 )
 
@@ -49,22 +52,30 @@ def verify(
         name: tuple(int(d) if d else 1 for d in t.shape[1:])
         for name, t in zip(order, keras_model.inputs, strict=True)
     }
+    dtypes = {name: input_dtype(model, name) for name in names}
     if inputs_path is not None:
-        samples = _shaped(load_inputs(inputs_path, names), shapes, inputs_path)
+        samples = _shaped(load_inputs(inputs_path, names), shapes, dtypes, inputs_path)
     else:
         check_count(inputs)
         rng = np.random.default_rng(seed)
-        samples = []
-        for _ in range(inputs):
-            sample = {}
-            for name in names:
-                lo, hi = input_range(model, name)
-                sample[name] = rng.uniform(lo, hi, shapes[name]).astype(np.float32)
-            samples.append(sample)
+        bounds = _index_bounds(keras_model, order)
+        samples = [
+            {
+                name: seeded_values(
+                    rng,
+                    dtypes[name],
+                    shapes[name],
+                    input_range(model, name),
+                    bounds.get(name, INTEGER_RANGE),
+                )
+                for name in names
+            }
+            for _ in range(inputs)
+        ]
     batch = _fixed_batch(graph_inputs)
     padded = [samples[i % len(samples)] for i in range(-(-len(samples) // batch) * batch)]
     feeds = [
-        {n: np.stack([np.asarray(s[n], np.float32) for s in padded[i : i + batch]]) for n in names}
+        {n: np.stack([np.asarray(s[n], dtypes[n]) for s in padded[i : i + batch]]) for n in names}
         for i in range(0, len(padded), batch)
     ]
     ours, runner = run_converted(model, feeds, as_written=True)
@@ -98,13 +109,49 @@ def _keras_order(keras_model: Any, names: list[str]) -> list[str]:
     return keras_names if sorted(keras_names) == sorted(names) else names
 
 
-def _shaped(samples: list[dict], shapes: dict, path) -> list[dict]:
-    """The user's samples reshaped to the Keras input shapes (an InputError if they differ)."""
+def _index_bounds(keras_model: Any, order: list[str]) -> dict[str, tuple[int, int]]:
+    """Integer inputs read by an Embedding: ids in [0, input_dim), which Keras and ONNX's
+    Gather both refuse beyond (by ONNX input name)."""
+    bounds = {}
+    for name, tensor in zip(order, keras_model.inputs, strict=True):
+        for layer in getattr(keras_model, "layers", ()):
+            dim = getattr(layer, "input_dim", None)
+            if dim and any(tensor in _fed(node) for node in getattr(layer, "_inbound_nodes", ())):
+                bounds[name] = (0, int(dim) - 1)
+    return bounds
+
+
+class _Same:
+    """Identity comparison: ``tensor in list`` on Keras tensors would compare elementwise."""
+
+    def __init__(self, items: Any):
+        self.items = items if isinstance(items, list | tuple) else [items]
+
+    def __contains__(self, tensor: Any) -> bool:
+        return any(item is tensor for item in self.items)
+
+
+def _fed(node: Any) -> _Same:
+    """The tensors a Keras node was called on (tf_keras: one tensor or a list; Keras 3: a list)."""
+    tensors = getattr(node, "input_tensors", None)
+    return _Same([] if tensors is None else tensors)
+
+
+def _shaped(samples: list[dict], shapes: dict, dtypes: dict, path) -> list[dict]:
+    """The user's samples reshaped to the Keras input shapes (an InputError if they differ),
+    as the input's type (a bool mask stays bool)."""
     out = []
     for s in samples:
         feed = {}
         for name, shape in shapes.items():
-            x = np.asarray(s[name], np.float32)
+            given = np.asarray(s[name])
+            x = given.astype(dtypes[name], copy=False)
+            if dtypes[name].kind in "biu" and not np.array_equal(x, given):
+                raise InputError(
+                    f"{name} takes {dtypes[name]} values; its samples hold others "
+                    f"(e.g. {given[x != given].flat[0]!r})",
+                    str(path),
+                )
             # exactly the Keras shape (channels last), with or without a batch of 1: an array
             # of another layout with as many elements is refused, never silently reshaped
             if x.shape not in (shape, (1, *shape)):

@@ -4,7 +4,9 @@ traced function Keras revives in place of their ``call``.
 Its ops carry the sublayers' name scopes (``net/conv/Conv2D``), so each op belongs to the
 sublayer it was traced in; a tensor that one sublayer's ops produce and another's read is an
 edge. The sublayers (revived from their configurations, QKeras quantizers included) are then
-called on symbolic inputs in that order. A raw op between them has no layer to call: refused.
+called on symbolic inputs in that order. A raw op between them (a ``tf.reduce_mean`` over a
+Deep Sets model's set axis) is called as its TensorFlow function (``raw_ops``); one without
+a rule is refused by name.
 """
 
 from __future__ import annotations
@@ -40,7 +42,11 @@ def _call_graph(model: Any, inputs: list[Any]) -> Any:
 
 
 def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
-    """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call."""
+    """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call; a
+    raw op between them (``raw_ops.RAW_OPS``: a mean over a set, a relu, an add) is called as
+    its TensorFlow function on the symbolic tensors, which Keras records as a layer."""
+    from qkeras2qonnx.raw_ops import RAW_OPS, constant, raw_call
+
     graph = _call_graph(model, inputs)
     children = {
         layer.name: layer for layer in model._flatten_layers(include_self=False, recursive=False)
@@ -48,22 +54,27 @@ def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
     data = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
     data = [t for t in data if t.dtype != _resource()][: len(inputs)]
     source: dict[str, Any] = {t.name: ("input", i) for i, t in enumerate(data)}
-    order: list[str] = []
+    units: list[tuple[str, Any]] = []  # ("layer", sublayer name) or ("raw", op), in call order
     reads: dict[str, list[str]] = {}  # sublayer -> tensors of other owners it reads, in order
     for op in graph.get_operations():
         owner = _owner(op.name, model.name, children)
         if owner is None:
             if op.type in _PASS_THROUGH and op.inputs and op.inputs[0].name in source:
                 source[op.outputs[0].name] = source[op.inputs[0].name]
+            elif op.type == "Const":
+                source[op.outputs[0].name] = ("const", constant(op))
+            elif op.type in RAW_OPS:
+                units.append(("raw", op))
+                source[op.outputs[0].name] = ("raw", op.outputs[0].name)
             elif op.type not in _SKIPPED:
                 raise ConversionError(
                     f"op '{op.name}' ({op.type}) in the subclassed model's own call, between its "
-                    "layers: only calls of its layers can be rebuilt",
+                    "layers: no rule rebuilds it (qkeras2qonnx/raw_ops.py)",
                     where,
                 )
             continue
         if owner not in reads:
-            order.append(owner)
+            units.append(("layer", owner))
             reads[owner] = []
         for t in op.inputs:
             origin = source.get(t.name)
@@ -72,28 +83,36 @@ def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
         for t in op.outputs:
             source[t.name] = ("layer", owner)
     called: dict[str, Any] = {}  # sublayer -> its symbolic output
+    raw_values: dict[str, Any] = {}  # raw op output -> its symbolic value
     handed_on: dict[str, str] = {}  # sublayer -> the one tensor of it that others read
-    for owner in order:
-        args = []
-        for name in reads[owner]:
-            kind, who = source[name]
-            if kind == "input":
-                args.append(inputs[who])
-                continue
-            if handed_on.setdefault(who, name) != name:
-                raise ConversionError(
-                    f"layer '{who}' hands on more than one tensor: cannot rebuild its call", where
-                )
-            args.append(called[who])
+
+    def value(name: str) -> Any:
+        kind, who = source[name]
+        if kind == "input":
+            return inputs[who]
+        if kind in ("const", "raw"):
+            return who if kind == "const" else raw_values[who]
+        if handed_on.setdefault(who, name) != name:
+            raise ConversionError(
+                f"layer '{who}' hands on more than one tensor: cannot rebuild its call", where
+            )
+        return called[who]
+
+    for kind, unit in units:
+        if kind == "raw":
+            args = [value(t.name) if t.name in source else None for t in unit.inputs]
+            raw_values[unit.outputs[0].name] = raw_call(unit, args, where)
+            continue
+        args = [value(name) for name in reads[unit]]
         if not args:
-            raise ConversionError(f"layer '{owner}' reads no input in the traced call", where)
-        called[owner] = children[owner](args[0] if len(args) == 1 else args)
+            raise ConversionError(f"layer '{unit}' reads no input in the traced call", where)
+        called[unit] = children[unit](args[0] if len(args) == 1 else args)
     results = []
     for t in graph.outputs:
         origin = source.get(t.name)
-        if origin is None or origin[0] != "layer":
+        if origin is None or origin[0] not in ("layer", "raw"):
             raise ConversionError(f"output '{t.name}' does not come from a layer", where)
-        results.append(called[origin[1]])
+        results.append(value(t.name))
     return results[0] if len(results) == 1 else results
 
 

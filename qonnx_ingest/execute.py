@@ -14,7 +14,9 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
 
     qonnx's executor allocates every tensor from its value_info, so symbolic dims (a dynamic
     batch) must be fixed before ``execute_onnx``. Shapes come from the linear-time inference
-    that finishing uses (the same shapes as qonnx's InferShapes, without its cleanup).
+    that finishing uses (the same shapes as qonnx's InferShapes, without its cleanup), with
+    onnx's data propagation: without it a size computed at run time stays unknown, and qonnx's
+    executor warns "Output shapes disagree" at every node after it.
     """
     from qonnx_ingest.finish import infer_shapes
 
@@ -33,7 +35,10 @@ def with_static_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) 
             if not dim.HasField("dim_value"):
                 dim.Clear()
     del model.graph.value_info[:]
-    return infer_shapes(model)
+    try:  # sizes computed from Shape(x) (a recurrent cell's zero state) become static too
+        return infer_shapes(model, data_prop=True)
+    except Exception:  # onnx's data propagation refused something plain inference accepts
+        return infer_shapes(model)
 
 
 def _fed(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[onnx.ValueInfoProto]:

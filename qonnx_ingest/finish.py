@@ -21,7 +21,7 @@ from qonnx_ingest.fold import fold_constants, share_equal_initializers
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.passes import Pass, PassResult, run_passes
 from qonnx_ingest.quant import QONNX_DOMAIN, QONNX_DOMAIN_VERSION, QUANT_OP_TYPES
-from qonnx_ingest.symbolic_dims import forget_generated_dims
+from qonnx_ingest.symbolic_dims import forget_generated_dims, stale_after_static_inputs
 
 
 def finish_model(
@@ -106,10 +106,27 @@ def _refused_custom_node(model: onnx.ModelProto) -> str | None:
 
 
 def _folded_constants(model: onnx.ModelProto) -> PassResult:
-    try:
-        return fold_constants(model)
-    except Exception as exc:  # onnxruntime refused a node; name the stage that failed
-        raise ConversionError(f"constant folding failed: {type(exc).__name__}: {exc}") from exc
+    """Constants folded; with static inputs, shapes re-inferred and folded again while folding
+    makes unknown dims static (``symbolic_dims.stale_after_static_inputs``)."""
+    modified = False
+    for _ in range(_FOLD_ROUNDS):
+        try:
+            model, folded = fold_constants(model)
+        except Exception as exc:  # onnxruntime refused a node; name the stage that failed
+            text = f"constant folding failed: {type(exc).__name__}: {exc}"
+            raise ConversionError(text) from exc
+        modified |= folded
+        if not (folded and stale_after_static_inputs(model.graph)):
+            break
+        inits = {t.name for t in model.graph.initializer}  # their value_info: from the data
+        kept = [v for v in model.graph.value_info if v.name not in inits]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(kept)
+        model, _ = _inferred_shapes(model)
+    return model, modified
+
+
+_FOLD_ROUNDS = 3
 
 
 def compact_if_large(model: onnx.ModelProto) -> PassResult:
@@ -131,11 +148,13 @@ _SHAPE_STAND_INS = {"Quant": "Cast", "IntQuant": "Cast", "BipolarQuant": "Identi
                     "Trunc": "Identity"}  # fmt: skip
 
 
-def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+def infer_shapes(model: onnx.ModelProto, *, data_prop: bool = False) -> onnx.ModelProto:
     """qonnx's InferShapes in linear time: onnx's inference on a copy whose quantizers stand
     in as Cast (to the output's recorded type, else float32) or Identity, then the original
     nodes back. qonnx's own swaps nodes in and out of the list one by one, quadratic in the
     node count (95 s for a 1,000-layer TFLite model). Other custom ops go to qonnx's.
+    ``data_prop``: onnx's data propagation too (sizes computed by Shape/Slice/Concat reach
+    ConstantOfShape and Reshape).
     """
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
@@ -159,7 +178,7 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         if stand_in == "Cast":
             to = types.get(node.output[0]) or onnx.TensorProto.FLOAT
             node.attribute.append(helper.make_attribute("to", to))
-    inferred = onnx.shape_inference.infer_shapes(shadow)
+    inferred = onnx.shape_inference.infer_shapes(shadow, data_prop=data_prop)
     del inferred.graph.node[:]
     inferred.graph.node.extend(graph.node)
     _add_initializer_value_info(inferred.graph)

@@ -48,3 +48,20 @@ def forget_generated_dims(graph: onnx.GraphProto) -> bool:
             for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
                 cleared |= forget_generated_dims(sub)
     return cleared
+
+
+def _static(value: onnx.ValueInfoProto) -> bool:
+    return all(d.HasField("dim_value") for d in value.type.tensor_type.shape.dim)
+
+
+def stale_after_static_inputs(graph: onnx.GraphProto) -> bool:
+    """True when every graph input has a static shape but some value_info does not.
+
+    Then those shapes were inferred before constant folding made them static: a recurrent
+    cell's zero state is ``ConstantOfShape(Concat(Shape(x)[:1], units))``, which onnx's
+    inference (without data propagation) leaves unknown, and every step after it inherits the
+    unknown batch; folding turns it into a [batch, units] initializer, and a second inference
+    carries that through (qkeras2qonnx --batch-size on a QLSTM: 568 of 626 value_infos)."""
+    inits = {t.name for t in graph.initializer}
+    inputs = [v for v in graph.input if v.name not in inits]
+    return all(_static(v) for v in inputs) and not all(_static(v) for v in graph.value_info)

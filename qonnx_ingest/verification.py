@@ -290,6 +290,45 @@ def load_inputs(path: str | Path, names: Sequence[str]) -> list[Feeds]:
     return [dict(zip(names, (a[i] for a in ordered), strict=True)) for i in range(counts.pop())]
 
 
+# ids and counts: an Embedding or Gather refuses a negative index
+INTEGER_RANGE = (0, 8)
+
+
+def seeded_values(
+    rng: np.random.Generator,
+    dtype: np.dtype | type,
+    shape: Sequence[int],
+    float_range: tuple[float, float] = (-1.0, 1.0),
+    integer_range: tuple[int, int] = INTEGER_RANGE,
+) -> np.ndarray:
+    """One seeded input of ``dtype``: a float input uniform over ``float_range``, a bool mask
+    holding both values (an element flipped if the draw gave one), an integer input uniform
+    over ``integer_range`` (inclusive) within the type's range. Feeding float32 to a bool or
+    integer input is an error in onnxruntime and a different model in Keras."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    if dtype.kind == "f":
+        return rng.uniform(*float_range, shape).astype(dtype)
+    if dtype.kind == "b":
+        mask = rng.integers(0, 2, shape).astype(bool)
+        if mask.size > 1 and (mask.all() or not mask.any()):
+            mask.flat[rng.integers(mask.size)] ^= True
+        return mask
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = max(integer_range[0], info.min), min(integer_range[1], info.max)
+        return rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
+    raise InputError(f"--verify has no seeded {dtype} inputs: give them with --verify-inputs")
+
+
+def input_dtype(model: onnx.ModelProto, name: str) -> np.dtype:
+    """The numpy dtype of graph input ``name`` (float32 when the graph does not say)."""
+    for vi in model.graph.input:
+        if vi.name == name and vi.type.tensor_type.elem_type:
+            return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+    return np.dtype(np.float32)
+
+
 def input_range(model: onnx.ModelProto, name: str, default=(-1.0, 1.0)) -> tuple[float, float]:
     """The real range of graph input ``name`` as the model sees it: the representable range of
     the quantizer that reads it (one grid step beyond, so clipping is exercised), else

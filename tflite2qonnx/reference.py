@@ -31,6 +31,7 @@ from qonnx_ingest.verification import (
     measure,
     run_converted,
     run_converted_stream,
+    seeded_values,
     steps_apart,
     within_relative,
 )
@@ -261,8 +262,9 @@ def _same_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _random_inputs(
     details: list[dict], count: int, seed: int, bounds: dict[str, int] | None = None
 ) -> list[Feeds]:
-    """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones, and
-    [0, n) for an integer input that indexes a table of n rows (``bounds``, by input name)."""
+    """Uniform over [-1, 1] for float inputs, the whole integer range for quantized ones,
+    [0, n) for an integer input that indexes a table of n rows (``bounds``, by input name), and
+    both values for a bool mask."""
     rng = np.random.default_rng(seed)
     bounds = bounds or {}
 
@@ -271,6 +273,8 @@ def _random_inputs(
             return rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
         if d["name"] in bounds:
             return rng.integers(0, bounds[d["name"]], d["shape"]).astype(d["dtype"])
+        if np.dtype(d["dtype"]).kind == "b":  # a mask: both values (np.iinfo has no bool)
+            return seeded_values(rng, np.bool_, d["shape"])
         info = np.iinfo(d["dtype"])
         return rng.integers(info.min, info.max, d["shape"], endpoint=True).astype(d["dtype"])
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from qkeras_helpers import keras
 
 INPUT = (6, 6, 2)
+SET = (5, 3)  # a Deep Sets input: 5 elements of 3 features
 
 
 @functools.cache
@@ -94,6 +95,26 @@ def classes() -> SimpleNamespace:
 
             return self.fc(self.flat(tf.nn.relu(self.conv(x))))
 
+    class DeepSets(k.Model):
+        """Deep Sets: phi on each element of the set, ``tf.reduce_mean`` over the set axis in
+        the model's own call (a raw op between layers), rho on the pooled features."""
+
+        def __init__(self, pool: str = "reduce_mean", **kwargs):
+            super().__init__(**kwargs)
+            self.pool = pool
+            self.phi = QDense(
+                8, kernel_quantizer=quantized_bits(6, 0, alpha=1),
+                bias_quantizer=quantized_bits(6, 0, alpha=1), name="phi",
+            )  # fmt: skip
+            self.phi_act = QActivation(quantized_relu(6, 2), name="phi_act")
+            self.rho = QDense(3, kernel_quantizer=quantized_bits(6, 0, alpha=1), name="rho")
+
+        def call(self, x):
+            import tensorflow as tf
+
+            h = self.phi_act(self.phi(x))
+            return self.rho(getattr(tf.math, self.pool)(h, axis=1))
+
     class Holder(k.Model):
         """A subclassed block, a Functional and a Sequential sub-model, in a subclassed model."""
 
@@ -122,5 +143,6 @@ def classes() -> SimpleNamespace:
             return 0.5 * x
 
     return SimpleNamespace(
-        Block=Block, Residual=Residual, RawOp=RawOp, Nested=Nested, Holder=Holder, Scale=Scale
-    )
+        Block=Block, Residual=Residual, RawOp=RawOp, Nested=Nested, Holder=Holder, Scale=Scale,
+        DeepSets=DeepSets,
+    )  # fmt: skip

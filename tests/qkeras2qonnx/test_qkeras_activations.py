@@ -54,9 +54,15 @@ def _cases():
             _hard_sigmoid_ties(16),
         ),
         "sigmoid_8": (lambda: quantized_sigmoid(8), _hard_sigmoid_ties(256)),
+        # symmetric is a step count, not a flag: the floor is 6/2**16 (neutdet w16's output)
+        "sigmoid_16_symmetric_6": (
+            lambda: quantized_sigmoid(16, symmetric=6),
+            _hard_sigmoid_ties(2**16)[:16] + _hard_sigmoid_ties(2**16)[-4:],
+        ),
         "tanh_3": (lambda: quantized_tanh(3), _hard_tanh_ties(4)),
         "tanh_4_symmetric": (lambda: quantized_tanh(4, symmetric=True), _hard_tanh_ties(8)),
         "tanh_8": (lambda: quantized_tanh(8), _hard_tanh_ties(128)),
+        "tanh_5_symmetric_3": (lambda: quantized_tanh(5, symmetric=3), _hard_tanh_ties(16)),
         "hswish_6_2": (lambda: quantized_hswish(6, 2), np.linspace(-4, 7, 4001)),
         "hswish_8_3_symmetric": (lambda: quantized_hswish(8, 3, symmetric=1), [-3, -1.5, 0, 3]),
         "ternary_default": (lambda: ternary(), [0.33, -0.33, *_TINY]),
@@ -237,3 +243,17 @@ def test_composite_as_dense_activation_matches_qkeras(activation):
         onnx_model = qkeras2qonnx.convert(model)
     for batch in (1, 8):
         assert_matches_qkeras(model, onnx_model, batch=batch)
+
+
+@pytest.mark.parametrize("symmetric", [0.5, 16])
+def test_sigmoid_floor_off_the_grid_or_above_the_top_is_refused(symmetric):
+    """QKeras clips at ``symmetric / 2**bits``: 0.5 puts the floor between grid values, 16
+    puts it above the top (15/16); no identity Quant on the grid holds such a result."""
+    from qkeras import quantized_sigmoid
+
+    import qkeras2qonnx
+    from qonnx_ingest.errors import ConversionError
+
+    model = _activation_model(quantized_sigmoid(4, symmetric=symmetric), 4)
+    with pytest.raises(ConversionError, match=f"symmetric={symmetric!r}"):
+        qkeras2qonnx.convert(model)

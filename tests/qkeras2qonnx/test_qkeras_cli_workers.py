@@ -69,8 +69,8 @@ def test_the_corpus_folder_converts_with_each_worker_reused_for_several_models(c
     assert code == 0, document
     models = document["models"]
     names = [Path(m["input"]).name for m in models]
-    # 8 full models, a SavedModel, and two .json architectures with their weights files
-    assert len(models) == 11 and document["summary"]["converted"] == 11
+    # 10 full models, a SavedModel, and two .json architectures with their weights files
+    assert len(models) == 13 and document["summary"]["converted"] == 13
     assert "qkeras_3layer.json" in names and "qkeras_mnist_cnn.json" in names
     assert not any(name.endswith("_weights.h5") for name in names)
     per_worker: dict[int, int] = {}

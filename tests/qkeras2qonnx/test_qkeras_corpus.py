@@ -34,6 +34,8 @@ CONVERTIBLE = {
     "ad03": ("AD03_autoqkeras_qbestModel.h5", None, (-2.0, 2.0)),
     # quantized_sigmoid(2) as a QDense activation= (composite form), 1-bit alpha=True kernels
     "neutdet": ("neutdet_quant_w1_a2_Vplane_nu.h5", None, (-2.0, 2.0)),
+    # quantized_sigmoid(16, symmetric=6): symmetric counts steps, the floor is 6/2**16
+    "neutdet_w16": ("neutdet_quant_w16_a16_Vplane_nu.h5", None, (-2.0, 2.0)),
     # saved with tensorflow-model-optimization PruneLowMagnitude wrappers on every layer
     "mitbih_pruned": ("mitbih_Conv1D_int8_pqmodel.h5", None, (-2.0, 2.0)),
     # QLSTM unrolled over 15 steps (state quantizer on c and h, quantized_tanh(9) twice per

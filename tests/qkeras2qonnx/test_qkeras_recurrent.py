@@ -123,3 +123,30 @@ def test_plain_activations_in_the_cell_match_qkeras():
     assert_matches_qkeras(model, onnx_model, batch=8, step=2**-6)
     # kernel, recurrent and quantized_tanh twice per step; no bias or state quantizer
     assert len(quant_nodes(onnx_model)) == 2 + 2 * STEPS
+
+
+@pytest.mark.parametrize("name", ["QSimpleRNN", "QLSTM", "QGRU"])
+def test_batch_size_leaves_no_symbolic_dim_and_qonnx_runs_it_without_shape_warnings(name):
+    """The zero state is ConstantOfShape(Shape(x)[:1], units): with --batch-size folding makes
+    it a [batch, units] constant, and every value_info after it must be static (FINN and
+    hls4ml need static shapes; qonnx's executor warns "Output shapes disagree" on each node
+    whose value_info is not)."""
+    import warnings
+
+    import qkeras2qonnx
+
+    model = _build(name, return_sequences=True)
+    onnx_model = qkeras2qonnx.convert(model, batch_size=3)
+    graph = onnx_model.graph
+    symbolic = [
+        v.name
+        for v in (*graph.input, *graph.value_info, *graph.output)
+        if not all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)
+    ]
+    assert symbolic == []
+    assert len(graph.value_info) > 10 * STEPS  # the unrolled steps' tensors, all static
+    assert [d.dim_value for d in graph.output[0].type.tensor_type.shape.dim] == [3, STEPS, UNITS]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_matches_qkeras(model, onnx_model, batch=3, samples=3, step=2**-6)
+    assert not [w for w in caught if "Output shapes disagree" in str(w.message)]

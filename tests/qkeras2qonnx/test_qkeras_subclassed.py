@@ -13,7 +13,7 @@ from qkeras_helpers import (
     quant_nodes,
     set_seeded_weights,
 )
-from subclassed_models import INPUT, classes
+from subclassed_models import INPUT, SET, classes
 
 from qonnx_ingest.errors import ConversionError
 
@@ -29,10 +29,17 @@ def models(tmp_path_factory):
     raw = classes().RawOp(name="raw")
     raw(x)
     set_seeded_weights(raw, 13)
+    sets = np.zeros((1, *SET), np.float32)
+    deep_sets = classes().DeepSets(name="deep_sets")
+    deep_sets(sets)
+    set_seeded_weights(deep_sets, 15)
+    cumulative = classes().DeepSets(pool="cumsum", name="cumulative")
+    cumulative(sets)
     folder = tmp_path_factory.mktemp("subclassed")
-    residual.save(folder / "residual")
-    raw.save(folder / "raw")
-    return {"residual": residual, "raw": raw, "folder": folder}
+    for name, model in (("residual", residual), ("raw", raw), ("deep_sets", deep_sets)):
+        model.save(folder / name)
+    cumulative.save(folder / "cumulative")
+    return {"residual": residual, "raw": raw, "deep_sets": deep_sets, "folder": folder}
 
 
 def test_in_memory_subclassed_model_with_a_nested_functional_matches_qkeras(models):
@@ -60,11 +67,46 @@ def test_saved_subclassed_model_converts_through_its_traced_call(models):
     assert len(quant_nodes(onnx_model)) == 7
 
 
-def test_saved_subclassed_model_with_a_raw_op_between_layers_is_refused_naming_it(models):
+def test_saved_subclassed_model_with_a_relu_between_layers_matches_qkeras(models):
+    """The traced call's raw Relu is called again as tf.nn.relu (a TFOpLambda layer)."""
     import qkeras2qonnx
 
-    with pytest.raises(ConversionError, match=r"op '[^']*Relu' \(Relu\) in the subclassed model"):
-        qkeras2qonnx.convert(models["folder"] / "raw")
+    onnx_model = qkeras2qonnx.convert(models["folder"] / "raw")
+    assert "Relu" in {n.op_type for n in onnx_model.graph.node}
+    assert_matches_qkeras(models["raw"], onnx_model, batch=4, step=1 / 16)
+    assert len(quant_nodes(onnx_model)) == count_quantizers(models["raw"]) == 3
+
+
+# QDense on [batch, set, features] is tf2onnx's Tensordot: a Reshape to a shape computed from
+# Shape -> Cast -> Gather at run time, which onnx's data propagation does not follow, so qonnx's
+# executor warns at the nodes after it and then uses the computed shapes (harmless).
+@pytest.mark.filterwarnings("ignore:Output shapes disagree:UserWarning")
+def test_saved_deep_sets_model_with_a_mean_between_layers_matches_qkeras(models):
+    """tf.reduce_mean over the set axis in the model's own call: rebuilt from the traced Mean
+    op (its axis a constant of the trace), the quantizers of phi and rho still in place."""
+    import qkeras2qonnx
+    from qkeras2qonnx.load import load_model
+
+    path = models["folder"] / "deep_sets"
+    onnx_model = qkeras2qonnx.convert(path)
+    assert "ReduceMean" in {n.op_type for n in onnx_model.graph.node}
+    for batch in (1, 8):
+        assert_matches_qkeras(models["deep_sets"], onnx_model, batch=batch, step=1 / 16)
+    assert_matches_qkeras(load_model(path), onnx_model, batch=8, step=1 / 16)
+    names = sorted(n.name for n in quant_nodes(onnx_model))
+    assert names == [
+        "phi/bias_quantizer",
+        "phi/kernel_quantizer",
+        "phi_act/activation_quantizer",
+        "rho/kernel_quantizer",
+    ]
+
+
+def test_saved_subclassed_model_with_an_op_without_a_rule_is_refused_naming_it(models):
+    import qkeras2qonnx
+
+    with pytest.raises(ConversionError, match=r"op '[^']*Cumsum' \(Cumsum\) in the subclassed"):
+        qkeras2qonnx.convert(models["folder"] / "cumulative")
 
 
 def test_in_memory_subclassed_model_with_a_raw_op_matches_qkeras(models):

@@ -104,3 +104,31 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, n
     session = ort_session(model)
     names = [o.name for o in model.graph.output]
     return dict(zip(names, session.run(names, feeds), strict=True))
+
+
+def zero_state_model(batch: int | None) -> onnx.ModelProto:
+    """A recurrent cell's first step as qkeras2qonnx unrolls it: the zero state
+    ConstantOfShape(Concat(Shape(x)[:1], [5])), then h = Tanh(zeros) wr, y = h w2 (the state
+    reaches y through no broadcast that would restore its batch)."""
+    wr = numpy_helper.from_array(np.full((5, 5), 0.25, np.float32), "wr")
+    w2 = numpy_helper.from_array(np.full((5, 2), 0.5, np.float32), "w2")
+    starts, ends = (numpy_helper.from_array(np.int64([v]), n) for n, v in (("s", 0), ("e", 1)))
+    units = numpy_helper.from_array(np.int64([5]), "units")
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Slice", ["shape", "s", "e"], ["b"], name="batch"),
+        helper.make_node("Concat", ["b", "units"], ["dims"], name="dims", axis=0),
+        helper.make_node("ConstantOfShape", ["dims"], ["zeros"], name="zeros"),
+        helper.make_node("Relu", ["x"], ["rx"], name="rx"),
+        helper.make_node("Add", ["zeros", "rx"], ["state"], name="state"),
+        helper.make_node("MatMul", ["state", "wr"], ["h"], name="h"),
+        helper.make_node("MatMul", ["h", "w2"], ["y"], name="y"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cell",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch or "batch", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch or "batch", 2])],
+        [wr, w2, starts, ends, units],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

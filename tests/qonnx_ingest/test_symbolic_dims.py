@@ -6,6 +6,7 @@ that form outlived it (qonnx_ingest.symbolic_dims)."""
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from quant_models import zero_state_model
 
 from qonnx_ingest.finish import finish_model
 from qonnx_ingest.symbolic_dims import dynamic_dim_name, forget_generated_dims
@@ -117,3 +118,28 @@ def test_forget_generated_dims_clears_only_made_up_names_in_value_info():
 def test_dynamic_dim_names_are_batch_then_per_tensor():
     assert dynamic_dim_name("input_1", 0) == "batch"
     assert dynamic_dim_name("input_1", 2) == "input_1_dim2"
+
+
+def test_a_static_batch_reaches_every_shape_after_a_folded_zero_state():
+    """Inferred before folding, the zero state's batch is unknown and so is every shape after
+    it; folding makes it a [4, 5] constant and finishing infers the rest again."""
+    finished, _ = finish_model(zero_state_model(4))
+    dims = _dims(finished)
+    assert dims["state_out0"] == dims["h_out0"] == [4, 5]
+    assert all(all(isinstance(d, int) for d in shape) for shape in dims.values()), dims
+    assert "ConstantOfShape" not in {n.op_type for n in finished.graph.node}
+
+
+def test_stale_after_static_inputs_only_when_every_input_is_static():
+    from qonnx_ingest.symbolic_dims import stale_after_static_inputs
+
+    static = zero_state_model(4)
+    static.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.FLOAT, [None, 5]))
+    assert stale_after_static_inputs(static.graph)
+    dynamic = zero_state_model(None)
+    dynamic.graph.value_info.append(
+        helper.make_tensor_value_info("h", TensorProto.FLOAT, [None, 5])
+    )
+    assert not stale_after_static_inputs(dynamic.graph)
+    del static.graph.value_info[:]
+    assert not stale_after_static_inputs(static.graph)

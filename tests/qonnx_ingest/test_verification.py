@@ -17,11 +17,13 @@ from qonnx_ingest.verification import (
     Verification,
     VerificationError,
     check_count,
+    input_dtype,
     input_range,
     load_inputs,
     measure,
     output_grids,
     run_converted,
+    seeded_values,
     steps_apart,
     within_relative,
 )
@@ -149,6 +151,46 @@ def test_input_range_is_the_input_quantizers_range_one_step_beyond():
     model = activation_model(relu=False, scale=0.5, zero_point=100, signed=False)
     assert input_range(model, "x") == (0.5 * (0 - 100 - 1), 0.5 * (255 - 100 + 1))
     assert input_range(activation_model(), "x") == (-1.0, 1.0)  # Relu first: no input quantizer
+
+
+@pytest.mark.parametrize("shape", [(2,), (16, 3)])
+def test_seeded_bool_inputs_hold_both_values(shape):
+    """Random bits of two elements are all equal one time in two: one is flipped then."""
+    for seed in range(8):
+        mask = seeded_values(np.random.default_rng(seed), np.bool_, shape)
+        assert mask.dtype == np.bool_ and mask.shape == shape
+        assert mask.any() and not mask.all()
+
+
+def test_seeded_integer_inputs_stay_in_the_range_and_the_type():
+    rng = np.random.default_rng(0)
+    ids = seeded_values(rng, np.int32, (4000,), integer_range=(0, 9))
+    assert ids.dtype == np.int32 and set(ids.tolist()) == set(range(10))
+    small = seeded_values(rng, np.int8, (4000,), integer_range=(-1000, 1000))
+    assert small.min() == -128 and small.max() == 127
+    default = seeded_values(rng, np.uint8, (4000,))
+    assert set(default.tolist()) == set(range(9))  # 0..8: no negative index
+
+
+def test_seeded_float_inputs_and_the_same_draws_for_the_same_seed():
+    a = seeded_values(np.random.default_rng(3), np.float32, (100,), (2.0, 3.0))
+    b = seeded_values(np.random.default_rng(3), np.float32, (100,), (2.0, 3.0))
+    assert a.dtype == np.float32 and np.array_equal(a, b)
+    assert a.min() >= 2.0 and a.max() < 3.0
+
+
+def test_seeded_inputs_of_a_type_without_a_rule_ask_for_verify_inputs():
+    with pytest.raises(InputError, match="--verify-inputs"):
+        seeded_values(np.random.default_rng(0), np.str_, (2,))
+
+
+def test_input_dtype_reads_the_graph_input():
+    x = helper.make_tensor_value_info("m", TensorProto.BOOL, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.BOOL, [1, 4])
+    graph = helper.make_graph([helper.make_node("Identity", ["m"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph)
+    assert input_dtype(model, "m") == np.bool_
+    assert input_dtype(model, "absent") == np.float32
 
 
 def test_output_grids():

@@ -308,3 +308,27 @@ def test_the_ssd_detector_verifies_against_the_interpreter():
     assert result.passed, result.as_text()
     count = next(a for a in result.outputs if a.name == "TFLite_Detection_PostProcess:3")
     assert count.max_abs_error == 0  # the number of detections is equal
+
+
+@pytest.mark.keras
+def test_a_bool_mask_input_gets_seeded_masks_holding_both_values(tmp_path):
+    """where(mask, 2 x, 0) with a bool mask input: --verify used to end in numpy's "Invalid
+    integer data type 'b'"; each seeded mask now holds both values, so both branches count."""
+    import tensorflow as tf
+
+    spec = [tf.TensorSpec([1, 4], tf.float32, name="x"), tf.TensorSpec([1, 4], tf.bool, name="m")]
+
+    @tf.function(input_signature=spec)
+    def masked(x, m):
+        return tf.where(m, x * 2.0, tf.zeros_like(x))
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [masked.get_concrete_function()], None
+    )
+    path = tmp_path / "mask.tflite"
+    path.write_bytes(converter.convert())
+    model = tflite2qonnx.api.convert(path)
+    assert onnx.TensorProto.BOOL in {i.type.tensor_type.elem_type for i in model.graph.input}
+    checked = verify(path, model)
+    assert checked.passed and checked.inputs == 16
+    assert checked.outputs[0].max_abs_error == 0
