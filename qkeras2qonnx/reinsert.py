@@ -13,7 +13,7 @@ from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.markers import decode_weight_markers, marker_id
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.finish import QUANT_OP_TYPES, remove_unused_tensors
+from qonnx_ingest.finish import QUANT_OP_TYPES, subgraph_reads
 from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QuantNode, make_bipolar_quant, make_quant
 
@@ -24,9 +24,6 @@ def reinsert(model: onnx.ModelProto, *, layer_map: LayerMap, int_quant: bool = F
     graph = model.graph
     op_type = "IntQuant" if int_quant else "Quant"
     placed: Counter[int] = Counter()
-    # tf2onnx's constant folding can leave a dead copy of a weight (an einsum over a non-last
-    # axis: the folded transpose beside the one its Gemm reads); only what nodes read counts
-    remove_unused_tensors(model)
     _place_weights(graph, layer_map, op_type, placed)
     _place_outputs(graph, layer_map, op_type, placed)
     for entry in layer_map.entries:
@@ -71,6 +68,7 @@ def _place_weights(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
     for node in graph.node:
         for slot, name in enumerate(node.input):
             readers.setdefault(name, []).append((node, slot))
+    read_inside = subgraph_reads(graph)  # by name, from If / Loop bodies
     new_nodes = []
     for init in list(graph.initializer):
         if init.data_type != onnx.TensorProto.FLOAT:
@@ -94,8 +92,11 @@ def _place_weights(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
         values = entry.values.ravel()[local].reshape(array.shape)
         scale = np.broadcast_to(entry.spec.scale, entry.values.shape).ravel()[local]
         init.CopyFrom(numpy_helper.from_array(values.astype(np.float32), init.name))
-        if all(node.op_type == "Shape" for node, _ in readers.get(init.name, ())):
-            continue  # a copy only its shape is read of (tf2onnx's einsum): no quantizer there
+        shape_only = all(node.op_type == "Shape" for node, _ in readers.get(init.name, ()))
+        if shape_only and init.name not in read_inside:
+            # a copy whose values nothing reads (tf2onnx's einsum over a non-last axis keeps
+            # the kernel for a Shape beside the transposed one its Gemm reads): no Quant there
+            continue
         quantized = f"{init.name}_quantized"
         for node, slot in readers.get(init.name, ()):
             node.input[slot] = quantized
