@@ -116,8 +116,8 @@ def plain_spec(q: Fixed) -> QuantSpec | None:
         return None
     rounding = _QUANT_ROUNDING.get(q.round_mode)
     k, i, f = q.k.ravel(), q.i_eff.ravel(), q.f.ravel()
-    if rounding is None or np.ptp(k) or np.ptp(i) or np.ptp(f):
-        return None
+    if rounding is None or np.ptp(k) or np.ptp(i) or np.ptp(f) or k[0] + i[0] + f[0] < 2:
+        return None  # (QONNX's Quant has 2 bits at least: a 1-bit one is standard ops)
     signed = bool(k[0])
     return QuantSpec(
         QUANT,
@@ -127,6 +127,11 @@ def plain_spec(q: Fixed) -> QuantSpec | None:
         narrow=signed and q.overflow_mode == "SAT_SYM",
         rounding_mode=rounding,
     )
+
+
+# QONNX's Quant takes 2 bits at least; a covering Quant of a 1-bit grid is one bit wider (still
+# the identity on it).
+_MIN_BITS = 2
 
 
 def covering_spec(q: Fixed, where: str, values: np.ndarray | None = None) -> QuantSpec:
@@ -139,12 +144,12 @@ def covering_spec(q: Fixed, where: str, values: np.ndarray | None = None) -> Qua
             raise ConversionError("a rounding-only HGQ2 quantizer on a data path", where)
         return _values_spec(q, values, where)
     if not np.any(active):  # every element outputs 0
-        spec = QuantSpec(QUANT, np.float32(1.0), bit_width=1, signed=False)
+        spec = QuantSpec(QUANT, np.float32(1.0), bit_width=_MIN_BITS, signed=False)
     else:
         top = int(q.f[active].max())
         signed = bool(np.any(q.k[active]))
-        bits = int((q.i_eff[active] + top).max()) + int(signed)
-        spec = QuantSpec(QUANT, np.float32(2.0**-top), bit_width=max(bits, 1), signed=signed)
+        bits = max(int((q.i_eff[active] + top).max()) + int(signed), _MIN_BITS)
+        spec = QuantSpec(QUANT, np.float32(2.0**-top), bit_width=bits, signed=signed)
     if values is not None:
         _check_identity(spec, values, where)
     return spec
@@ -155,7 +160,7 @@ def _values_spec(q: Fixed, values: np.ndarray, where: str) -> QuantSpec:
     ints = np.asarray(values, dtype=np.float64) * 2.0**top
     signed = bool(np.any(ints < 0))
     span = float(np.abs(ints).max()) if ints.size else 0.0
-    bits = max(int(np.ceil(np.log2(span + 1))) + int(signed), 1)
+    bits = max(int(np.ceil(np.log2(span + 1))) + int(signed), _MIN_BITS)
     spec = QuantSpec(QUANT, np.float32(2.0**-top), bit_width=bits, signed=signed)
     _check_identity(spec, values, where)
     return spec

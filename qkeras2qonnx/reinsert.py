@@ -13,7 +13,7 @@ from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.markers import decode_weight_markers, marker_id
 from qkeras2qonnx.spec import BIPOLAR, QuantSpec
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.finish import QUANT_OP_TYPES
+from qonnx_ingest.finish import QUANT_OP_TYPES, subgraph_reads
 from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QuantNode, make_bipolar_quant, make_quant
 
@@ -68,6 +68,7 @@ def _place_weights(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
     for node in graph.node:
         for slot, name in enumerate(node.input):
             readers.setdefault(name, []).append((node, slot))
+    read_inside = subgraph_reads(graph)  # by name, from If / Loop bodies
     new_nodes = []
     for init in list(graph.initializer):
         if init.data_type != onnx.TensorProto.FLOAT:
@@ -91,6 +92,11 @@ def _place_weights(graph: onnx.GraphProto, layer_map: LayerMap, op_type: str, pl
         values = entry.values.ravel()[local].reshape(array.shape)
         scale = np.broadcast_to(entry.spec.scale, entry.values.shape).ravel()[local]
         init.CopyFrom(numpy_helper.from_array(values.astype(np.float32), init.name))
+        shape_only = all(node.op_type == "Shape" for node, _ in readers.get(init.name, ()))
+        if shape_only and init.name not in read_inside:
+            # a copy whose values nothing reads (tf2onnx's einsum over a non-last axis keeps
+            # the kernel for a Shape beside the transposed one its Gemm reads): no Quant there
+            continue
         quantized = f"{init.name}_quantized"
         for node, slot in readers.get(init.name, ()):
             node.input[slot] = quantized

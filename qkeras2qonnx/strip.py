@@ -18,6 +18,7 @@ from qkeras2qonnx.hgq2_strip import clone_hgq2_layer, is_hgq2
 from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.layers import rule_for_layer
 from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
+from qkeras2qonnx.op_nodes import is_operation_node, keep_operation
 from qkeras2qonnx.quantizers import QuantizerAnnotationLost, describe, rule_for
 from qkeras2qonnx.spec import LOST
 from qkeras2qonnx.stripped import Slot
@@ -40,6 +41,8 @@ def _clone(model: Any, prefix: str, layer_map: LayerMap, assignments: list) -> A
 
     def clone_layer(layer: Any) -> Any:
         path = prefix + layer.name
+        if is_operation_node(layer, k):  # x[:, 0], keras.ops.*: no weights, kept as it is
+            return keep_operation(layer, path)
         if isinstance(layer, k.Model):
             return _clone(as_functional(layer, path), path + "/", layer_map, assignments)
         if is_hgq2(layer):

@@ -36,6 +36,7 @@ from hgq.layers import (
     QSoftmax,
     QUnaryFunctionLUT,
 )
+from hgq2_hls4ml_graphs import GRAPH_REFUSED
 from hgq2_hls4ml_layers import REFUSED, layers_sat, uniform_sat
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
@@ -121,7 +122,7 @@ def main(out: Path, only: list[str] | None = None) -> None:
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(5)
     for build in (dense_sat, conv_sat, merge_sat, layers_sat, dense_wrap, tables_sat,
-                  *REFUSED.values()):  # fmt: skip
+                  *REFUSED.values(), *GRAPH_REFUSED.values()):  # fmt: skip
         model = build()
         if only and model.name not in only:
             continue

@@ -303,6 +303,58 @@ def refuse_avg3() -> keras.Model:
     return keras.Model(inp, QDense(2, name="fc")(h), name="refuse_avg3")
 
 
+def einsum_axes() -> keras.Model:
+    """QEinsumDense(+Batchnorm) contracting each axis position of a rank-3 input (b, n, c):
+    the first (``bnc,nN->bNc``, the MLP-Mixer's token mixing), the last, both at once,
+    a per-position kernel (``bnc,ncC->bnC``) and ``bnc,n->bc`` (a sum over tokens)."""
+    inp = keras.Input((4, 6), name="x")
+    branches = [
+        QEinsumDense("bnc,nN->bNc", output_shape=(5, 6), bias_axes="N", name="first")(inp),
+        QEinsumDenseBatchnorm("bnc,nN->bNc", (3, 6), bias_axes="N", name="first_bn")(inp),
+        QEinsumDenseBatchnorm("bnc,cC->bnC", (4, 3), bias_axes="C", name="last_bn")(inp),
+        QEinsumDense("bnc,ncC->bnC", output_shape=(4, 2), bias_axes="nC", name="per_n")(inp),
+        QEinsumDenseBatchnorm("bnc,ncN->bN", output_shape=3, bias_axes="N", name="both_bn")(inp),
+        QEinsumDense("bnc,n->bc", output_shape=6, name="tokens")(inp),
+    ]
+    flat = [keras.layers.Flatten(name=f"flat{j}")(t) for j, t in enumerate(branches)]
+    h = keras.layers.Concatenate(name="cat")(flat)
+    model = keras.Model(inp, QDense(3, name="out")(h), name="einsum_axes")
+    _trained_statistics(model, seed=5)
+    return model
+
+
+def op_nodes() -> keras.Model:
+    """Keras 3 operation nodes between HGQ2 layers: slicing (``x[:, 0]``, ``x[..., 1:3]``),
+    ``keras.ops`` concatenate / sum / mean (over 8 rows: an exact division) and arithmetic
+    ``x * 2 + y``; none is a layer."""
+    a = keras.Input((8, 4), name="a")
+    b = keras.Input((4,), name="b")
+    h = QDense(4, name="fc")(a)
+    first = h[:, 0]
+    middle = h[..., 1:3]
+    joined = keras.ops.concatenate([first, b], axis=-1)
+    summed = keras.ops.sum(middle, axis=1)
+    mean = keras.ops.mean(h, axis=1)
+    mixed = first * 2 + b
+    h = keras.ops.concatenate([joined, summed, mean, mixed], axis=-1)
+    return keras.Model([a, b], QDense(3, name="out")(h), name="op_nodes")
+
+
+def refuse_custom_op() -> keras.Model:
+    """An operation node of a class from user code: it could compute anything."""
+
+    class Twice(keras.Operation):
+        def call(self, x):
+            return x * 2
+
+        def compute_output_spec(self, x):
+            return keras.KerasTensor(x.shape, x.dtype)
+
+    inp = keras.Input((4,), name="x")
+    h = Twice(name="twice")(QDense(3, name="fc")(inp))
+    return keras.Model(inp, QDense(2, name="out")(h), name="refuse_custom_op")
+
+
 MODELS = {
     "dense": dense,
     "conv2d_pool": conv2d_pool,
@@ -319,11 +371,14 @@ MODELS = {
     "conv3d": conv3d,
     "inexact_sum": inexact_sum,
     "einsum_output": einsum_output,
+    "einsum_axes": einsum_axes,
+    "op_nodes": op_nodes,
     "refuse_minifloat": refuse_minifloat,
     "refuse_softmax_unstable": refuse_softmax_unstable,
     "refuse_attention": refuse_attention,
     "refuse_tanh": refuse_tanh,
     "refuse_avg3": refuse_avg3,
+    "refuse_custom_op": refuse_custom_op,
 }
 
 

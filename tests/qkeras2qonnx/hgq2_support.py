@@ -54,15 +54,18 @@ def onnxruntime_forms(model: onnx.ModelProto) -> dict[str, object]:
     }
 
 
-def assert_exact_in_both_runtimes(model: onnx.ModelProto, reference: dict) -> None:
+def assert_exact_in_both_runtimes(
+    model: onnx.ModelProto, reference: dict, *, bit_equal: bool = False
+) -> None:
     """qonnx's executor, and onnxruntime on the standard-op and the QCDQ form, equal HGQ2's
-    predict at batch 1 and 8 (1e-6 relative; the figures measured are 0)."""
+    predict at batch 1 and 8 (1e-6 relative, the figures measured are 0; ``bit_equal``: 0)."""
     sessions = onnxruntime_forms(model)
     for batch in (1, 8):
         inputs, want = feeds(model, reference, batch), reference[f"y{batch}"]
-        tolerance = 1e-6 * max(1.0, float(np.abs(want).max()))
+        tolerance = 0.0 if bit_equal else 1e-6 * max(1.0, float(np.abs(want).max()))
         got = execute_qonnx(model, inputs)[model.graph.output[0].name]
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance)
+        rtol = 0.0 if bit_equal else 1e-6
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=tolerance)
         for form, session in sessions.items():
             got = session.run(None, inputs)[0]
-            np.testing.assert_allclose(got, want, rtol=1e-6, atol=tolerance, err_msg=form)
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=tolerance, err_msg=form)

@@ -35,6 +35,8 @@ CONVERTED = (
     "conv3d",
     "inexact_sum",  # warned (test_hgq2_sums), exact on these inputs
     "einsum_output",
+    "einsum_axes",
+    "op_nodes",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -63,6 +65,24 @@ def test_hgq2_model_matches_hgq2_predict_in_qonnx_and_onnxruntime(made, name):
     ref = reference(made, name)
     assert len(quant_nodes(model)) == int(ref["quantizers"])  # one node per HGQ2 quantizer
     assert_exact_in_both_runtimes(model, ref)
+
+
+@pytest.mark.parametrize("name", ["einsum_axes", "op_nodes"])
+def test_einsum_over_any_axis_and_keras_op_nodes_equal_hgq2_bit_for_bit(made, name):
+    """QEinsumDense(+Batchnorm) contracting the first, last, both axes of a rank-3 input (tf2onnx
+    leaves copies of such kernels that only a Shape reads), and slicing / keras.ops /
+    arithmetic nodes between layers (no weights: kept as they are): 0 difference."""
+    model = converted(made, name)
+    ref = reference(made, name)
+    assert np.any(ref["y8"] != 0)
+    assert_exact_in_both_runtimes(model, ref, bit_equal=True)
+
+
+def test_op_nodes_become_the_onnx_ops_they_compute(made):
+    """x[:, 0] / x[..., 1:3] are Slice (or Gather), keras.ops.concatenate a Concat, the sums
+    ReduceSum / ReduceMean: the op nodes are in the graph, not dropped."""
+    ops = {n.op_type for n in converted(made, "op_nodes").graph.node}
+    assert {"Concat"} <= ops and ops & {"Slice", "Gather"} and ops & {"ReduceSum", "ReduceMean"}
 
 
 def test_an_einsum_model_output_gets_the_keras_output_shape(made):
@@ -202,6 +222,7 @@ def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
         ("refuse_attention", ("mha", "unsupported HGQ2 layer QMultiHeadAttention")),
         ("refuse_tanh", ("fc", "activation 'tanh'")),
         ("refuse_avg3", ("avg3", "not a power of two")),
+        ("refuse_custom_op", ("twice", "unsupported operation Twice from __main__")),
     ],
 )
 def test_unsupported_hgq2_models_are_refused_naming_the_layer(made, name, fragments):

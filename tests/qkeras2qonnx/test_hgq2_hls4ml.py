@@ -83,3 +83,26 @@ def test_each_other_hgq2_layer_kind_is_refused_by_hls4ml_qonnx_with_its_known_me
     (docs/hls4ml.md) stops with this exception; no model reaches a compile."""
     assert not (built / f"{name}.npz").exists()
     assert (built / f"{name}.refused.txt").read_text().splitlines() == [message, where]
+
+
+@pytest.mark.parametrize(
+    "name, message, where",
+    [
+        # qonnx's GemmToMatMul (the recipe's step before hls4ml) fails on tf2onnx's Gemm of
+        # an einsum over the first axis (Transpose / Reshape / Gemm with run-time shapes)
+        ("einsum_first_sat", "list index out of range", "gemm_to_matmul.py:166"),
+        # hls4ml's batch-norm fusion broadcasts the rank-3 output against the bias wrongly
+        ("einsum_last_rank3_sat", "operands could not be broadcast together with shapes "
+         "(4,3) (6,3) ", "bn_fuse.py:76"),
+        ("slice_sat", "ERROR: Unsupported operation type: Slice", _NO_HANDLER),
+        # keras.ops.add at batch 1: a squeezed BiasAdd (see hgq2_ops)
+        ("arithmetic_sat", "ERROR: Unsupported operation type: Squeeze", _NO_HANDLER),
+    ],
+)  # fmt: skip
+def test_rank3_einsums_and_keras_op_nodes_are_refused_by_hls4ml_qonnx_as_known(
+    built, name, message, where
+):
+    """QEinsumDense on a rank-3 input and Keras 3 op nodes between layers
+    (``hgq2_hls4ml_graphs``): exact in QONNX (test_hgq2_convert), refused by the recipe."""
+    assert not (built / f"{name}.npz").exists()
+    assert (built / f"{name}.refused.txt").read_text().splitlines() == [message, where]

@@ -104,3 +104,17 @@ def test_table_over_a_too_wide_grid_is_refused_naming_it():
 
     with pytest.raises(ConversionError, match="lut table.*524288 values"):
         grid(fixed(1, 10, 8), "lut table")
+
+
+def test_a_one_bit_grid_gets_a_two_bit_covering_quant_and_no_plain_one():
+    """QONNX's Quant takes 2 bits at least (qonnx_ingest.quant refuses 1): an unsigned 1-bit
+    grid {0, 1} (hgq-ae's tgc model: k, i, f = 0, 1, 0) is computed by standard ops and
+    covered by an unsigned 2-bit Quant, the identity on {0, 1}."""
+    q = fixed(0, 1, 0, "RND_CONV", "SAT")
+    assert plain_spec(q) is None
+    spec = covering_spec(q, "q")
+    assert (spec.bit_width, spec.signed, float(spec.scale)) == (2, False, 1.0)
+    x = np.linspace(-2, 3, 41, dtype=np.float32)
+    out = reference(q, x)
+    assert set(out.tolist()) == {0.0, 1.0}
+    assert np.array_equal(spec.apply(out), out)

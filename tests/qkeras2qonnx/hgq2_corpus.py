@@ -1,0 +1,42 @@
+"""Run under Keras 3 with hgq2 (``qkeras3_support.run_qkeras3``), never imported by pytest.
+
+``python hgq2_corpus.py OUT FILE...`` loads each HGQ2 corpus file with Keras 3, writes
+``STEM.npz`` (seeded inputs ``x1_J`` / ``x8_J`` as ``hgq2_models.inputs`` makes them, HGQ2's
+``predict`` at batch 1 and 8 as ``y1_K`` / ``y8_K`` per output K) and converts the file by its
+path (``qkeras2qonnx.convert(path)``, as a user would) into ``STEM.onnx``, or writes the
+ConversionError to ``STEM.error.txt``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+from hgq2_models import inputs
+
+import qkeras2qonnx
+from qonnx_ingest.errors import ConversionError
+
+
+def main(out: Path, files: list[Path]) -> None:
+    keras.utils.set_random_seed(0)
+    for path in files:
+        model = keras.models.load_model(path, compile=False)
+        record = {}
+        for batch, seed in ((1, 11), (8, 12)):
+            xs = inputs(model, batch, seed)
+            ys = model.predict(xs, verbose=0)
+            ys = ys if isinstance(ys, list | tuple) else [ys]
+            record.update({f"x{batch}_{j}": x for j, x in enumerate(xs)})
+            record.update({f"y{batch}_{k}": np.asarray(y) for k, y in enumerate(ys)})
+        np.savez(out / f"{path.stem}.npz", **record)
+        try:
+            qkeras2qonnx.convert(path, out / f"{path.stem}.onnx")
+        except ConversionError as exc:
+            (out / f"{path.stem}.error.txt").write_text(str(exc))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])

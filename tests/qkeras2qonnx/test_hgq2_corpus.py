@@ -1,0 +1,60 @@
+"""Real HGQ2 models (the corpus's ``hgq2/`` folder, every file in it) convert, and the QONNX
+model computes exactly what HGQ2's own ``predict`` computes: 0 difference at batch 1 and 8, in
+qonnx's executor and in onnxruntime (Quant lowered to standard ops, and ``--format qcdq``).
+
+The files are loaded, run and converted (by path) in one Keras 3 subprocess
+(``hgq2_corpus.py``); this process compares.
+"""
+
+import numpy as np
+import onnx
+import pytest
+from hgq2_support import onnxruntime_forms
+from qkeras3_support import run_qkeras3
+
+from qkeras2qonnx import flavour
+from qonnx_ingest.execute import execute_qonnx
+from support import CORPUS, requires_corpus
+
+pytestmark = [pytest.mark.keras, requires_corpus]
+
+FOLDER = CORPUS / "hgq2"
+FILES = (
+    sorted(p for p in FOLDER.glob("*") if p.suffix in (".h5", ".keras")) if FOLDER.is_dir() else []
+)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    if flavour.hgq2_dir() is None:
+        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
+    out = tmp_path_factory.mktemp("hgq2_corpus")
+    run_qkeras3("hgq2_corpus.py", out, *FILES)
+    return out
+
+
+def test_the_corpus_holds_the_hgq2_models_of_issue_37():
+    """The two models this test was written for (the glob below covers any later addition)."""
+    names = {p.name for p in FILES}
+    assert {"da4mlae_mlpmixer_e1092.h5", "hgqae_tgc_e7472.keras"} <= names
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_hgq2_corpus_model_equals_hgq2_predict_exactly(made, path):
+    error = made / f"{path.stem}.error.txt"
+    assert not error.exists(), error.read_text()
+    model = onnx.load(made / f"{path.stem}.onnx")
+    onnx.checker.check_model(model)
+    ref = dict(np.load(made / f"{path.stem}.npz"))
+    sessions = onnxruntime_forms(model)
+    outputs = [o.name for o in model.graph.output]
+    for batch in (1, 8):
+        feeds = {vi.name: ref[f"x{batch}_{j}"] for j, vi in enumerate(model.graph.input)}
+        wants = [ref[f"y{batch}_{k}"] for k in range(len(outputs))]
+        got = execute_qonnx(model, feeds)
+        for name, want in zip(outputs, wants, strict=True):
+            assert np.any(want != 0)  # a model that outputs zeros would prove nothing
+            np.testing.assert_array_equal(got[name], want, err_msg=f"qonnx batch {batch}")
+        for form, session in sessions.items():
+            for got_k, want in zip(session.run(None, feeds), wants, strict=True):
+                np.testing.assert_array_equal(got_k, want, err_msg=f"{form} batch {batch}")
