@@ -43,5 +43,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target .venv/hgq2 "$(grep '^hgq2==' constraints.txt)"
   find .venv/hgq2 -mindepth 1 -maxdepth 1 ! -name 'hgq' ! -name 'hgq2-*' -exec rm -rf {} +
+  # FINN (finn-plus) for the consumer tests (tests/finn_run.py): its QONNX frontend,
+  # streamlining, convert_to_hw and executor are plain Python over qonnx, but its wheel pins
+  # numpy/onnx/onnxruntime versions other than ours and its default install pulls torch with
+  # CUDA (6 GB). So it lives in .venv/finn, --no-deps, with the few pure dependencies those
+  # modules import (24 MB); only FINN's LayerNorm execution needs torch (see tests/finn_run.py).
+  rm -rf .venv/finn
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target .venv/finn $(grep -E '^# finn: ' constraints.txt | cut -d' ' -f3-)
   echo "$want" > "$stamp"
 fi

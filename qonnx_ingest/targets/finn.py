@@ -1,0 +1,257 @@
+"""The FINN form (``--format finn``): the same function, written the way FINN's frontend reads it.
+
+FINN turns an activation ``Quant`` into a ``MultiThreshold`` whose thresholds sit half-way
+between levels, and counts ``x >= t``: every tie rounds up, whatever the Quant's rounding mode
+says (QKeras and TFLite round ties to even or away from zero, and ties are common on the
+power-of-two grids they use). So each activation Quant is written here as the MultiThreshold
+that computes it exactly: threshold k is the smallest float32 value the Quant itself (qonnx's
+``int_quant``, the executor's arithmetic) maps to level k + 1, so ``x >= t_k`` is the Quant on
+every float32 input, ties included. A Mul by the scale (and an Add for a zero point) follows,
+which FINN's streamlining absorbs. Constant Quants (weights, biases) stay Quants for FINN to
+fold, with their scale and zero point in the ``(1,)`` shape FINN's bias extraction takes.
+
+FINN's MultiThreshold takes activations of at most 8 bits (its frontend's default); a wider
+activation Quant is refused, naming it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.passes import PassResult, run_passes
+
+QONNX_DOMAIN = "qonnx.custom_op.general"
+# FINN's frontend leaves wider activations as Quant nodes it cannot map (its
+# ``max_multithreshold_bit_width`` default)
+MAX_THRESHOLD_BITS = 8
+# how far (in float32 steps) the exact threshold may lie from the half-way point
+_SEARCH_ULPS = 64
+
+
+def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` in the FINN form; ``model`` is not changed."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model, _ = run_passes([activation_quants_as_thresholds, constant_quant_params_as_1d], model)
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    return ModelWrapper(model).transform(InferShapes()).model
+
+
+def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
+    """Each Quant of a computed tensor becomes MultiThreshold -> (Add) -> Mul, exactly."""
+    graph = model.graph
+    constants = {i.name: i for i in graph.initializer}
+    taken = _taken_names(graph)
+    producers = {out: node for node in graph.node for out in node.output}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    nodes: list[onnx.NodeProto] = []
+    dropped: set[int] = set()
+    for node in graph.node:
+        if node.op_type != "Quant" or node.input[0] in constants:
+            nodes.append(node)
+            continue
+        written = _thresholds_for(node, constants, graph, taken)
+        relu = producers.get(node.input[0])
+        if relu is not None and relu.op_type == "Relu" and readers[relu.output[0]] == 1:
+            thresholds = next(i for i in graph.initializer if i.name == written[0].input[1])
+            if np.all(numpy_helper.to_array(thresholds) > 0):
+                # every threshold is positive: Relu changes no count, and FINN maps no Relu
+                written[0].input[0] = relu.input[0]
+                dropped.add(id(relu))
+        nodes.extend(written)
+    modified = (
+        len(nodes) != len(graph.node)
+        or bool(dropped)
+        or any(n.op_type == "MultiThreshold" for n in nodes)
+    )
+    if modified:
+        del graph.node[:]
+        graph.node.extend(n for n in nodes if id(n) not in dropped)
+        opsets = {o.domain for o in model.opset_import}
+        if QONNX_DOMAIN not in opsets:
+            model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+    return model, modified
+
+
+def _thresholds_for(
+    node: onnx.NodeProto, constants: dict, graph: onnx.GraphProto, taken: TakenNames
+) -> list[onnx.NodeProto]:
+    where = f"Quant {node.name or node.output[0]}"
+    params = []
+    for name in node.input[1:4]:
+        if name not in constants:
+            raise ConversionError("FINN needs a constant scale, zero point and bit width", where)
+        params.append(numpy_helper.to_array(constants[name]).astype(np.float64))
+    scale, zero_point, bits = params
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    signed, narrow = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
+    rounding = attrs.get("rounding_mode", "ROUND")
+    if isinstance(rounding, bytes):
+        rounding = rounding.decode()
+    if bits.size != 1 or zero_point.size != 1 and np.any(zero_point != zero_point.flat[0]):
+        raise ConversionError("FINN's thresholds need one bit width and one zero point", where)
+    width = int(bits.flat[0])
+    if width != bits.flat[0] or not 2 <= width <= MAX_THRESHOLD_BITS:
+        raise ConversionError(
+            f"a {bits.flat[0]:g}-bit activation: FINN's MultiThreshold takes 2 to "
+            f"{MAX_THRESHOLD_BITS} bits",
+            where,
+        )
+    z = float(zero_point.flat[0])
+    q_min = -(2 ** (width - 1)) + int(narrow) if signed else 0
+    q_max = 2 ** (width - 1) - 1 if signed else 2**width - 1
+    channel_scales, axis = _channel_scales(scale, where)
+    thresholds = np.stack(
+        [
+            _exact_thresholds(s, z, width, signed, narrow, rounding, q_min, q_max, where)
+            for s in channel_scales
+        ]
+    ).astype(np.float32)
+
+    x, y = node.input[0], node.output[0]
+    base = node.name or y
+    t_name = unique_name(f"{base}_thresholds", taken)
+    graph.initializer.append(numpy_helper.from_array(thresholds, t_name))
+    count = unique_name(f"{base}_levels", taken)
+    dtype = f"{'INT' if signed else 'UINT'}{width}"
+    out: list[onnx.NodeProto] = [
+        helper.make_node(
+            "MultiThreshold",
+            [x, t_name],
+            [count],
+            name=unique_name(f"{base}_MultiThreshold", taken),
+            domain=QONNX_DOMAIN,
+            out_dtype=dtype,
+            out_bias=float(q_min),
+            **({"data_layout": "NHWC"} if axis == -1 and _rank(graph, x) > 2 else {}),
+        )
+    ]
+    levels = count
+    if z != 0:
+        shifted = unique_name(f"{base}_centred", taken)
+        z_name = unique_name(f"{base}_zero_point", taken)
+        graph.initializer.append(numpy_helper.from_array(np.float32(-z), z_name))
+        out.append(helper.make_node("Add", [levels, z_name], [shifted], name=shifted))
+        levels = shifted
+    s_name = unique_name(f"{base}_scale", taken)
+    graph.initializer.append(numpy_helper.from_array(scale.astype(np.float32), s_name))
+    out.append(
+        helper.make_node("Mul", [levels, s_name], [y], name=unique_name(f"{base}_Mul", taken))
+    )
+    return out
+
+
+def _rank(graph: onnx.GraphProto, name: str) -> int:
+    for info in (*graph.input, *graph.value_info):
+        if info.name == name and info.type.tensor_type.HasField("shape"):
+            return len(info.type.tensor_type.shape.dim)
+    raise ConversionError("FINN's per-channel thresholds need the tensor's rank", name)
+
+
+def _taken_names(graph: onnx.GraphProto) -> TakenNames:
+    names = TakenNames(i.name for i in graph.initializer)
+    names.update(i.name for i in graph.input)
+    for node in graph.node:
+        names.add(node.name)
+        names.update(node.output)
+    return names
+
+
+def _channel_scales(scale: np.ndarray, where: str) -> tuple[np.ndarray, int | None]:
+    """The scale per channel and the channel axis (1 for (1, C, 1, 1), -1 for (C,))."""
+    if scale.size == 1:
+        return scale.reshape(1), None
+    nonunit = [a for a, d in enumerate(scale.shape) if d != 1]
+    if len(nonunit) != 1:
+        raise ConversionError(
+            f"a scale of shape {list(scale.shape)}: FINN takes per-channel", where
+        )
+    axis = nonunit[0] if scale.ndim > 1 else -1
+    if axis not in (1, -1, scale.ndim - 1):
+        raise ConversionError(
+            f"a scale of shape {list(scale.shape)}: FINN takes per-channel", where
+        )
+    return scale.reshape(-1), 1 if axis == 1 else -1
+
+
+def _exact_thresholds(
+    scale: float,
+    z: float,
+    width: int,
+    signed: bool,
+    narrow: bool,
+    rounding: str,
+    q_min: int,
+    q_max: int,
+    where: str,
+) -> np.ndarray:
+    """Threshold k: the least float32 value that the Quant maps to level q_min + k + 1."""
+    from qonnx.custom_op.general.intquant import int_quant
+
+    def level(x: np.ndarray) -> np.ndarray:
+        s, zp = np.float32(scale), np.float32(z)
+        y = int_quant(x, s, zp, np.float32(width), signed, narrow, rounding)
+        return np.round(y / s + zp)
+
+    targets = np.arange(q_min + 1, q_max + 1, dtype=np.float64)
+    middle = ((targets - 0.5 - z) * scale).astype(np.float32)
+    # every float32 within _SEARCH_ULPS steps of each half-way point, in order
+    offsets = np.arange(-_SEARCH_ULPS, _SEARCH_ULPS + 1)
+    bits = middle.view(np.int32)[:, None]
+    candidates = _float32_steps(bits, offsets)
+    reached = level(candidates) >= targets[:, None]
+    if not np.all(reached[:, -1]) or np.any(reached[:, 0]):
+        raise ConversionError("no exact float32 threshold found near a half-way point", where)
+    first = reached.argmax(axis=1)
+    return candidates[np.arange(len(targets)), first]
+
+
+def _float32_steps(bits: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The float32 values ``offsets`` representable steps from each value (sign-aware)."""
+    values = bits.view(np.float32)
+    out = np.empty((bits.shape[0], offsets.size), np.float32)
+    for j, k in enumerate(offsets):
+        v = values[:, 0].copy()
+        direction = np.float32(np.inf) if k > 0 else np.float32(-np.inf)
+        for _ in range(abs(int(k))):
+            v = np.nextafter(v, direction)
+        out[:, j] = v
+    return out
+
+
+def constant_quant_params_as_1d(model: onnx.ModelProto) -> PassResult:
+    """A constant Quant's rank-0 scale and zero point as ``(1,)`` (qonnx's ``extract_conv_bias``
+    takes no other), and an all-zero per-channel zero point as that one zero; the bit width
+    stays rank-0, which qonnx's integer Quant needs."""
+    graph = model.graph
+    constants = {i.name: i for i in graph.initializer}
+    consumers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers[name] = consumers.get(name, 0) + 1
+    modified = False
+    for node in graph.node:
+        if node.op_type != "Quant" or node.input[0] not in constants:
+            continue
+        for k in (1, 2):
+            init = constants.get(node.input[k])
+            if init is None or consumers.get(init.name, 0) != 1:
+                continue
+            value = numpy_helper.to_array(init)
+            if k == 2 and value.size > 1 and not np.any(value):
+                value = np.zeros((1,), value.dtype)
+            elif value.ndim == 0:
+                value = value.reshape(1)
+            else:
+                continue
+            init.CopyFrom(numpy_helper.from_array(value, init.name))
+            modified = True
+    return model, modified
