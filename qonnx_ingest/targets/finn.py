@@ -53,19 +53,25 @@ def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
     nodes: list[onnx.NodeProto] = []
-    dropped: set[int] = set()
+    dropped: set[str] = set()  # outputs of the Relus made redundant
     for node in graph.node:
         if node.op_type != "Quant" or node.input[0] in constants:
             nodes.append(node)
             continue
         written = _thresholds_for(node, constants, graph, taken)
         relu = producers.get(node.input[0])
-        if relu is not None and relu.op_type == "Relu" and readers[relu.output[0]] == 1:
-            thresholds = next(i for i in graph.initializer if i.name == written[0].input[1])
-            if np.all(numpy_helper.to_array(thresholds) > 0):
-                # every threshold is positive: Relu changes no count, and FINN maps no Relu
-                written[0].input[0] = relu.input[0]
-                dropped.add(id(relu))
+        while relu is not None and relu.op_type == "Relu" and readers[relu.output[0]] == 1:
+            # FINN maps no Relu in front of thresholds. Relu(x) >= t is x >= t for t > 0 and
+            # always true for t <= 0, which the lowest float32 threshold also is.
+            init = next(i for i in graph.initializer if i.name == written[0].input[1])
+            thresholds = numpy_helper.to_array(init)
+            lowest = np.finfo(np.float32).min
+            init.CopyFrom(
+                numpy_helper.from_array(np.where(thresholds > 0, thresholds, lowest), init.name)
+            )
+            written[0].input[0] = relu.input[0]
+            dropped.add(relu.output[0])
+            relu = producers.get(relu.input[0])  # Relu(Relu(x)) too (QKeras: relu + quantized_relu)
         nodes.extend(written)
     modified = (
         len(nodes) != len(graph.node)
@@ -74,7 +80,7 @@ def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
     )
     if modified:
         del graph.node[:]
-        graph.node.extend(n for n in nodes if id(n) not in dropped)
+        graph.node.extend(n for n in nodes if n.output[0] not in dropped)
         opsets = {o.domain for o in model.opset_import}
         if QONNX_DOMAIN not in opsets:
             model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
@@ -230,28 +236,32 @@ def _float32_steps(bits: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 def constant_quant_params_as_1d(model: onnx.ModelProto) -> PassResult:
     """A constant Quant's rank-0 scale and zero point as ``(1,)`` (qonnx's ``extract_conv_bias``
     takes no other), and an all-zero per-channel zero point as that one zero; the bit width
-    stays rank-0, which qonnx's integer Quant needs."""
+    stays rank-0, which qonnx's integer Quant needs. Written as new initializers: the
+    originals may be shared with activation Quants."""
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers[name] = consumers.get(name, 0) + 1
+    taken = _taken_names(graph)
+    replaced: dict[str, str] = {}
     modified = False
     for node in graph.node:
         if node.op_type != "Quant" or node.input[0] not in constants:
             continue
         for k in (1, 2):
-            init = constants.get(node.input[k])
-            if init is None or consumers.get(init.name, 0) != 1:
+            name = node.input[k]
+            if name not in constants:
                 continue
-            value = numpy_helper.to_array(init)
-            if k == 2 and value.size > 1 and not np.any(value):
-                value = np.zeros((1,), value.dtype)
-            elif value.ndim == 0:
-                value = value.reshape(1)
-            else:
-                continue
-            init.CopyFrom(numpy_helper.from_array(value, init.name))
-            modified = True
+            if name not in replaced:
+                value = numpy_helper.to_array(constants[name])
+                if k == 2 and value.size > 1 and not np.any(value):
+                    value = np.zeros((1,), value.dtype)
+                elif value.ndim == 0:
+                    value = value.reshape(1)
+                else:
+                    replaced[name] = name
+                    continue
+                replaced[name] = unique_name(f"{name}_1d", taken)
+                graph.initializer.append(numpy_helper.from_array(value, replaced[name]))
+            if replaced[name] != name:
+                node.input[k] = replaced[name]
+                modified = True
     return model, modified
