@@ -194,12 +194,15 @@ def main(model_path: str, inputs_path: str, result_path: str) -> None:
         try:
             model = step(model)
             if name in EXECUTED:
-                feeds = {i.name: inputs[k] for k, i in zip(inputs, model.graph.input)}
+                feeds = {i.name: inputs[k] for k, i in zip(inputs, model.graph.input, strict=True)}
                 outputs = execute_onnx(model, feeds)
                 for k, o in enumerate(model.graph.output):
                     result[f"{name}/{k}"] = np.asarray(outputs[o.name])
             result[f"{name}/ops"] = np.array(sorted({n.op_type for n in model.graph.node}))
         except Exception as exc:  # noqa: BLE001 - FINN's message is the result
+            import traceback
+
+            traceback.print_exc()
             message = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             result["__stopped__"] = np.array([name, message])
             break
