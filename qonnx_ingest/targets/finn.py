@@ -28,14 +28,19 @@ QONNX_DOMAIN = "qonnx.custom_op.general"
 # FINN's frontend leaves wider activations as Quant nodes it cannot map (its
 # ``max_multithreshold_bit_width`` default)
 MAX_THRESHOLD_BITS = 8
-# how far (in float32 steps) the exact threshold may lie from the half-way point
-_SEARCH_ULPS = 64
+# how many times the search window around a half-way point may grow sixteenfold
+_WIDEN = 6
 
 
 def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` in the FINN form; ``model`` is not changed."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    model, _ = run_passes([activation_quants_as_thresholds, constant_quant_params_as_1d], model)
+    passes = [
+        activation_quants_as_thresholds,
+        zero_points_out_of_weights,
+        constant_quant_params_as_1d,
+    ]
+    model, _ = run_passes(passes, model)
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
 
@@ -127,7 +132,12 @@ def _thresholds_for(
     t_name = unique_name(f"{base}_thresholds", taken)
     graph.initializer.append(numpy_helper.from_array(thresholds, t_name))
     count = unique_name(f"{base}_levels", taken)
-    dtype = f"{'INT' if signed else 'UINT'}{width}"
+    # the levels minus the zero point, counted from out_bias: no Add behind the thresholds
+    # (FINN cannot absorb one that widens the type, and then maps no Conv after it)
+    if z != round(z):
+        raise ConversionError(f"a zero point of {z}: FINN's thresholds need an integer", where)
+    low, high = q_min - int(z), q_max - int(z)
+    dtype = _integer_type(low, high)
     out: list[onnx.NodeProto] = [
         helper.make_node(
             "MultiThreshold",
@@ -136,23 +146,25 @@ def _thresholds_for(
             name=unique_name(f"{base}_MultiThreshold", taken),
             domain=QONNX_DOMAIN,
             out_dtype=dtype,
-            out_bias=float(q_min),
+            out_bias=float(low),
             **({"data_layout": "NHWC"} if axis == -1 and _rank(graph, x) > 2 else {}),
         )
     ]
     levels = count
-    if z != 0:
-        shifted = unique_name(f"{base}_centred", taken)
-        z_name = unique_name(f"{base}_zero_point", taken)
-        graph.initializer.append(numpy_helper.from_array(np.float32(-z), z_name))
-        out.append(helper.make_node("Add", [levels, z_name], [shifted], name=shifted))
-        levels = shifted
     s_name = unique_name(f"{base}_scale", taken)
     graph.initializer.append(numpy_helper.from_array(scale.astype(np.float32), s_name))
     out.append(
         helper.make_node("Mul", [levels, s_name], [y], name=unique_name(f"{base}_Mul", taken))
     )
     return out
+
+
+def _integer_type(low: int, high: int) -> str:
+    """The narrowest FINN integer type holding [low, high]."""
+    if low >= 0:
+        return f"UINT{max(1, int(high).bit_length())}"
+    bits = max((-low - 1).bit_length(), int(high).bit_length()) + 1
+    return f"INT{bits}"
 
 
 def _rank(graph: onnx.GraphProto, name: str) -> int:
@@ -208,29 +220,75 @@ def _exact_thresholds(
         return np.round(y / s + zp)
 
     targets = np.arange(q_min + 1, q_max + 1, dtype=np.float64)
-    middle = ((targets - 0.5 - z) * scale).astype(np.float32)
-    # every float32 within _SEARCH_ULPS steps of each half-way point, in order
-    offsets = np.arange(-_SEARCH_ULPS, _SEARCH_ULPS + 1)
-    bits = middle.view(np.int32)[:, None]
-    candidates = _float32_steps(bits, offsets)
-    reached = level(candidates) >= targets[:, None]
-    if not np.all(reached[:, -1]) or np.any(reached[:, 0]):
+    middle = (targets - 0.5 - z) * scale
+    # float32 rounding of x / s + z moves the step by a few ulps of that sum, not of x
+    margin = 8 * (np.abs(targets) + abs(z) + 1) * abs(scale) * np.finfo(np.float32).eps
+    for _ in range(_WIDEN):
+        low = _ordered((middle - margin).astype(np.float32))
+        high = _ordered((middle + margin).astype(np.float32))
+        if np.all(level(_unordered(high)) >= targets) and not np.any(
+            level(_unordered(low)) >= targets
+        ):
+            break
+        margin *= 16
+    else:
         raise ConversionError("no exact float32 threshold found near a half-way point", where)
-    first = reached.argmax(axis=1)
-    return candidates[np.arange(len(targets)), first]
+    # bisection over the float32 values between: the least one reaching each level
+    while np.any(high - low > 1):
+        mid = (low + high) // 2
+        up = level(_unordered(mid)) >= targets
+        high = np.where(up, mid, high)
+        low = np.where(up, low, mid)
+    return _unordered(high)
 
 
-def _float32_steps(bits: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The float32 values ``offsets`` representable steps from each value (sign-aware)."""
-    values = bits.view(np.float32)
-    out = np.empty((bits.shape[0], offsets.size), np.float32)
-    for j, k in enumerate(offsets):
-        v = values[:, 0].copy()
-        direction = np.float32(np.inf) if k > 0 else np.float32(-np.inf)
-        for _ in range(abs(int(k))):
-            v = np.nextafter(v, direction)
-        out[:, j] = v
-    return out
+def _ordered(values: np.ndarray) -> np.ndarray:
+    """float32 -> int64 keys in the same order (negative floats' bit patterns run backwards)."""
+    bits = values.astype(np.float32).view(np.int32).astype(np.int64)
+    return np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF))
+
+
+def _unordered(keys: np.ndarray) -> np.ndarray:
+    bits = np.where(keys >= 0, keys, (-keys) | 0x80000000).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def zero_points_out_of_weights(model: onnx.ModelProto) -> PassResult:
+    """A constant Quant with a zero point (TFLite's uint8 weights) rewritten with none: the
+    quantized values ``s * (q - z)`` on the signed grid that holds every ``q - z`` (9 bits for
+    uint8). FINN's frontend takes zero-point-free Quants only; the values are the same floats."""
+    from qonnx.custom_op.general.intquant import int_quant
+
+    graph = model.graph
+    constants = {i.name: i for i in graph.initializer}
+    taken = _taken_names(graph)
+    modified = False
+    for node in graph.node:
+        if node.op_type != "Quant" or any(n not in constants for n in node.input):
+            continue
+        x, scale, zero_point, bits = (numpy_helper.to_array(constants[n]) for n in node.input)
+        if not np.any(zero_point):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        rounding = attrs.get("rounding_mode", b"ROUND")
+        rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+        signed, narrow = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
+        values = int_quant(x, scale, zero_point, bits, signed, narrow, rounding).astype(np.float32)
+        ints = np.round(values / scale)
+        width = int(max(2, np.ceil(np.log2(max(-ints.min(), ints.max() + 1, 1))) + 1))
+        names = [unique_name(f"{node.name or node.output[0]}_{what}", taken) for what in "xzb"]
+        for name, value in zip(
+            names, (values, np.zeros(1, np.float32), np.float32(width)), strict=True
+        ):
+            graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        node.input[0], node.input[2], node.input[3] = names
+        del node.attribute[:]
+        node.attribute.extend(
+            [helper.make_attribute(k, v) for k, v in (("signed", 1), ("narrow", 0))]
+            + [helper.make_attribute("rounding_mode", "ROUND")]
+        )
+        modified = True
+    return model, modified
 
 
 def constant_quant_params_as_1d(model: onnx.ModelProto) -> PassResult:

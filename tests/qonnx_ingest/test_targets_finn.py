@@ -157,3 +157,58 @@ def test_finn_executor_computes_what_qkeras_predicts_after_every_step(through_fi
     assert set(run.outputs) == {"qonnx_to_finn", "tidy_up", "streamline", "convert_to_hw"}
     for step, (output,) in run.outputs.items():
         np.testing.assert_allclose(output, reference, rtol=1e-6, atol=1e-6, err_msg=step)
+
+
+# int8 / uint8 TFLite models: (file, the last step FINN reaches). The uint8 CNN's input
+# quantizer sits before the NCHW -> NHWC Transpose FINN's conv lowering adds, which FINN maps
+# in no partition after its thresholds (docs/finn.md).
+TFLITE = {
+    "tflm__hello_world_int8.tflite": "specialize_layers",
+    "t2o__conv.uint8.tflite": "convert_to_hw",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(TFLITE))
+def tflite_through_finn(request):
+    """The TFLite interpreter's dequantized integer outputs and FINN's run of the model's FINN
+    form, on the same seeded inputs (on the input's grid)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    import tflite2qonnx
+
+    path = support.CORPUS / "tflite" / request.param
+    proto = tflite2qonnx.convert(path, batch_size=1, format="finn")
+    interpreter = Interpreter(
+        model_path=str(path),
+        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    interpreter.allocate_tensors()
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    info = np.iinfo(inp["dtype"])
+    rng = np.random.default_rng(3)
+    q = rng.integers(info.min, info.max + 1, inp["shape"]).astype(inp["dtype"])
+    interpreter.set_tensor(inp["index"], q)
+    interpreter.invoke()
+    (s_in, z_in), (s_out, z_out) = inp["quantization"], out["quantization"]
+    reference = (interpreter.get_tensor(out["index"]).astype(np.float32) - z_out) * np.float32(
+        s_out
+    )
+    x = (q.astype(np.float32) - z_in) * np.float32(s_in)
+    if len(x.shape) == 4:  # the converted graph takes NCHW
+        x, reference = x.transpose(0, 3, 1, 2), reference.transpose(0, 3, 1, 2)
+    run = run_finn(proto, {proto.graph.input[0].name: np.ascontiguousarray(x)})
+    return request.param, reference, run
+
+
+@support.requires_corpus
+def test_tflite_integer_models_reach_the_step_finn_has_layers_for(tflite_through_finn) -> None:
+    name, _, run = tflite_through_finn
+    assert run.reached == TFLITE[name], run.stopped
+
+
+@support.requires_corpus
+def test_finn_executor_equals_the_tflite_interpreter_after_every_step(tflite_through_finn):
+    _, reference, run = tflite_through_finn
+    assert {"qonnx_to_finn", "tidy_up", "streamline", "convert_to_hw"} <= set(run.outputs)
+    for step, (output,) in run.outputs.items():
+        np.testing.assert_array_equal(output, reference, err_msg=step)
