@@ -86,10 +86,11 @@ def make_parser(
     )
     files.add_argument(
         "--format",
-        choices=("qonnx", "qcdq"),
+        choices=("qonnx", "qcdq", "finn"),
         default="qonnx",
         help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
-        "onnxruntime and other QDQ consumers (default: qonnx)",
+        "onnxruntime and other QDQ consumers; finn: activation quantizers as the exact "
+        "MultiThresholds FINN's frontend reads (docs/finn.md) (default: qonnx)",
     )
     files.add_argument(
         "--strict",

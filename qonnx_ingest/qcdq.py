@@ -51,7 +51,7 @@ _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
 _WIDE_OPSET = 21
 
 
-FORMATS = ("qonnx", "qcdq")
+FORMATS = ("qonnx", "qcdq", "finn")
 
 
 def check_format(format: str) -> None:
@@ -61,8 +61,13 @@ def check_format(format: str) -> None:
 
 def in_format(model: onnx.ModelProto, format: str, strict: bool = False) -> onnx.ModelProto:
     """``model`` as ``convert(format=...)`` / ``--format`` asks: "qonnx" as it is, "qcdq"
-    lowered by ``to_qcdq``."""
+    lowered by ``to_qcdq``, "finn" in the form FINN's frontend reads
+    (``qonnx_ingest.targets.finn``)."""
     check_format(format)
+    if format == "finn":
+        from qonnx_ingest.targets.finn import to_finn
+
+        return to_finn(model)
     return to_qcdq(model, strict=strict) if format == "qcdq" else model
 
 

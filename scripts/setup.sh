@@ -37,5 +37,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # goes into site-packages with --no-deps, beside immutabledict (its one missing dependency).
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     "$(grep '^ai-edge-quantizer==' constraints.txt)" "$(grep '^immutabledict==' constraints.txt)"
+  # FINN (finn-plus) for the consumer tests (tests/finn_worker.py): its QONNX frontend,
+  # streamlining, convert_to_hw and executor are plain Python over qonnx, but its wheel pins
+  # numpy/onnx/onnxruntime versions other than ours and its default install pulls torch with
+  # CUDA (6 GB). So it lives in .venv/finn, --no-deps, with the few pure dependencies those
+  # modules import (24 MB); only FINN's LayerNorm execution needs torch (see tests/finn_worker.py).
+  rm -rf .venv/finn
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target .venv/finn $(grep -E '^# finn: ' constraints.txt | cut -d' ' -f3-)
   echo "$want" > "$stamp"
 fi

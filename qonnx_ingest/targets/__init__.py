@@ -1,0 +1,1 @@
+"""Output forms for the compilers that read QONNX (``--format finn``)."""
