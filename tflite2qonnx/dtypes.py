@@ -7,7 +7,9 @@ this one table instead of keeping a dtype table each.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from onnx import TensorProto
 
 
@@ -69,3 +71,29 @@ PACKED_TYPES: dict[str, tuple[int, bool]] = {
     for t in TENSOR_TYPES.values()
     if t.numpy in ("int4", "uint4", "int2")
 }
+
+
+def numpy_dtype(type_name: str) -> Any:
+    spec = TENSOR_TYPES[type_name].numpy
+    if spec == "bfloat16":
+        try:
+            import ml_dtypes  # optional; ships with onnx
+        except ImportError:  # pragma: no cover - fall back to the raw bit pattern
+            return np.dtype("<u2")
+        return np.dtype(ml_dtypes.bfloat16)
+    return spec
+
+
+def unpack_sub_byte(raw: np.ndarray, bits: int, signed: bool) -> np.ndarray:
+    """``8 // bits`` values per byte, lowest bits first (LiteRT's packing of INT4, UINT4 and
+    INT2, as its ``UnpackPackedIntToInt8`` reads them), sign-extended when ``signed``."""
+    per_byte, mask = 8 // bits, (1 << bits) - 1
+    raw = np.asarray(raw, np.uint8)
+    out = np.empty(raw.size * per_byte, np.int8)
+    for k in range(per_byte):
+        out[k::per_byte] = ((raw >> (k * bits)) & mask).astype(np.int8)
+    if signed:
+        half = 1 << (bits - 1)
+        out = (out ^ half) - half  # sign-extend
+    out.flags.writeable = False
+    return out

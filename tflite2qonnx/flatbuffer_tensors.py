@@ -14,7 +14,7 @@ import numpy as np
 import tflite
 
 from qonnx_ingest.errors import ConversionError, InputError
-from tflite2qonnx.dtypes import PACKED_TYPES, TENSOR_TYPES
+from tflite2qonnx.dtypes import PACKED_TYPES, TENSOR_TYPES, numpy_dtype, unpack_sub_byte
 from tflite2qonnx.model import DimensionMetadata, Quantization, Shape, Sparsity, Tensor
 from tflite2qonnx.schema import (
     DIMENSION_TYPES,
@@ -412,29 +412,3 @@ class TensorDecoder(Cursor):
         out = np.array(values if isinstance(values, np.ndarray) else [], dtype=np.int64)
         out.flags.writeable = False
         return out
-
-
-def numpy_dtype(type_name: str) -> Any:
-    spec = TENSOR_TYPES[type_name].numpy
-    if spec == "bfloat16":
-        try:
-            import ml_dtypes  # optional; ships with onnx
-        except ImportError:  # pragma: no cover - fall back to the raw bit pattern
-            return np.dtype("<u2")
-        return np.dtype(ml_dtypes.bfloat16)
-    return spec
-
-
-def unpack_sub_byte(raw: np.ndarray, bits: int, signed: bool) -> np.ndarray:
-    """``8 // bits`` values per byte, lowest bits first (LiteRT's packing of INT4, UINT4 and
-    INT2, as its ``UnpackPackedIntToInt8`` reads them), sign-extended when ``signed``."""
-    per_byte, mask = 8 // bits, (1 << bits) - 1
-    raw = np.asarray(raw, np.uint8)
-    out = np.empty(raw.size * per_byte, np.int8)
-    for k in range(per_byte):
-        out[k::per_byte] = ((raw >> (k * bits)) & mask).astype(np.int8)
-    if signed:
-        half = 1 << (bits - 1)
-        out = (out ^ half) - half  # sign-extend
-    out.flags.writeable = False
-    return out

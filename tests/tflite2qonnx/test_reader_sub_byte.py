@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflite2qonnx.dtypes import INTEGER_TYPES
-from tflite2qonnx.flatbuffer_tensors import unpack_sub_byte
+from tflite2qonnx.dtypes import INTEGER_TYPES, unpack_sub_byte
 from tflite2qonnx.schema import TENSOR_TYPE_NAMES
 
 
