@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx import hgq2_float
+from qkeras2qonnx.hgq2_float import Minifloat, read_float
 from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
@@ -75,8 +77,9 @@ class Fixed:
         )
 
 
-def read_quantizer(quantizer: Any, where: str) -> Fixed | None:
-    """The ``Fixed`` of an ``hgq`` ``Quantizer`` layer; None for a dummy (identity) one."""
+def read_quantizer(quantizer: Any, where: str) -> Fixed | Minifloat | None:
+    """The ``Fixed`` (or ``Minifloat``) of an ``hgq`` ``Quantizer`` layer; None for a dummy
+    (identity) one."""
     from keras import ops
 
     where = f"{where} {getattr(quantizer, 'name', '')}".strip()
@@ -87,12 +90,8 @@ def read_quantizer(quantizer: Any, where: str) -> Fixed | None:
     kind = type(inner).__name__
     if getattr(inner, "__dummy__", False):
         return None
-    if kind == "FloatPointQuantizer":
-        raise ConversionError(
-            "the HGQ2 minifloat quantizer (FloatPointQuantizer, q_type 'float') has no exact "
-            "QONNX form: refused",
-            where,
-        )
+    if kind == "FloatPointQuantizer":  # a minifloat: qonnx's FloatQuant (hgq2_float)
+        return read_float(inner, quantizer.name, where)
     if kind not in ("FixedPointQuantizerKBI", "FixedPointQuantizerKIF"):
         raise ConversionError(f"unsupported HGQ2 quantizer {kind}", where)
     round_mode = inner.round_mode.removeprefix("S_")  # stochastic only while training
@@ -109,9 +108,11 @@ def read_quantizer(quantizer: Any, where: str) -> Fixed | None:
     return Fixed(quantizer.name, k.copy(), i.copy(), f.copy(), round_mode, overflow, bounded)
 
 
-def plain_spec(q: Fixed) -> QuantSpec | None:
+def plain_spec(q: Fixed | Minifloat) -> QuantSpec | None:
     """The one Quant that computes ``q`` exactly, if its widths are uniform and it saturates
     with a rounding Quant has; else None."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.plain_spec(q)
     if not q.bounded or q.overflow_mode not in ("SAT", "SAT_SYM") or not np.all(q.active):
         return None
     rounding = _QUANT_ROUNDING.get(q.round_mode)
@@ -129,10 +130,12 @@ def plain_spec(q: Fixed) -> QuantSpec | None:
     )
 
 
-def covering_spec(q: Fixed, where: str, values: np.ndarray | None = None) -> QuantSpec:
+def covering_spec(q: Fixed | Minifloat, where: str, values: np.ndarray | None = None) -> QuantSpec:
     """A Quant that is the identity on every value ``q`` outputs: scale 2^-F with F the largest
     f, scalar bit width the widest element's. ``values`` (a weight's quantized values) are
     checked to pass through it unchanged."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.covering_spec(q, where, values)
     active = np.broadcast_to(q.active, np.broadcast_shapes(q.k.shape, q.active.shape))
     if not q.bounded:
         if values is None:
@@ -167,13 +170,17 @@ def _check_identity(spec: QuantSpec, values: np.ndarray, where: str) -> None:
         raise ConversionError(f"the covering {spec.describe()} changes the weight", where)
 
 
-def reference(q: Fixed, x: np.ndarray) -> np.ndarray:
+def reference(q: Fixed | Minifloat, x: np.ndarray) -> np.ndarray:
     """HGQ2's inference arithmetic in numpy float32, op for op (the tests' hand-derived side)."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.reference(q, x)
     return _apply(q, np.asarray(x, dtype=np.float32), _NumpyOps())
 
 
-def tf_apply(q: Fixed, x: Any) -> Any:
+def tf_apply(q: Fixed | Minifloat, x: Any) -> Any:
     """HGQ2's inference arithmetic as TensorFlow ops on ``x`` (inside the stripped model)."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.tf_apply(q, x)
     return _apply(q, x, _TensorFlowOps())
 
 
