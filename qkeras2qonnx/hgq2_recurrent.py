@@ -47,22 +47,10 @@ def simple_rnn(layer: Any, where: str) -> RecurrentPlan:
     from keras import ops
 
     cell = layer.cell
-    for flag in ("return_state", "stateful", "go_backwards"):
-        if getattr(layer, flag, False):
-            raise ConversionError(f"QSimpleRNN with {flag}=True is not supported", where)
-    if getattr(cell, "_enable_oq", False):
-        raise ConversionError("QSimpleRNN with enable_oq is not supported", where)
-    activation = getattr(cell.activation, "__name__", str(cell.activation))
-    if activation not in _EXACT:
-        raise ConversionError(
-            f"activation {activation!r} is a float function whose last bits differ between "
-            "TensorFlow and ONNX runtimes before the next step's quantizers: not supported",
-            where,
-        )
-    shape = tuple(layer.input.shape)
-    if len(shape) != 3 or shape[1] is None:
-        raise ConversionError(f"QSimpleRNN needs a static sequence length, input {shape}", where)
-    steps = int(shape[1])
+    _check_layer(layer, "QSimpleRNN", where)
+    _check_activation(cell.activation, where)
+    activation = _name(cell.activation)
+    steps = _steps(layer, "QSimpleRNN", where)
     weights = [cell.qkernel, cell.qrecurrent_kernel] + ([cell.qbias] if cell.use_bias else [])
     weights = [np.asarray(ops.convert_to_numpy(w), dtype=np.float32) for w in weights]
     roles = [("kernel", cell.kq), ("recurrent_kernel", cell.rkq), ("bias", cell.bq)]
@@ -91,6 +79,73 @@ def simple_rnn(layer: Any, where: str) -> RecurrentPlan:
     return RecurrentPlan(
         unrolled_simple_rnn_class(), config, weights, weight_quantizers, [iq], None, False, inner
     )
+
+
+def gru(layer: Any, where: str) -> RecurrentPlan:
+    """The plan of a QGRU (reset_after True or False): unrolled (``unrolled_gru_class``)."""
+    from keras import ops
+
+    cell = layer.cell
+    _check_layer(layer, "QGRU", where)
+    for role in ("activation", "recurrent_activation"):
+        _check_activation(getattr(cell, role), where)
+    steps = _steps(layer, "QGRU", where)
+    weights = [cell.qkernel, cell.qrecurrent_kernel] + ([cell.qbias] if cell.use_bias else [])
+    weights = [np.asarray(ops.convert_to_numpy(w), dtype=np.float32) for w in weights]
+    roles = [("kernel", cell.kq), ("recurrent_kernel", cell.rkq), ("bias", cell.bq)]
+    weight_quantizers = [
+        (role, read_quantizer(q, f"{where} {role}")) for role, q in roles[: len(weights)]
+    ]
+    iq = read_quantizer(cell.iq, f"{where} input") if cell.enable_iq else None
+    step_quantizers = (
+        ("state_quantizer", read_quantizer(cell.sq, f"{where} state")),
+        ("gate_quantizer", read_quantizer(cell.praq, f"{where} gates", affine_ok=True)),
+        ("reset_state_quantizer", read_quantizer(cell.rhq, f"{where} reset state")),
+        ("candidate_quantizer", read_quantizer(cell.paq, f"{where} candidate")),
+    )
+    inner = [(f"t{t}_{role}", q) for t in range(steps) for role, q in step_quantizers]
+    config = {
+        "name": layer.name,
+        "units": int(cell.units),
+        "steps": steps,
+        "activation": _name(cell.activation),
+        "recurrent_activation": _name(cell.recurrent_activation),
+        "use_bias": bool(cell.use_bias),
+        "reset_after": bool(cell.reset_after),
+        "return_sequences": bool(layer.return_sequences),
+    }
+    return RecurrentPlan(
+        unrolled_gru_class(), config, weights, weight_quantizers, [iq], None, False, inner
+    )
+
+
+def _name(activation: Any) -> str:
+    return getattr(activation, "__name__", str(activation))
+
+
+def _check_layer(layer: Any, kind: str, where: str) -> None:
+    for flag in ("return_state", "stateful", "go_backwards"):
+        if getattr(layer, flag, False):
+            raise ConversionError(f"{kind} with {flag}=True is not supported", where)
+    if getattr(layer.cell, "_enable_oq", False):
+        raise ConversionError(f"{kind} with enable_oq is not supported", where)
+
+
+def _check_activation(activation: Any, where: str) -> None:
+    if _name(activation) not in _EXACT:
+        raise ConversionError(
+            f"activation {_name(activation)!r} is a float function whose last bits differ "
+            "between TensorFlow and ONNX runtimes before the next step's quantizers: not "
+            "supported",
+            where,
+        )
+
+
+def _steps(layer: Any, kind: str, where: str) -> int:
+    shape = tuple(layer.input.shape)
+    if len(shape) != 3 or shape[1] is None:
+        raise ConversionError(f"{kind} needs a static sequence length, input {shape}", where)
+    return int(shape[1])
 
 
 def _apply(x: Any, step: tuple[Fixed | None, int | None]) -> Any:
@@ -160,3 +215,87 @@ def unrolled_simple_rnn_class() -> type:
             return (input_shape[0], self.units)
 
     return HGQ2UnrolledSimpleRNN
+
+
+@functools.cache
+def unrolled_gru_class() -> type:
+    """The Keras 3 layer computing a QGRU's steps one by one, as hgq2 0.2.0's
+    ``QGRUCell.call`` does (built lazily: Keras)."""
+    import keras
+
+    class HGQ2UnrolledGRU(keras.layers.Layer):
+        """kernel (F, 3U), recurrent_kernel (U, 3U), bias ((2, 3U) with reset_after, else
+        (3U,)): HGQ2's quantized values; ``inner_steps``: per step the state, gate, reset
+        state and candidate quantizer steps."""
+
+        def __init__(
+            self,
+            units: int,
+            steps: int,
+            activation: str = "linear",
+            recurrent_activation: str = "linear",
+            use_bias: bool = True,
+            reset_after: bool = True,
+            return_sequences: bool = False,
+            **kwargs: Any,
+        ):
+            super().__init__(**kwargs)
+            self.units, self.steps, self.use_bias = units, steps, use_bias
+            self.activation = keras.activations.get(activation)
+            self.recurrent_activation = keras.activations.get(recurrent_activation)
+            self.reset_after, self.return_sequences = reset_after, return_sequences
+            self.inner_steps: list = []
+
+        def build(self, input_shape: Any) -> None:
+            features, n = int(input_shape[-1]), 3 * self.units
+            self.kernel = self.add_weight(name="kernel", shape=(features, n))
+            self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(self.units, n))
+            if self.use_bias:
+                shape = (2, n) if self.reset_after else (n,)
+                self.bias = self.add_weight(name="bias", shape=shape)
+
+        def call(self, inputs: Any) -> Any:
+            import tensorflow as tf
+
+            u, pending = self.units, iter(self.inner_steps)
+            h = None
+            outputs = []
+            for t in range(self.steps):
+                x_t = inputs[:, t, :]
+                matrix_x = tf.matmul(x_t, self.kernel)
+                if h is None:  # HGQ2's zero initial state (ZerosLike: shapeless in ONNX)
+                    h = matrix_x[:, :u] * 0.0
+                qh = _apply(h, next(pending))
+                if self.reset_after:
+                    inner = tf.matmul(qh, self.recurrent_kernel)
+                    if self.use_bias:  # both biases in one Add: tf2onnx folds a sliced weight
+                        both = tf.stack([matrix_x, inner], axis=1) + self.bias
+                        matrix_x, inner = both[:, 0], both[:, 1]
+                else:
+                    if self.use_bias:
+                        matrix_x = matrix_x + self.bias
+                    # all of qh @ recurrent_kernel, its first 2U columns used: the same sums
+                    # as HGQ2's qh @ recurrent_kernel[:, :2U], and no sliced weight
+                    inner = tf.matmul(qh, self.recurrent_kernel)
+                gates = self.recurrent_activation(matrix_x[:, : 2 * u] + inner[:, : 2 * u])
+                gates = _apply(gates, next(pending))
+                qz, qr = gates[:, :u], gates[:, u:]
+                reset_step = next(pending)
+                if self.reset_after:
+                    recurrent_h = qr * _apply(inner[:, 2 * u :], reset_step)
+                else:
+                    recurrent_h = tf.matmul(_apply(qr * qh, reset_step), self.recurrent_kernel)
+                    recurrent_h = recurrent_h[:, 2 * u :]
+                candidate = _apply(
+                    self.activation(matrix_x[:, 2 * u :] + recurrent_h), next(pending)
+                )
+                h = qz * qh + (1 - qz) * candidate
+                outputs.append(h)
+            return tf.stack(outputs, axis=1) if self.return_sequences else h
+
+        def compute_output_shape(self, input_shape: Any) -> Any:
+            if self.return_sequences:
+                return (input_shape[0], self.steps, self.units)
+            return (input_shape[0], self.units)
+
+    return HGQ2UnrolledGRU

@@ -14,7 +14,7 @@ from pathlib import Path
 import keras
 import numpy as np
 from hgq.config import QuantizerConfig
-from hgq.layers import QDense, QSimpleRNN
+from hgq.layers import QGRU, QDense, QSimpleRNN
 
 import qkeras2qonnx
 from qonnx_ingest.errors import ConversionError
@@ -39,6 +39,22 @@ def simple_rnn_sequences() -> keras.Model:
     return keras.Model(inp, h, name="simple_rnn_sequences")
 
 
+def gru() -> keras.Model:
+    """HGQ2's defaults (reset_after, hard-sigmoid gate quantizer with its affine (0.25, 0.5),
+    per-element WRAP state, reset-state and input quantizers), the last state into a QDense."""
+    inp = keras.Input((STEPS, 3), name="x")
+    h = QGRU(4, name="gru")(inp)
+    return keras.Model(inp, QDense(2, name="fc")(h), name="gru")
+
+
+def gru_reset_before() -> keras.Model:
+    """reset_after=False (the reset gate before the recurrent kernel), relu candidate,
+    every step's state returned."""
+    inp = keras.Input((STEPS, 2), name="x")
+    h = QGRU(3, activation="relu", reset_after=False, return_sequences=True, name="gru")(inp)
+    return keras.Model(inp, h, name="gru_reset_before")
+
+
 def refuse_tanh_rnn() -> keras.Model:
     inp = keras.Input((STEPS, 2), name="x")
     return keras.Model(inp, QSimpleRNN(2, activation="tanh", name="rnn")(inp), name="tanh")
@@ -47,6 +63,8 @@ def refuse_tanh_rnn() -> keras.Model:
 MODELS = {
     "simple_rnn": (simple_rnn, 1 + 3 + STEPS + 3),  # iq, kq rkq bq, paq per step; fc
     "simple_rnn_sequences": (simple_rnn_sequences, 1 + 3 + STEPS + STEPS - 1),  # + sq from t1
+    "gru": (gru, 1 + 3 + 4 * STEPS + 3),  # state, gates, reset state, candidate per step
+    "gru_reset_before": (gru_reset_before, 1 + 3 + 4 * STEPS),
     "refuse_tanh_rnn": (refuse_tanh_rnn, 0),
 }
 
@@ -67,7 +85,9 @@ def main(out: Path) -> None:
         for layer in model.layers:  # a non-zero bias: the bias quantizer has values to keep
             cell = getattr(layer, "cell", layer)
             if getattr(cell, "use_bias", False) and hasattr(cell, "bias"):
-                cell.bias.assign(np.linspace(-0.7, 0.6, cell.bias.shape[0]).astype(np.float32))
+                size = int(np.prod(cell.bias.shape))
+                values = np.linspace(-0.7, 0.6, size).reshape(cell.bias.shape)
+                cell.bias.assign(values.astype(np.float32))
         record = {"quantizers": quantizers}
         for batch, seed in ((1, 11), (8, 12)):
             x = inputs(model, batch, seed)

@@ -5,10 +5,13 @@ once per module (~1 minute); this process compares in qonnx's executor and in on
 (Quant as standard ops, and ``--format qcdq``) at batch 1 and 8.
 """
 
+import json
+
 import numpy as np
 import onnx
 import pytest
 from hgq2_support import feeds, onnxruntime_forms
+from onnx import helper, numpy_helper
 from qkeras3_support import run_qkeras3
 from qkeras_helpers import quant_nodes
 
@@ -17,7 +20,7 @@ from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
 
-CONVERTED = ("simple_rnn", "simple_rnn_sequences")
+CONVERTED = ("simple_rnn", "simple_rnn_sequences", "gru", "gru_reset_before")
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +67,21 @@ def test_a_float_activation_inside_the_recurrence_is_refused(made):
     message = (made / "refuse_tanh_rnn.error.txt").read_text()
     assert not (made / "refuse_tanh_rnn.inmemory.onnx").exists()
     assert "rnn" in message and "'tanh'" in message, message
+
+
+def test_gru_gate_quantizer_covers_its_affine_image(made):
+    """HGQ2's hard-sigmoid gate quantizer outputs q(x) * 0.25 + 0.5 with q signed, i = 1:
+    [0, 1) on a grid 4 times finer than q's, so the covering Quant is unsigned with scale
+    2^-(F + 2), F the largest f; the metadata records the affine."""
+    model = converted(made, "gru")
+    node = next(n for n in quant_nodes(model) if n.name == "gru/t2_gate_quantizer")
+    meta = {p.key: p.value for p in model.metadata_props}
+    widths = json.loads(meta["qkeras2qonnx.hgq2_widths"])[node.name]
+    assert widths["affine"] == [0.25, 0.5] and set(widths["k"]) == {1} and set(widths["i"]) == {1}
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert float(inits[node.input[1]]) == 2.0 ** -(max(widths["f"]) + 2)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs["signed"] == 0
+    per_step = {"state", "gate", "reset_state", "candidate"}
+    names = {n.name for n in quant_nodes(model)}
+    assert {f"gru/t{t}_{role}_quantizer" for t in range(5) for role in per_step} <= names
