@@ -81,9 +81,7 @@ class Fixed:
         )
 
 
-def read_quantizer(
-    quantizer: Any, where: str, affine_ok: bool = False
-) -> Fixed | Minifloat | None:
+def read_quantizer(quantizer: Any, where: str, affine_ok: bool = False) -> Fixed | Minifloat | None:
     """The ``Fixed`` (or ``Minifloat``) of an ``hgq`` ``Quantizer`` layer; None for a dummy
     (identity) one. ``affine_ok``: the caller handles a fixed-point quantizer's ``affine``
     (tables, sums and plain Quants do not)."""
