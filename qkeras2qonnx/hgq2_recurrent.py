@@ -75,6 +75,7 @@ def simple_rnn(layer: Any, where: str) -> RecurrentPlan:
         "use_bias": bool(cell.use_bias),
         "state_quantized": sq is not None,
         "return_sequences": bool(layer.return_sequences),
+        "go_backwards": bool(layer.go_backwards),
     }
     return RecurrentPlan(
         unrolled_simple_rnn_class(), config, weights, weight_quantizers, [iq], None, False, inner
@@ -113,6 +114,7 @@ def gru(layer: Any, where: str) -> RecurrentPlan:
         "use_bias": bool(cell.use_bias),
         "reset_after": bool(cell.reset_after),
         "return_sequences": bool(layer.return_sequences),
+        "go_backwards": bool(layer.go_backwards),
     }
     return RecurrentPlan(
         unrolled_gru_class(), config, weights, weight_quantizers, [iq], None, False, inner
@@ -124,7 +126,7 @@ def _name(activation: Any) -> str:
 
 
 def _check_layer(layer: Any, kind: str, where: str) -> None:
-    for flag in ("return_state", "stateful", "go_backwards"):
+    for flag in ("return_state", "stateful"):
         if getattr(layer, flag, False):
             raise ConversionError(f"{kind} with {flag}=True is not supported", where)
     if getattr(layer.cell, "_enable_oq", False):
@@ -146,6 +148,12 @@ def _steps(layer: Any, kind: str, where: str) -> int:
     if len(shape) != 3 or shape[1] is None:
         raise ConversionError(f"{kind} needs a static sequence length, input {shape}", where)
     return int(shape[1])
+
+
+def _order(steps: int, backwards: bool) -> range:
+    """The time indices in processing order (Keras: go_backwards reads the sequence from its
+    end and returns the outputs in that order)."""
+    return range(steps - 1, -1, -1) if backwards else range(steps)
 
 
 def _apply(x: Any, step: tuple[Fixed | None, int | None]) -> Any:
@@ -176,9 +184,11 @@ def unrolled_simple_rnn_class() -> type:
             use_bias: bool = True,
             state_quantized: bool = False,
             return_sequences: bool = False,
+            go_backwards: bool = False,
             **kwargs: Any,
         ):
             super().__init__(**kwargs)
+            self.go_backwards = go_backwards
             self.units, self.steps, self.use_bias = units, steps, use_bias
             self.activation = keras.activations.get(activation)
             self.state_quantized, self.return_sequences = state_quantized, return_sequences
@@ -198,7 +208,7 @@ def unrolled_simple_rnn_class() -> type:
 
             pending = iter(self.inner_steps)
             state, outputs = None, []
-            for t in range(self.steps):
+            for t in _order(self.steps, self.go_backwards):
                 h = tf.matmul(inputs[:, t, :], self.kernel)
                 if self.use_bias:
                     h = h + self.bias
@@ -237,9 +247,11 @@ def unrolled_gru_class() -> type:
             use_bias: bool = True,
             reset_after: bool = True,
             return_sequences: bool = False,
+            go_backwards: bool = False,
             **kwargs: Any,
         ):
             super().__init__(**kwargs)
+            self.go_backwards = go_backwards
             self.units, self.steps, self.use_bias = units, steps, use_bias
             self.activation = keras.activations.get(activation)
             self.recurrent_activation = keras.activations.get(recurrent_activation)
@@ -260,7 +272,7 @@ def unrolled_gru_class() -> type:
             u, pending = self.units, iter(self.inner_steps)
             h = None
             outputs = []
-            for t in range(self.steps):
+            for t in _order(self.steps, self.go_backwards):
                 x_t = inputs[:, t, :]
                 matrix_x = tf.matmul(x_t, self.kernel)
                 if h is None:  # HGQ2's zero initial state (ZerosLike: shapeless in ONNX)

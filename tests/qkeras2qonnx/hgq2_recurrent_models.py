@@ -31,11 +31,15 @@ def simple_rnn() -> keras.Model:
 
 
 def simple_rnn_sequences() -> keras.Model:
-    """A state quantizer (per element, RND / WRAP), relu, every step's output returned."""
+    """A state quantizer (per element, RND / WRAP), relu, go_backwards, every step's output
+    returned (in processing order, as Keras returns it)."""
     inp = keras.Input((STEPS, 2), name="x")
     sq = QuantizerConfig("kif", "datalane", i0=1, f0=3, round_mode="RND", overflow_mode="WRAP")
-    h = QSimpleRNN(3, activation="relu", enable_sq=True, sq_conf=sq, return_sequences=True,
-                   name="rnn")(inp)  # fmt: skip
+    rnn = QSimpleRNN(
+        3, activation="relu", enable_sq=True, sq_conf=sq, return_sequences=True,
+        go_backwards=True, name="rnn",
+    )  # fmt: skip
+    h = rnn(inp)
     return keras.Model(inp, h, name="simple_rnn_sequences")
 
 
