@@ -93,10 +93,9 @@ def gru(layer: Any, where: str) -> RecurrentPlan:
     steps = _steps(layer, "QGRU", where)
     weights = [cell.qkernel, cell.qrecurrent_kernel] + ([cell.qbias] if cell.use_bias else [])
     weights = [np.asarray(ops.convert_to_numpy(w), dtype=np.float32) for w in weights]
-    roles = [("kernel", cell.kq), ("recurrent_kernel", cell.rkq), ("bias", cell.bq)]
-    weight_quantizers = [
-        (role, read_quantizer(q, f"{where} {role}")) for role, q in roles[: len(weights)]
-    ]
+    roles = [("kernel", cell.kq), ("recurrent_kernel", cell.rkq)]
+    roles += [("bias", cell.bq)] if cell.use_bias else []  # QGRUCell has no _bq without
+    weight_quantizers = [(role, read_quantizer(q, f"{where} {role}")) for role, q in roles]
     iq = read_quantizer(cell.iq, f"{where} input") if cell.enable_iq else None
     step_quantizers = (
         ("state_quantizer", read_quantizer(cell.sq, f"{where} state")),

@@ -59,6 +59,14 @@ def gru_reset_before() -> keras.Model:
     return keras.Model(inp, h, name="gru_reset_before")
 
 
+def gru_backwards_no_bias() -> keras.Model:
+    """As HGQ2's own tests/test_rnn.py configures it: no bias (QGRUCell then has no bias
+    quantizer at all), go_backwards, every step's state returned."""
+    inp = keras.Input((STEPS, 3), name="x")
+    h = QGRU(3, use_bias=False, go_backwards=True, return_sequences=True, name="gru")(inp)
+    return keras.Model(inp, h, name="gru_backwards_no_bias")
+
+
 def refuse_tanh_rnn() -> keras.Model:
     inp = keras.Input((STEPS, 2), name="x")
     return keras.Model(inp, QSimpleRNN(2, activation="tanh", name="rnn")(inp), name="tanh")
@@ -69,6 +77,7 @@ MODELS = {
     "simple_rnn_sequences": (simple_rnn_sequences, 1 + 3 + STEPS + STEPS - 1),  # + sq from t1
     "gru": (gru, 1 + 3 + 4 * STEPS + 3),  # state, gates, reset state, candidate per step
     "gru_reset_before": (gru_reset_before, 1 + 3 + 4 * STEPS),
+    "gru_backwards_no_bias": (gru_backwards_no_bias, 1 + 2 + 4 * STEPS),
     "refuse_tanh_rnn": (refuse_tanh_rnn, 0),
 }
 

@@ -20,7 +20,13 @@ from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
 
-CONVERTED = ("simple_rnn", "simple_rnn_sequences", "gru", "gru_reset_before")
+CONVERTED = (
+    "simple_rnn",
+    "simple_rnn_sequences",
+    "gru",
+    "gru_reset_before",
+    "gru_backwards_no_bias",
+)
 
 
 @pytest.fixture(scope="module")
