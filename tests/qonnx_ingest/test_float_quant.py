@@ -6,6 +6,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from qonnx_ingest.describe import describe
 from qonnx_ingest.execute import execute_qonnx
 from qonnx_ingest.float_quant import apply, format_max, make_float_quant
 from qonnx_ingest.quant_lowering import NotLowerable, lower_quants
@@ -59,3 +60,8 @@ def test_a_per_element_floatquant_is_not_lowered():
     init.CopyFrom(onnx.numpy_helper.from_array(np.float32([3, 2]), init.name))
     with pytest.raises(NotLowerable, match="per-element"):
         lower_quants(model)
+
+
+def test_describe_names_the_minifloat_format():
+    text = describe(_model(4, 3, 7, 480.0))
+    assert "FloatQuant   minifloat E4M3 bias 7, max 480, scale 1" in text, text
