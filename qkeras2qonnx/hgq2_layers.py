@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
+from qkeras2qonnx.hgq2_recurrent import gru, simple_rnn
 from qonnx_ingest.errors import ConversionError
 
 # Keras activations that are exact in float32 on every runtime (no transcendental function or
@@ -364,5 +365,7 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QMultiply": _plain_op("Multiply"),
     "QMaximum": _plain_op("Maximum"),
     "QMinimum": _plain_op("Minimum"),
+    "QSimpleRNN": simple_rnn,  # unrolled (hgq2_recurrent)
+    "QGRU": gru,
     **{f"Q{name}": (_average if "Average" in name else _plain_op)(name) for name in _POOLING},
 }

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx import hgq2_float
+from qkeras2qonnx.hgq2_float import Minifloat, read_float
 from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
@@ -48,6 +50,9 @@ class Fixed:
     round_mode: str
     overflow_mode: str
     bounded: bool = True
+    # HGQ2's post-quantization ``affine`` (scale, shift): y * scale + shift (GRU's hard-sigmoid
+    # gate quantizer); only where the caller allows it (``read_quantizer(affine_ok=True)``).
+    affine: tuple[float, float] | None = None
 
     @property
     def i_eff(self) -> np.ndarray:
@@ -66,6 +71,7 @@ class Fixed:
             "f": self.f.astype(int).ravel().tolist(),
             "round_mode": self.round_mode,
             "overflow_mode": self.overflow_mode,
+            **({"affine": list(self.affine)} if self.affine is not None else {}),
         }
 
     def form(self) -> str:
@@ -75,24 +81,27 @@ class Fixed:
         )
 
 
-def read_quantizer(quantizer: Any, where: str) -> Fixed | None:
-    """The ``Fixed`` of an ``hgq`` ``Quantizer`` layer; None for a dummy (identity) one."""
+def read_quantizer(quantizer: Any, where: str, affine_ok: bool = False) -> Fixed | Minifloat | None:
+    """The ``Fixed`` (or ``Minifloat``) of an ``hgq`` ``Quantizer`` layer; None for a dummy
+    (identity) one. ``affine_ok``: the caller handles a fixed-point quantizer's ``affine``
+    (tables, sums and plain Quants do not)."""
     from keras import ops
 
     where = f"{where} {getattr(quantizer, 'name', '')}".strip()
+    affine = getattr(quantizer, "affine", None)
     for attribute in ("scaler", "affine"):
-        if getattr(quantizer, attribute, None) is not None:
+        if getattr(quantizer, attribute, None) is not None and not (
+            attribute == "affine" and affine_ok
+        ):
             raise ConversionError(f"HGQ2 quantizer with {attribute} is not supported", where)
     inner = getattr(quantizer, "quantizer", quantizer)
     kind = type(inner).__name__
     if getattr(inner, "__dummy__", False):
         return None
-    if kind == "FloatPointQuantizer":
-        raise ConversionError(
-            "the HGQ2 minifloat quantizer (FloatPointQuantizer, q_type 'float') has no exact "
-            "QONNX form: refused",
-            where,
-        )
+    if kind == "FloatPointQuantizer":  # a minifloat: qonnx's FloatQuant (hgq2_float)
+        if affine is not None:
+            raise ConversionError("HGQ2 minifloat quantizer with affine is not supported", where)
+        return read_float(inner, quantizer.name, where)
     if kind not in ("FixedPointQuantizerKBI", "FixedPointQuantizerKIF"):
         raise ConversionError(f"unsupported HGQ2 quantizer {kind}", where)
     round_mode = inner.round_mode.removeprefix("S_")  # stochastic only while training
@@ -106,12 +115,37 @@ def read_quantizer(quantizer: Any, where: str) -> Fixed | None:
         # quantizers' call: a trainable WRAP weight quantizer (KIF; KBI only with RND) rounds
         # and returns, without wrap or zero-width masking.
         bounded = kind == "FixedPointQuantizerKBI" and inner.stateless_quantizer.round_mode != "RND"
-    return Fixed(quantizer.name, k.copy(), i.copy(), f.copy(), round_mode, overflow, bounded)
+    fixed = Fixed(quantizer.name, k.copy(), i.copy(), f.copy(), round_mode, overflow, bounded)
+    if affine is not None:
+        fixed.affine = (float(affine[0]), float(affine[1]))
+        _affine_step(fixed, where)
+    return fixed
 
 
-def plain_spec(q: Fixed) -> QuantSpec | None:
+def _affine_step(q: Fixed, where: str) -> int:
+    """The exponent e with every output of ``q`` (affine included) a multiple of 2^e: the
+    affine scale must be a positive power of two, the shift a multiple of the scaled step."""
+    scale, shift = q.affine
+    exponent = np.log2(scale) if scale > 0 else np.nan
+    active = np.broadcast_to(q.active, q.k.shape)
+    top = int(q.f[active].max()) if np.any(active) else 0
+    step = int(exponent) - top if np.isfinite(exponent) else 0
+    if not np.isfinite(exponent) or exponent != int(exponent) or shift % 2.0**step:
+        raise ConversionError(
+            f"HGQ2 quantizer affine {q.affine}: not a power-of-two scale with a shift on the "
+            "scaled grid, so its outputs have no exact Quant grid",
+            where,
+        )
+    return step
+
+
+def plain_spec(q: Fixed | Minifloat) -> QuantSpec | None:
     """The one Quant that computes ``q`` exactly, if its widths are uniform and it saturates
     with a rounding Quant has; else None."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.plain_spec(q)
+    if q.affine is not None:
+        return None
     if not q.bounded or q.overflow_mode not in ("SAT", "SAT_SYM") or not np.all(q.active):
         return None
     rounding = _QUANT_ROUNDING.get(q.round_mode)
@@ -134,10 +168,14 @@ def plain_spec(q: Fixed) -> QuantSpec | None:
 _MIN_BITS = 2
 
 
-def covering_spec(q: Fixed, where: str, values: np.ndarray | None = None) -> QuantSpec:
+def covering_spec(q: Fixed | Minifloat, where: str, values: np.ndarray | None = None) -> QuantSpec:
     """A Quant that is the identity on every value ``q`` outputs: scale 2^-F with F the largest
     f, scalar bit width the widest element's. ``values`` (a weight's quantized values) are
     checked to pass through it unchanged."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.covering_spec(q, where, values)
+    if q.affine is not None:
+        return _affine_spec(q, where)
     active = np.broadcast_to(q.active, np.broadcast_shapes(q.k.shape, q.active.shape))
     if not q.bounded:
         if values is None:
@@ -153,6 +191,21 @@ def covering_spec(q: Fixed, where: str, values: np.ndarray | None = None) -> Qua
     if values is not None:
         _check_identity(spec, values, where)
     return spec
+
+
+def _affine_spec(q: Fixed, where: str) -> QuantSpec:
+    """A Quant that is the identity on ``q``'s outputs after its affine: step 2^e
+    (``_affine_step``), the integer range of the affine image of every element's range."""
+    step = _affine_step(q, where)
+    scale, shift = q.affine
+    active = np.broadcast_to(q.active, q.k.shape)
+    k, i, f = (np.broadcast_to(a, q.k.shape)[active] for a in (q.k, q.i_eff, q.f))
+    ends = np.concatenate([-k * 2.0**i, 2.0**i - 2.0**-f, [0.0]]) * scale + shift
+    low, high = float(ends.min()) * 2.0**-step, float(ends.max()) * 2.0**-step
+    signed = low < 0
+    span = max(abs(low), high + 1) if signed else high + 1
+    bits = max(int(np.ceil(np.log2(span))) + int(signed), 1)
+    return QuantSpec(QUANT, np.float32(2.0**step), bit_width=bits, signed=signed)
 
 
 def _values_spec(q: Fixed, values: np.ndarray, where: str) -> QuantSpec:
@@ -172,13 +225,17 @@ def _check_identity(spec: QuantSpec, values: np.ndarray, where: str) -> None:
         raise ConversionError(f"the covering {spec.describe()} changes the weight", where)
 
 
-def reference(q: Fixed, x: np.ndarray) -> np.ndarray:
+def reference(q: Fixed | Minifloat, x: np.ndarray) -> np.ndarray:
     """HGQ2's inference arithmetic in numpy float32, op for op (the tests' hand-derived side)."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.reference(q, x)
     return _apply(q, np.asarray(x, dtype=np.float32), _NumpyOps())
 
 
-def tf_apply(q: Fixed, x: Any) -> Any:
+def tf_apply(q: Fixed | Minifloat, x: Any) -> Any:
     """HGQ2's inference arithmetic as TensorFlow ops on ``x`` (inside the stripped model)."""
+    if isinstance(q, Minifloat):
+        return hgq2_float.tf_apply(q, x)
     return _apply(q, x, _TensorFlowOps())
 
 
@@ -199,6 +256,8 @@ def _apply(q: Fixed, x: Any, o: Any) -> Any:
             y = o.sub(_floor_mod(o.add(y, bias), i + k, o), bias)
     if q.bounded and not np.all(q.active):
         y = o.where(np.broadcast_to(q.active, q.k.shape), y, f32(0.0))
+    if q.affine is not None:  # HGQ2's Quantizer.call: outputs * scale + shift
+        y = o.add(o.mul(y, f32(q.affine[0])), f32(q.affine[1]))
     return y
 
 

@@ -50,6 +50,8 @@ def clone_hgq2_layer(layer: Any, path: str, layer_map: LayerMap, assignments: li
     pairs = zip(plan.inputs, roles, strict=True)
     inputs = [_record_activation(q, r, path, layer_map) for q, r in pairs]
     output = _record_activation(plan.output, "output", path, layer_map, plan.output_in_layer)
+    if getattr(plan, "inner", None):  # quantizers inside the layer (hgq2_recurrent)
+        inner.inner_steps = [_record_activation(q, r, path, layer_map) for r, q in plan.inner]
     if weights:
         assignments.append((inner, weights))
     return wrapper_class()(inner, inputs, output)

@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 from qkeras2qonnx.composite import Builder
 from qkeras2qonnx.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.markers import decode_weight_markers, marker_id
-from qkeras2qonnx.spec import BIPOLAR, QuantSpec
+from qkeras2qonnx.spec import BIPOLAR, FLOAT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import QUANT_OP_TYPES, subgraph_reads
 from qonnx_ingest.passes import PassResult
@@ -170,6 +170,13 @@ def spec_quant_node(
     """The Quant / BipolarQuant node ``spec`` describes, its per-element ``scale`` reduced to
     per-tensor or per-axis (recurrent cells build theirs with it too)."""
     scale, axis = per_axis(np.asarray(scale))
+    if spec.kind == FLOAT:  # HGQ2's minifloat (hgq2_float)
+        from qonnx_ingest.float_quant import make_float_quant
+
+        e, m, bias, top = spec.minifloat
+        return make_float_quant(
+            x, y, exponent_bits=e, mantissa_bits=m, exponent_bias=bias, max_val=top, name=name
+        )
     if spec.kind == BIPOLAR:
         return make_bipolar_quant(x, y, scale, x_shape=x_shape, axis=axis, name=name)
     return make_quant(

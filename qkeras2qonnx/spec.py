@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from qkeras2qonnx.composite import Composite
 
 QUANT, BIPOLAR = "quant", "bipolar"
+# qonnx 1.0's FloatQuant (a minifloat; ``minifloat`` holds its E, M, bias and max_val).
+FLOAT = "float"
 # No node: a non-uniform weight quantizer (po2, ulaw) has no QONNX form, so the weight becomes
 # QKeras's quantized values as a plain constant and the annotation is reported as lost.
 LOST = "lost"
@@ -40,6 +42,8 @@ class QuantSpec:
     # Activations only: the exact float computation the Quant node follows (its input is then
     # the layer's output passed through these standard ONNX ops; see ``composite``).
     composite: Composite | None = None
+    # FloatQuant only: (exponent bits, mantissa bits, exponent bias, max_val), scale 1.
+    minifloat: tuple[int, int, int, float] | None = None
 
     def __post_init__(self) -> None:
         self.scale = np.asarray(self.scale, dtype=np.float32)
@@ -53,6 +57,10 @@ class QuantSpec:
         from qonnx.custom_op.general.quant import quant
 
         x = np.asarray(x, dtype=np.float32)
+        if self.kind == FLOAT:
+            from qonnx_ingest.float_quant import apply
+
+            return apply(x, *self.minifloat)
         if self.kind == BIPOLAR:
             y = binary_quant(x, self.scale)
         else:
@@ -70,6 +78,10 @@ class QuantSpec:
     def describe(self) -> str:
         if self.kind == LOST:
             return "no QONNX node (quantized constant)"
+        if self.kind == FLOAT:
+            e, m, bias, top = self.minifloat
+            text = f"FloatQuant(E={e}, M={m}, bias={bias}, max_val={top:g})"
+            return text if self.composite is None else f"{self.composite.form}, then {text}"
         if self.kind == BIPOLAR:
             text = f"BipolarQuant(scale={_show(self.scale)})"
             return text if self.composite is None else f"{self.composite.form}, then {text}"

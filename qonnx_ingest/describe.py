@@ -48,6 +48,12 @@ def _quant_summary(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> 
         return f"bipolar, {scale_text}"
     if node.op_type == "Trunc":
         return f"{value(3)} -> {value(4)} bits, {scale_text}"
+    if node.op_type == "FloatQuant":  # x, scale, exponent / mantissa widths, bias, max_val
+        e, m, bias, top = (value(i) for i in (2, 3, 4, 5))
+        if any(v is None or v.size != 1 for v in (e, m, bias, top)):
+            return f"minifloat (computed or per-element parameters), {scale_text}"
+        widths = f"E{e.item():g}M{m.item():g} bias {bias.item():g}"
+        return f"minifloat {widths}, max {top.item():g}, {scale_text}"
     bits = value(3)
     zp = value(2)
     sign = "int" if attrs.get("signed", 1) else "uint"

@@ -100,6 +100,7 @@ def prepare(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:
     quantized = quantized_tensors(model)
     activations = [q for q in quantized if q.role in (ACTIVATION, INPUT)]
     standard = {q.output for q in activations if _needs_standard_ops(q)}
+    standard |= {n.output[0] for n in model.graph.node if n.op_type == "FloatQuant"}  # no QDQ
     if any(q.integer_bits > 8 for q in activations if q.output not in standard):
         model = _upgraded(model, _WIDE_OPSET)
         quantized = quantized_tensors(model)

@@ -20,8 +20,9 @@ from qonnx_ingest.errors import ConversionError
 QONNX_DOMAIN = "qonnx.custom_op.general"
 # qonnx resolves custom ops by "since version"; version 1 selects the paper's Trunc (v1).
 QONNX_DOMAIN_VERSION = 1
-# The QONNX quantizer op types (Quant, its IntQuant spelling, BipolarQuant, Trunc).
-QUANT_OP_TYPES = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc"})
+# The QONNX quantizer op types (Quant, its IntQuant spelling, BipolarQuant, Trunc, and
+# qonnx 1.0's minifloat FloatQuant, ``float_quant``).
+QUANT_OP_TYPES = frozenset({"Quant", "IntQuant", "BipolarQuant", "Trunc", "FloatQuant"})
 
 # The modes qonnx's executor implements. ROUND is round-half-to-even (the paper's "ROUND").
 QUANT_ROUNDING_MODES = ("ROUND", "HALF_EVEN", "HALF_UP", "HALF_DOWN", "UP", "DOWN", "CEIL", "FLOOR")

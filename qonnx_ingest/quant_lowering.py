@@ -1,4 +1,5 @@
-"""Quant / IntQuant as standard ONNX ops that compute exactly what qonnx's executor computes.
+"""Quant / IntQuant as standard ONNX ops that compute exactly what qonnx's executor computes
+(FloatQuant too: ``float_quant``).
 
 qonnx's executor runs a graph node by node, each in its own onnxruntime session: about 7 s per
 input on a MobileNet. Rewritten op for op as qonnx's ``int_quant`` evaluates it (divide, add
@@ -20,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.names import TakenNames, unique_name
 
-_LOWERED = ("Quant", "IntQuant")
+_LOWERED = ("Quant", "IntQuant", "FloatQuant")
 
 
 class NotLowerable(Exception):
@@ -84,12 +85,16 @@ def lower_graph_quants(
             kept.CopyFrom(node)
             nodes.append(kept)
             continue
-        params = [constants.get(name) for name in node.input[1:4]]
+        last = 6 if node.op_type == "FloatQuant" else 4
+        params = [constants.get(name) for name in node.input[1:last]]
         if any(p is None for p in params):
             raise NotLowerable(f"{node.op_type} {node.name}: computed parameters")
-        x_type = elem_types.get(node.input[0], TensorProto.FLOAT)
-        nodes.extend(_standard_ops(node, *params, x_type, graph, taken, tflite_rounding))
-        replaced.update(node.input[1:4])
+        if node.op_type == "FloatQuant":
+            nodes.extend(_float_standard_ops(node, params, graph, taken))
+        else:
+            x_type = elem_types.get(node.input[0], TensorProto.FLOAT)
+            nodes.extend(_standard_ops(node, *params, x_type, graph, taken, tflite_rounding))
+        replaced.update(node.input[1:last])
     del graph.node[:]
     graph.node.extend(nodes)
     used = {name for node in nodes for name in node.input} | _read_by_subgraphs(nodes)
@@ -150,10 +155,41 @@ def _standard_ops(
         y = op("Clip", op("Add", y, z), const(low, "min"), const(high, "max"))
     else:
         y = op("Clip", op("Add", op("Div", x, s), z), const(low, "min"), const(high, "max"))
-        y = _round(op, const, y, mode)
+        y = round_op(op, const, y, mode)
     y = op("Mul", op("Sub", y, z), s)
     if dtype != np.float32:  # qonnx's Quant returns float32 whatever it computed in
         y = op("Cast", y, to=TensorProto.FLOAT)
+    out.append(helper.make_node("Identity", [y], [node.output[0]], name=fresh("out")))
+    return out
+
+
+def _float_standard_ops(node, params, graph, taken) -> list[onnx.NodeProto]:
+    """FloatQuant (``qonnx_ingest.float_quant``) in standard ops, float32."""
+    from qonnx_ingest.float_quant import node_mode, standard_ops
+
+    out: list[onnx.NodeProto] = []
+
+    def fresh(hint: str) -> str:
+        return unique_name(f"{node.name}_{hint}", taken)
+
+    def const(value, hint: str) -> str:
+        name = fresh(hint)
+        array = np.asarray(value)
+        array = array.astype(np.float32) if array.dtype.kind == "f" else array
+        graph.initializer.append(numpy_helper.from_array(array, name))
+        return name
+
+    def op(op_type: str, *inputs: str, **kwargs) -> str:
+        name = fresh(op_type.lower())
+        out.append(helper.make_node(op_type, list(inputs), [name], name=name, **kwargs))
+        return name
+
+    arrays = [numpy_helper.to_array(p) for p in params]
+    mode = node_mode(node)
+    try:
+        y = standard_ops(node.input[0], arrays, lambda v: round_op(op, const, v, mode), op, const)
+    except ValueError as exc:
+        raise NotLowerable(f"{node.op_type} {node.name}: {exc}") from None
     out.append(helper.make_node("Identity", [y], [node.output[0]], name=fresh("out")))
     return out
 
@@ -169,8 +205,8 @@ def _round_half_away(op, const, y: str) -> str:
     return op("Mul", op("Sign", y), rounded)
 
 
-def _round(op, const, y: str, mode: str) -> str:
-    """qonnx's resolve_rounding_mode, op for op."""
+def round_op(op, const, y: str, mode: str) -> str:
+    """qonnx's resolve_rounding_mode, op for op (``op`` / ``const`` add a node / constant)."""
     if mode in ("ROUND", "HALF_EVEN"):
         return op("Round", y)
     if mode == "FLOOR":

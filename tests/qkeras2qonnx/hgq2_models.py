@@ -257,8 +257,9 @@ def refuse_attention() -> keras.Model:
     return keras.Model(inp, h, name="refuse_attention")
 
 
-def refuse_minifloat() -> keras.Model:
-    """HGQ2's minifloat quantizer on a data path. hgq2 0.2.0 cannot build it from a config
+def minifloat() -> keras.Model:
+    """HGQ2's minifloat quantizer on a data path (qonnx's FloatQuant; more models in
+    ``hgq2_float_models.py``). hgq2 0.2.0 cannot build it from a config
     (``QuantizerConfig("float", ...)`` passes ``is_weight``, which FloatPointQuantizer
     rejects), so the Quantizer gets the internal quantizer directly."""
     from hgq.quantizer.internal import FloatPointQuantizer
@@ -267,7 +268,7 @@ def refuse_minifloat() -> keras.Model:
     q = Quantizer(q_type="kif", place="datalane", name="mf")
     q.quantizer = FloatPointQuantizer(2, 4, homogeneous_axis=(0,), name="mf_float")
     h = QDense(2, name="fc")(q(inp))
-    return keras.Model(inp, h, name="refuse_minifloat")
+    return keras.Model(inp, h, name="minifloat")
 
 
 def refuse_tanh() -> keras.Model:
@@ -373,7 +374,7 @@ MODELS = {
     "einsum_output": einsum_output,
     "einsum_axes": einsum_axes,
     "op_nodes": op_nodes,
-    "refuse_minifloat": refuse_minifloat,
+    "minifloat": minifloat,
     "refuse_softmax_unstable": refuse_softmax_unstable,
     "refuse_attention": refuse_attention,
     "refuse_tanh": refuse_tanh,

@@ -37,6 +37,7 @@ CONVERTED = (
     "einsum_output",
     "einsum_axes",
     "op_nodes",
+    "minifloat",  # FloatQuant (test_hgq2_float)
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -217,7 +218,6 @@ def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
 @pytest.mark.parametrize(
     "name, fragments",
     [
-        ("refuse_minifloat", ("mf", "minifloat", "no exact QONNX form")),
         ("refuse_softmax_unstable", ("soft", "stable=False", "no exact table")),
         ("refuse_attention", ("mha", "unsupported HGQ2 layer QMultiHeadAttention")),
         ("refuse_tanh", ("fc", "activation 'tanh'")),
