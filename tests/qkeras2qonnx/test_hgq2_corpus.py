@@ -16,7 +16,13 @@ from qkeras2qonnx import flavour
 from qonnx_ingest.execute import execute_qonnx
 from support import CORPUS, requires_corpus
 
-pytestmark = [pytest.mark.keras, requires_corpus]
+# qonnx's executor compares its computed shapes with value_info that run-time reshapes (einsums,
+# slices) leave symbolic: the warning is expected here and says nothing about the values.
+pytestmark = [
+    pytest.mark.keras,
+    requires_corpus,
+    pytest.mark.filterwarnings("ignore:Output shapes disagree:UserWarning"),
+]
 
 FOLDER = CORPUS / "hgq2"
 FILES = (
