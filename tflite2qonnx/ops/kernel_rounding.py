@@ -42,7 +42,8 @@ def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hi
     """``x`` (real values: an integer accumulator times its unit) rounded onto the grid
     ``s_out`` as ``MultiplyByQuantizedMultiplier(acc, QuantizeMultiplier(multiplier))``
     rounds it: at ``s_out / 2^right`` first where the multiplier shifts right, then at
-    ``s_out``, half away from zero both times. Returns the real values ``k * s_out``.
+    ``s_out``, half away from zero both times. Returns the real values ``k * s_out``, or
+    ``x`` itself where the multiplier shifts left (one rounding, the output's Quant).
 
     The first rounding is a scale-1 Quant of ``x / (s_out / 2^right)``, so its result is an
     exact integer and the second (a ``2^right`` Quant, RoundingDivideByPOT) sees its ties
@@ -52,11 +53,12 @@ def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hi
     except ScaleRangeError:
         shift = 0  # a corrupt file's scales: one rounding, as by default
     right = max(0, -shift)
+    if right == 0:
+        return x  # one rounding: the output's own Quant
     pot = np.float32(2.0**right)
     fine = np.float32(np.float32(s_out) / pot)
     t = b.emit("Div", [x, b.const(np.array(fine, np.float32), f"{hint}_fine_scale")])[0]
     kwargs = {"bit_width": 32, "signed": True, "rounding_mode": "HALF_UP"}
     t = b.quant(t, f"{hint}_high_mul", None, scale=np.float32(1.0), **kwargs)
-    if right > 0:
-        t = b.quant(t, f"{hint}_divide_by_pot", None, scale=pot, **kwargs)
+    t = b.quant(t, f"{hint}_divide_by_pot", None, scale=pot, **kwargs)
     return b.emit("Mul", [t, b.const(np.array(fine, np.float32), f"{hint}_fine_scale")])[0]
