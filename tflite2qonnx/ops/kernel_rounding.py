@@ -5,11 +5,12 @@ does. TFLite's builtin kernels requantize with ``MultiplyByQuantizedMultiplier``
 high multiply (onto a grid ``2^right`` times finer than the output's) and then
 ``RoundingDivideByPOT(right)``. Where the multiplier is near 1 (``right`` of 1 or 2: PRELU's
 positive side, a QUANTIZE between int8 grids, MUL) that second rounding moves up to a quarter
-of the values by a step, and XNNPACK, which leaves int8 PRELU and QUANTIZE to the builtin
-kernels, moves them too. Here the two roundings are Quant nodes in the float graph: a scale-1
-Quant of ``x / (s_out / 2^right)`` and a ``2^right`` Quant of that integer (half away from
-zero both times, before the zero point is added, as the kernel does); the output's own Quant
-then only adds the zero point and clamps. Which ops use it is their converter's choice.
+of the values by a step; XNNPACK leaves int8 PRELU to the builtin kernel, so it moves them too,
+and rounding once fell below it end to end. Here the two roundings are Quant nodes in the
+float graph: a scale-1 Quant of ``x / (s_out / 2^right)`` and a ``2^right`` Quant of that
+integer (half away from zero both times, before the zero point is added, as the kernel does);
+the output's own Quant then only adds the zero point and clamps. Which ops use it is their
+converter's choice.
 """
 
 from __future__ import annotations
