@@ -37,6 +37,14 @@ def requantize() -> bytes:
     return build_model(tensors, [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}], [0], [1])
 
 
+def leaky_relu() -> bytes:
+    """LEAKY_RELU (alpha 0.1) onto a grid about twice as coarse (identity side shift -1)."""
+    tensors = [_i8("x", (1, 16, 16, 4), X_GRID), _i8("y", (1, 16, 16, 4), OUT_GRID)]
+    options = ("LeakyReluOptions", {"Alpha": 0.1})
+    ops = [{"op": "LEAKY_RELU", "inputs": [0], "outputs": [1], "options": options}]
+    return build_model(tensors, ops, [0], [1])
+
+
 def mul() -> bytes:
     """MUL of two int8 tensors whose ``s1 * s2 / s_out`` is 0.4 (shift -1), RELU fused."""
     tensors = [

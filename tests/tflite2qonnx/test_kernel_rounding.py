@@ -1,18 +1,19 @@
 """The default form rounds where TFLite's builtin kernels round (issue 36).
 
 Where an op's requantization multiplier shifts right by a bit or two (PRELU's positive side,
-QUANTIZE between int8 grids, MUL), the kernels' second rounding moves up to a quarter of the
-values by a step, and rounding once fell below XNNPACK on whole models (the gesture model's
-PRELUs: 70-99% equal op by op). Hand-built int8 models, every stored input integer where
-there is one input, compared with the builtin kernels (``tflite2qonnx.ops.kernel_rounding``);
-and a conv bias recorded on another scale than ``s_in * s_w`` (``ops.nn.kernel_bias``).
+QUANTIZE between int8 grids, MUL, LEAKY_RELU), the kernels' second rounding moves up to a
+quarter of the values by a step, and rounding once fell below XNNPACK on whole models (the
+gesture model's PRELUs: 70-99% equal op by op). Hand-built int8 models, every stored input
+integer where there is one input, compared with the builtin kernels
+(``tflite2qonnx.ops.kernel_rounding``); and a conv bias recorded on another scale than
+``s_in * s_w`` (``ops.nn.kernel_bias``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_rounding_models import conv_foreign_bias_scale, mul, prelu, requantize
+from kernel_rounding_models import conv_foreign_bias_scale, leaky_relu, mul, prelu, requantize
 from litert_compare import real_value, reference_interpreter, run_ours
 
 from tflite2qonnx.api import convert
@@ -40,7 +41,9 @@ def _every_int8(shape) -> np.ndarray:
     return np.repeat(values, int(np.prod(shape)) // 256).reshape(shape)
 
 
-@pytest.mark.parametrize("build", [prelu, requantize], ids=["prelu", "quantize"])
+@pytest.mark.parametrize(
+    "build", [prelu, requantize, leaky_relu], ids=["prelu", "quantize", "leaky_relu"]
+)
 def test_one_input_kernels_equal_the_builtin_kernels_on_every_int8(build):
     steps = _steps(build(), [_every_int8((1, 16, 16, 4))])
     assert steps.max() == 0, f"{np.mean(steps > 0):.1%} of values differ"

@@ -39,6 +39,20 @@ def int8_scales(b: GraphBuilder, op: Operator, inputs: int) -> list[float] | Non
     return None if any(s is None for s in scales) else scales
 
 
+def _right_shift(multiplier: float) -> int:
+    """How far QuantizeMultiplier's result shifts right (0 where it shifts left)."""
+    try:
+        _, shift = quantize_multiplier(multiplier)
+    except ScaleRangeError:
+        shift = 0  # a corrupt file's scales: one rounding, as by default
+    return max(0, -shift)
+
+
+def shifts_right(multiplier: float) -> bool:
+    """Whether the kernel rounds ``acc * multiplier`` twice (``round_as_kernel`` adds nodes)."""
+    return _right_shift(multiplier) > 0
+
+
 def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hint: str) -> str:
     """``x`` (real values: an integer accumulator times its unit) rounded onto the grid
     ``s_out`` as ``MultiplyByQuantizedMultiplier(acc, QuantizeMultiplier(multiplier))``
@@ -49,11 +63,7 @@ def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hi
     The first rounding is a scale-1 Quant of ``x / (s_out / 2^right)``, so its result is an
     exact integer and the second (a ``2^right`` Quant, RoundingDivideByPOT) sees its ties
     exactly; rounded real values would be an ulp off them."""
-    try:
-        _, shift = quantize_multiplier(multiplier)
-    except ScaleRangeError:
-        shift = 0  # a corrupt file's scales: one rounding, as by default
-    right = max(0, -shift)
+    right = _right_shift(multiplier)
     if right == 0:
         return x  # one rounding: the output's own Quant
     pot = np.float32(2.0**right)
