@@ -4,7 +4,8 @@ its own and fed the builtin kernels' own input tensors (``experimental_preserve_
 
 Rounding once, the gesture model's PRELUs were 70-99% equal; MediaPipe Model Maker's QAT
 export's requantizing QUANTIZEs 53-84% and MULs 98.4-99.5%, and four of its RetinaNet-head
-convolutions (a bias shared among five input grids) 0-56% equal, up to 33 steps apart.
+convolutions (a bias shared among five input grids) 0-56% equal, up to 33 steps apart;
+OSNet's 35 int8 MEANs 94-100%.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tflite2qonnx.reader import read_model
 pytestmark = requires_corpus
 
 GESTURE = "usefulsensors__gesture_model_full_integer_quant.tflite"
+OSNET = "tomvdsch__osnet_ain_x0_25_integer_quant.tflite"
 MPMAKER = "mpmaker__model_int8_qat.tflite"
 # the head convolutions whose shared bias records another layer's scale
 SHARED_BIAS_CONVS = (109, 127, 136, 180, 182, 184, 186)
@@ -80,3 +82,11 @@ def test_mpmaker_shared_bias_convolutions_round_once_off_at_most(mpmaker_steps):
     for index in SHARED_BIAS_CONVS:
         s = mpmaker_steps[index, "CONV_2D"]
         assert s.max() <= 1 and np.mean(s == 0) >= 0.98, (index, s.max(), np.mean(s == 0))
+
+
+def test_osnet_means_round_as_the_builtin_kernel():
+    steps = _op_steps(OSNET, lambda op: op.name == "MEAN")
+    assert len(steps) == 35
+    assert sum(s.max() == 0 for s in steps.values()) >= 33
+    for key, s in steps.items():
+        assert s.max() <= 1 and np.mean(s == 0) >= 0.995, (key, np.mean(s == 0))

@@ -39,6 +39,11 @@ def int8_scales(b: GraphBuilder, op: Operator, inputs: int) -> list[float] | Non
     return None if any(s is None for s in scales) else scales
 
 
+# beyond this the second rounding moves under 2^-13 of the values, and ``x / (s_out / 2^right)``
+# would outgrow float32's exact integers (and a saturating one the 32-bit Quant)
+_MAX_RIGHT = 12
+
+
 def _right_shift(multiplier: float) -> int:
     """How far QuantizeMultiplier's result shifts right (0 where it shifts left)."""
     try:
@@ -49,8 +54,8 @@ def _right_shift(multiplier: float) -> int:
 
 
 def shifts_right(multiplier: float) -> bool:
-    """Whether the kernel rounds ``acc * multiplier`` twice (``round_as_kernel`` adds nodes)."""
-    return _right_shift(multiplier) > 0
+    """Whether ``round_as_kernel`` rounds ``acc * multiplier`` twice (and adds nodes)."""
+    return 0 < _right_shift(multiplier) <= _MAX_RIGHT
 
 
 def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hint: str) -> str:
@@ -63,8 +68,13 @@ def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hi
     The first rounding is a scale-1 Quant of ``x / (s_out / 2^right)``, so its result is an
     exact integer and the second (a ``2^right`` Quant, RoundingDivideByPOT) sees its ties
     exactly; rounded real values would be an ulp off them."""
-    right = _right_shift(multiplier)
-    if right == 0:
+    return round_twice(b, x, _right_shift(multiplier), s_out, hint)
+
+
+def round_twice(b: GraphBuilder, x: str, right: int, s_out: float, hint: str) -> str:
+    """``x`` rounded at ``s_out / 2^right`` and then at ``s_out`` (``round_as_kernel`` with
+    the kernel's right shift given: MEAN derives its multiplier from the count)."""
+    if not 0 < right <= _MAX_RIGHT:
         return x  # one rounding: the output's own Quant
     pot = np.float32(2.0**right)
     fine = np.float32(np.float32(s_out) / pot)
