@@ -20,6 +20,7 @@ from tflite2qonnx.ops.geometry import (
     transpose_conv_2d_attrs,
 )
 from tflite2qonnx.ops.hybrid.conv import hybrid_conv, is_hybrid_conv
+from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 from tflite2qonnx.ops.padding import spatial_attrs
 
 # CONV_3D weights [kd, kh, kw, I, O] -> [O, I, kd, kh, kw]
@@ -53,7 +54,7 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
         return hybrid_conv(b, op, perm, kernel, groups)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
-        inputs.append(b.input(op.inputs[2]))
+        inputs.append(kernel_bias(b, op, op.inputs[2], op.inputs[1]))
     attrs = spatial_attrs(b, op, kernel)
     y = b.emit("Conv", inputs, group=groups, kernel_shape=list(kernel), **attrs)[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))

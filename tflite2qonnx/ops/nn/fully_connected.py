@@ -8,6 +8,7 @@ from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
 from tflite2qonnx.ops.hybrid.blockwise import blockwise_fully_connected, is_blockwise_fc
 from tflite2qonnx.ops.hybrid.fully_connected import hybrid_fully_connected, is_hybrid_fc
+from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
@@ -23,7 +24,7 @@ def fully_connected(b: GraphBuilder, op: Operator) -> None:
     # W^T is folded at conversion time; per-axis weight scales move from axis 0 to axis 1.
     y = b.emit("MatMul", [x, b.input(w_idx, perm=(1, 0))])[0]
     if bias_idx >= 0:
-        y = b.emit("Add", [y, b.input(bias_idx)])[0]
+        y = b.emit("Add", [y, kernel_bias(b, op, bias_idx, w_idx)])[0]
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 

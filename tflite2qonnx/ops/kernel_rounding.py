@@ -1,0 +1,85 @@
+"""The default (float) form's rounding where TFLite's fixed-point requantization rounds twice.
+
+A quantized op's float graph normally ends in one Quant, which rounds once, as XNNPACK
+does. TFLite's builtin kernels requantize with ``MultiplyByQuantizedMultiplier``: a rounding
+high multiply (onto a grid ``2^right`` times finer than the output's) and then
+``RoundingDivideByPOT(right)``. Where the multiplier is near 1 (``right`` of 1 or 2: PRELU's
+positive side, a QUANTIZE between int8 grids, MUL) that second rounding moves up to a quarter
+of the values by a step; XNNPACK leaves int8 PRELU to the builtin kernel, so it moves them too,
+and rounding once fell below it end to end. Here the two roundings are Quant nodes in the
+float graph: a scale-1 Quant of ``x / (s_out / 2^right)`` and a ``2^right`` Quant of that
+integer (half away from zero both times, before the zero point is added, as the kernel does);
+the output's own Quant then only adds the zero point and clamps. Which ops use it is their
+converter's choice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tflite2qonnx.dtypes import INT8_TYPES
+from tflite2qonnx.fixed_point import quantize_multiplier
+from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.model import Operator, ScaleRangeError
+
+
+def per_tensor_scale(b: GraphBuilder, idx: int) -> float | None:
+    """The float32 scale of an int8 / uint8 per-tensor tensor, else None."""
+    t = b.tensor(idx)
+    q = t.quantization
+    if t.dtype not in INT8_TYPES or q is None or len(q.scale) != 1:
+        return None
+    return float(np.float32(q.scale[0]))
+
+
+def int8_scales(b: GraphBuilder, op: Operator, inputs: int) -> list[float] | None:
+    """The scales of ``op``'s first ``inputs`` inputs and its output, when every one is an
+    int8 / uint8 per-tensor tensor (the kernels this module follows), else None."""
+    scales = [per_tensor_scale(b, i) for i in (*op.inputs[:inputs], op.outputs[0])]
+    return None if any(s is None for s in scales) else scales
+
+
+# beyond this the second rounding moves under 2^-13 of the values, and ``x / (s_out / 2^right)``
+# would outgrow float32's exact integers (and a saturating one the 32-bit Quant)
+_MAX_RIGHT = 12
+
+
+def _right_shift(multiplier: float) -> int:
+    """How far QuantizeMultiplier's result shifts right (0 where it shifts left)."""
+    try:
+        _, shift = quantize_multiplier(multiplier)
+    except ScaleRangeError:
+        shift = 0  # a corrupt file's scales: one rounding, as by default
+    return max(0, -shift)
+
+
+def shifts_right(multiplier: float) -> bool:
+    """Whether ``round_as_kernel`` rounds ``acc * multiplier`` twice (and adds nodes)."""
+    return 0 < _right_shift(multiplier) <= _MAX_RIGHT
+
+
+def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hint: str) -> str:
+    """``x`` (real values: an integer accumulator times its unit) rounded onto the grid
+    ``s_out`` as ``MultiplyByQuantizedMultiplier(acc, QuantizeMultiplier(multiplier))``
+    rounds it: at ``s_out / 2^right`` first where the multiplier shifts right, then at
+    ``s_out``, half away from zero both times. Returns the real values ``k * s_out``, or
+    ``x`` itself where the multiplier shifts left (one rounding, the output's Quant).
+
+    The first rounding is a scale-1 Quant of ``x / (s_out / 2^right)``, so its result is an
+    exact integer and the second (a ``2^right`` Quant, RoundingDivideByPOT) sees its ties
+    exactly; rounded real values would be an ulp off them."""
+    return round_twice(b, x, _right_shift(multiplier), s_out, hint)
+
+
+def round_twice(b: GraphBuilder, x: str, right: int, s_out: float, hint: str) -> str:
+    """``x`` rounded at ``s_out / 2^right`` and then at ``s_out`` (``round_as_kernel`` with
+    the kernel's right shift given: MEAN derives its multiplier from the count)."""
+    if not 0 < right <= _MAX_RIGHT:
+        return x  # one rounding: the output's own Quant
+    pot = np.float32(2.0**right)
+    fine = np.float32(np.float32(s_out) / pot)
+    t = b.emit("Div", [x, b.const(np.array(fine, np.float32), f"{hint}_fine_scale")])[0]
+    kwargs = {"bit_width": 32, "signed": True, "rounding_mode": "HALF_UP"}
+    t = b.quant(t, f"{hint}_high_mul", None, scale=np.float32(1.0), **kwargs)
+    t = b.quant(t, f"{hint}_divide_by_pot", None, scale=pot, **kwargs)
+    return b.emit("Mul", [t, b.const(np.array(fine, np.float32), f"{hint}_fine_scale")])[0]
