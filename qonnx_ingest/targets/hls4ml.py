@@ -6,12 +6,14 @@ FLOOR (``_calculate_precision_quantizer``, hls4ml/model/optimizer/passes/quant_o
 non-power-of-two or per-channel scale of a constant becomes a Constant + ApplyAlpha that its
 passes often cannot move past a Dense or Conv (IndexError in ``InferPrecisionTypes``).
 
-* A constant Quant (a weight or bias: QKeras ``alpha='auto'`` kernels, TFLite's weights) is
-  written as its already-quantized values under one power-of-two grid that holds every one of
-  them: every float32 is a dyadic rational, so ``2**-k`` for the finest exponent among the
-  values, and the bit width that spans them. The new Quant maps its values to themselves (this
-  is checked, value for value, and refused otherwise), so its rounding mode (written ROUND) is
-  moot, and hls4ml reads a plain fixed-point constant.
+* A constant Quant (a weight or bias: QKeras ``alpha='auto'`` kernels, TFLite's weights) that
+  hls4ml cannot read as one fixed-point type (a rounding other than ROUND/FLOOR, a scale not one
+  power of two, a zero point; any constant BipolarQuant) is written as its already-quantized
+  values under one power-of-two grid that holds every one of them: every float32 is a dyadic
+  rational, so ``2**-k`` for the finest exponent among the values, and the bit width that spans
+  them. The new Quant maps its values to themselves (this is checked, value for value, and
+  refused otherwise), so its rounding mode (written ROUND) is moot, and hls4ml reads a plain
+  fixed-point constant.
 * An activation Quant rounding ``HALF_UP`` (TFLite's round half away from zero) differs from
   hls4ml's ROUND (half to even) at exact ties, which TFLite's integer requantization reaches:
   it is refused, naming the node. Nothing is approximated.
@@ -54,6 +56,8 @@ def constant_quants_on_dyadic_grid(model: onnx.ModelProto) -> PassResult:
             n not in constants for n in node.input
         ):
             continue
+        if _read_as_is(node, constants):
+            continue
         where = f"{node.op_type} {node.name or node.output[0]}"
         values = _quantized(node, [numpy_helper.to_array(constants[n]) for n in node.input])
         x = numpy_helper.to_array(constants[node.input[0]])
@@ -93,6 +97,21 @@ def constant_quants_on_dyadic_grid(model: onnx.ModelProto) -> PassResult:
         )
         modified = True
     return model, modified
+
+
+def _read_as_is(node: onnx.NodeProto, constants: dict) -> bool:
+    """A Quant hls4ml already reads as one fixed-point type: one power-of-two scale, zero
+    point 0, ROUND or FLOOR. Left as it is."""
+    if node.op_type not in _QUANTS:
+        return False
+    scale, zero_point = (numpy_helper.to_array(constants[n]) for n in node.input[1:3])
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    rounding = attrs.get("rounding_mode", b"ROUND")
+    rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+    if scale.size != 1 or np.any(zero_point) or rounding not in HLS4ML_ROUNDING:
+        return False
+    mantissa, _ = np.frexp(np.float64(scale.flat[0]))
+    return bool(mantissa == 0.5)
 
 
 def _quantized(node: onnx.NodeProto, inputs: list[np.ndarray]) -> np.ndarray:

@@ -83,12 +83,18 @@ def test_half_up_weight_stored_quantized_on_power_of_two_grid():
     )
 
 
-def test_power_of_two_weight_keeps_its_values():
+def test_power_of_two_round_weight_left_as_hls4ml_reads_it():
     w = np.array([[0.3, -0.7], [0.1, 0.9]], np.float32)
     model = _quant_model(w, np.float32(0.25), "ROUND")
-    (x, s, _, _), _ = _weight(to_hls4ml(model))
-    np.testing.assert_array_equal(x, np.array([[0.25, -0.75], [0.0, 1.0]], np.float32))
-    assert s == 0.25  # the finest grid the values need
+    assert to_hls4ml(model).graph == model.graph
+
+
+def test_half_up_weight_on_power_of_two_scale_takes_the_finest_grid_its_values_need():
+    w = np.array([[0.375, -0.625], [0.125, 0.9]], np.float32)  # / 0.25: 1.5, -2.5, 0.5, 3.6
+    model = _quant_model(w, np.float32(0.25), "HALF_UP")
+    (x, s, _, b), _ = _weight(to_hls4ml(model))
+    np.testing.assert_array_equal(x, np.array([[0.5, -0.75], [0.25, 1.0]], np.float32))
+    assert s == 0.25 and b == 4  # -3 .. 4 on 0.25: signed 4 bits
 
 
 def test_half_up_activation_refused_naming_node():
@@ -103,6 +109,40 @@ def test_source_model_not_changed():
     before = model.SerializeToString()
     to_hls4ml(model)
     assert model.SerializeToString() == before
+
+
+@requires_corpus
+def test_tflite_requantization_refused_naming_its_quant():
+    """TFLite rounds half away from zero at every requantization, and ties are reachable
+    there: hello_world's first activation Quant (its input's) is refused by name."""
+    import tflite2qonnx
+
+    path = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"
+    with pytest.raises(ConversionError, match="rounds HALF_UP; hls4ml 1.3.0 has only ROUND") as e:
+        tflite2qonnx.convert(path, channels_last=True, format="hls4ml")
+    assert "Quant serving_default_dense_input:0_quantized_quant" in str(e.value)
+
+
+# QKeras corpus models hls4ml already takes as converted (tests/qkeras2qonnx/
+# test_hls4ml_acceptance.py compiles them): the form leaves them as they are
+AS_CONVERTED = {
+    "qkeras_3layer.json": "qkeras_3layer_weights.h5",
+    "part4_jettagger_KERAS_check_best_model.h5": None,
+}
+
+
+@pytest.mark.keras
+@requires_corpus
+@pytest.mark.parametrize("source", sorted(AS_CONVERTED))
+def test_models_hls4ml_already_reads_are_left_as_they_are(source):
+    from qkeras2qonnx import convert
+
+    weights = AS_CONVERTED[source]
+    folder = CORPUS / "qkeras"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = convert(folder / source, weights=weights and folder / weights, channels_last=True)
+    assert to_hls4ml(model).graph == model.graph
 
 
 # ---- corpus models through hls4ml ----------------------------------------------------------
@@ -133,7 +173,7 @@ def compiled(request, tmp_path_factory):
     source = CORPUS / "qkeras" / name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        form = to_hls4ml(convert(source, channels_last=True))
+        form = convert(source, channels_last=True, format="hls4ml")
         prepared = cleanup_model(ModelWrapper(form))
         prepared = cleanup_model(
             prepared.transform(ConvertToChannelsLastAndClean()).transform(GemmToMatMul())
@@ -166,5 +206,9 @@ def test_hls4ml_compiles_form_and_predicts_as_qkeras(compiled):
     actual = np.asarray(hls_model.predict(np.ascontiguousarray(x))).reshape(expected.shape)
     # QKeras computes in float32; hls4ml exactly: within float32 rounding of the outputs
     scale = float(np.abs(expected).max())
+    diff = np.abs(actual.astype(np.float64) - expected)
+    print(
+        f"{name}: max |hls4ml - QKeras| {diff.max():g} of {scale:g}, {np.mean(diff == 0):.1%} equal"
+    )
     assert scale > 0 and len(np.unique(expected)) > 4
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6 * scale, err_msg=name)
