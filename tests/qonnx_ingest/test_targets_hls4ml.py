@@ -111,6 +111,25 @@ def test_source_model_not_changed():
     assert model.SerializeToString() == before
 
 
+def test_cli_format_hls4ml_writes_the_form_or_refuses_with_no_output(tmp_path, capsys):
+    from qonnx_ingest.cli import make_parser, run
+
+    source = tmp_path / "model.h5"
+    source.write_bytes(b"input")
+    weight = _quant_model(np.full((2, 2), 0.5625, np.float32), np.float32(0.375), "HALF_UP")
+    parser = make_parser("tool", "test tool", "the model")
+    assert run(parser, lambda args: weight, [str(source), "--format", "hls4ml"]) == 0
+    (x, _, _, _), attrs = _weight(onnx.load(source.with_suffix(".onnx")))
+    np.testing.assert_array_equal(x, np.full((2, 2), 0.75, np.float32))  # 1.5 -> 2 steps
+    assert attrs["rounding_mode"] == b"ROUND"
+    source.with_suffix(".onnx").unlink()
+    activation = _quant_model(None, np.float32(0.5), "HALF_UP")
+    assert run(parser, lambda args: activation, [str(source), "--format", "hls4ml"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Quant act: rounds HALF_UP" in err
+    assert not source.with_suffix(".onnx").exists()
+
+
 @requires_corpus
 def test_tflite_requantization_refused_naming_its_quant():
     """TFLite rounds half away from zero at every requantization, and ties are reachable
@@ -125,10 +144,7 @@ def test_tflite_requantization_refused_naming_its_quant():
 
 # QKeras corpus models hls4ml already takes as converted (tests/qkeras2qonnx/
 # test_hls4ml_acceptance.py compiles them): the form leaves them as they are
-AS_CONVERTED = {
-    "qkeras_3layer.json": "qkeras_3layer_weights.h5",
-    "part4_jettagger_KERAS_check_best_model.h5": None,
-}
+AS_CONVERTED = {"qkeras_3layer.json": "qkeras_3layer_weights.h5"}
 
 
 @pytest.mark.keras
