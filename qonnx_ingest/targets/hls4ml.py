@@ -26,6 +26,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.finish import remove_unused_tensors
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
 
@@ -38,7 +39,8 @@ HLS4ML_ROUNDING = ("ROUND", "FLOOR")
 def to_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` in the hls4ml form; ``model`` is not changed."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    model, _ = run_passes([constant_quants_on_dyadic_grid, refuse_other_rounding], model)
+    passes = [constant_quants_on_dyadic_grid, remove_unused_tensors, refuse_other_rounding]
+    model, _ = run_passes(passes, model)
     return model
 
 

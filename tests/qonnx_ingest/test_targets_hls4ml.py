@@ -77,6 +77,8 @@ def test_half_up_weight_stored_quantized_on_power_of_two_grid():
     exponent = -np.log2(s)
     assert exponent == round(exponent)  # a power of two
     assert np.all(x / s == np.round(x / s)) and np.abs(x / s).max() < 2 ** (b - 1)
+    names = {i.name for i in to_hls4ml(model).graph.initializer}
+    assert "w" not in names and "s" not in names  # the originals, no longer read, are gone
     probe = {"x": np.array([[1.0, -2.0]], np.float32)}
     np.testing.assert_array_equal(
         execute_qonnx(to_hls4ml(model), probe)["y"], probe["x"] @ expected
