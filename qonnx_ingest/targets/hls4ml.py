@@ -158,7 +158,8 @@ def _finest_exponent(values: np.ndarray) -> int:
     mantissa, exponent = np.frexp(nonzero)  # value = m * 2**e, 0.5 <= |m| < 1
     # m * 2**53 is an integer; its trailing zeros say how much of 2**53 is not needed
     m = np.abs(mantissa * 2.0**53).astype(np.int64)
-    trailing = np.array([(int(v) & -int(v)).bit_length() - 1 for v in m])
+    lowest_bit = (m & -m).astype(np.float64)  # a power of two up to 2**53: log2 is exact
+    trailing = np.log2(lowest_bit).astype(np.int64)
     return int(np.max(53 - trailing - exponent))
 
 

@@ -99,6 +99,18 @@ def test_half_up_weight_on_power_of_two_scale_takes_the_finest_grid_its_values_n
     assert s == 0.25 and b == 4  # -3 .. 4 on 0.25: signed 4 bits
 
 
+# value / scale = 1.5 rounds to 2 steps: 16 = 2**4, and 2 * float32(0.1) = 13421773 * 2**-26
+# (an odd integer times 2**-26)
+@pytest.mark.parametrize(
+    "scale, value, grid", [(8.0, 12.0, 16.0), (np.float32(0.1), 0.15, 2.0**-26)]
+)
+def test_grid_is_the_coarsest_power_of_two_holding_the_values(scale, value, grid):
+    w = np.full((2, 2), value, np.float32)
+    (x, s, _, _), _ = _weight(to_hls4ml(_quant_model(w, np.float32(scale), "HALF_UP")))
+    np.testing.assert_array_equal(x, np.float32(2 * np.float32(scale)))
+    assert s == grid
+
+
 def test_half_up_activation_refused_naming_node():
     model = _quant_model(None, np.float32(0.5), "HALF_UP")
     with pytest.raises(ConversionError, match="HALF_UP.*hls4ml") as failure:
