@@ -86,11 +86,13 @@ def make_parser(
     )
     files.add_argument(
         "--format",
-        choices=("qonnx", "qcdq", "finn"),
+        choices=("qonnx", "qcdq", "finn", "hls4ml"),
         default="qonnx",
         help="qcdq: lower the quantizers to QuantizeLinear/Clip/DequantizeLinear for "
         "onnxruntime and other QDQ consumers; finn: activation quantizers as the exact "
-        "MultiThresholds FINN's frontend reads (docs/finn.md) (default: qonnx)",
+        "MultiThresholds FINN's frontend reads (docs/finn.md); hls4ml: constant quantizers on "
+        "exact power-of-two grids, for hls4ml's QONNX frontend (docs/hls4ml.md) "
+        "(default: qonnx)",
     )
     files.add_argument(
         "--strict",

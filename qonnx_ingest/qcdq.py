@@ -51,7 +51,7 @@ _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
 _WIDE_OPSET = 21
 
 
-FORMATS = ("qonnx", "qcdq", "finn")
+FORMATS = ("qonnx", "qcdq", "finn", "hls4ml")
 
 
 def check_format(format: str) -> None:
@@ -61,13 +61,17 @@ def check_format(format: str) -> None:
 
 def in_format(model: onnx.ModelProto, format: str, strict: bool = False) -> onnx.ModelProto:
     """``model`` as ``convert(format=...)`` / ``--format`` asks: "qonnx" as it is, "qcdq"
-    lowered by ``to_qcdq``, "finn" in the form FINN's frontend reads
-    (``qonnx_ingest.targets.finn``)."""
+    lowered by ``to_qcdq``, "finn" / "hls4ml" in the form that consumer's frontend reads
+    (``qonnx_ingest.targets``)."""
     check_format(format)
     if format == "finn":
         from qonnx_ingest.targets.finn import to_finn
 
         return to_finn(model)
+    if format == "hls4ml":
+        from qonnx_ingest.targets.hls4ml import to_hls4ml
+
+        return to_hls4ml(model)
     return to_qcdq(model, strict=strict) if format == "qcdq" else model
 
 

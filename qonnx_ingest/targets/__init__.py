@@ -1,1 +1,1 @@
-"""Output forms for the compilers that read QONNX (``--format finn``)."""
+"""Output forms for the compilers that read QONNX (``--format finn``, ``--format hls4ml``)."""
