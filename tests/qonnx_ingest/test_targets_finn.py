@@ -212,3 +212,16 @@ def test_finn_executor_equals_the_tflite_interpreter_after_every_step(tflite_thr
     assert {"qonnx_to_finn", "tidy_up", "streamline", "convert_to_hw"} <= set(run.outputs)
     for step, (output,) in run.outputs.items():
         np.testing.assert_array_equal(output, reference, err_msg=step)
+
+
+def test_cli_format_finn_writes_the_thresholds(tmp_path) -> None:
+    """The command line applies the form (it once wrote plain QONNX for --format finn)."""
+    from qonnx_ingest.cli import make_parser, run
+
+    source = tmp_path / "model.h5"
+    source.write_bytes(b"input")
+    model = _quant_model(4, True, "ROUND", [_STEP] * 2)
+    parser = make_parser("tool", "test tool", "the model")
+    assert run(parser, lambda args: model, [str(source), "--format", "finn"]) == 0
+    written = onnx.load(source.with_suffix(".onnx"))
+    assert [n.op_type for n in written.graph.node] == ["MultiThreshold", "Mul"]
