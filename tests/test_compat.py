@@ -1,5 +1,6 @@
-"""Dependencies' private internals live in ``qkeras2qonnx.compat`` only, and each is guarded by
-a version check that names the pin constraints.txt holds."""
+"""Dependencies' private internals live in the ``compat`` packages only (``qkeras2qonnx``'s,
+``tflite2qonnx``'s, ``qonnx_ingest``'s), each guarded by a version check naming the pin
+constraints.txt holds."""
 
 import ast
 import re
@@ -7,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from qkeras2qonnx import compat
+import qonnx_ingest.compat as compat
 from qkeras2qonnx.compat import hgq2, keras, qkeras, tf2onnx
+from qonnx_ingest.compat import qonnx
 from qonnx_ingest.errors import InputError
 from support import ROOT
+from tflite2qonnx.compat import tflite
 
 PACKAGES = ("qkeras2qonnx", "qonnx_ingest", "tflite2qonnx", "layout")
-DEPENDENCIES = {"tf2onnx", "tensorflow", "tf_keras", "keras", "qkeras", "hgq"}
+DEPENDENCIES = {"tf2onnx", "tensorflow", "tf_keras", "keras", "qkeras", "hgq", "qonnx", "tflite"}
+DEPENDENCIES |= {"flatbuffers", "onnxscript"}
 # the private names of our dependencies we use (or used) somewhere
 PRIVATE = {
     "_get_optimizers",
@@ -38,11 +42,21 @@ PRIVATE = {
     "_shape",
     "_is_weight",
     "_enable_oq",
+    "_rewrite_rule_set",
+    "_tab",
 }
 # module paths that are a dependency's internals
 PRIVATE_MODULES = ("tensorflow.python", "keras.src", "tf_keras.src")
 PINS = [tf2onnx.PIN, keras.TENSORFLOW, keras.TF_KERAS, keras.KERAS3]
-PINS += [qkeras.QKERAS09, qkeras.QKERAS3, hgq2.PIN]
+PINS += [qkeras.QKERAS09, qkeras.QKERAS3, hgq2.PIN, qonnx.PIN, tflite.PIN]
+COMPAT_MODULES = {
+    "qkeras2qonnx/compat/tf2onnx.py",
+    "qkeras2qonnx/compat/keras.py",
+    "qkeras2qonnx/compat/qkeras.py",
+    "qkeras2qonnx/compat/hgq2.py",
+    "qonnx_ingest/compat/qonnx.py",
+    "tflite2qonnx/compat/tflite.py",
+}
 
 
 def _private_uses(tree: ast.Module) -> list[str]:
@@ -98,7 +112,7 @@ def _scan(allowed) -> dict[str, list[str]]:
 
 
 def _in_compat(path: Path) -> bool:
-    return path.parts[:2] == ("qkeras2qonnx", "compat")
+    return path.parts[1:2] == ("compat",)
 
 
 def test_private_internals_of_dependencies_are_used_only_in_compat_modules():
@@ -107,8 +121,7 @@ def test_private_internals_of_dependencies_are_used_only_in_compat_modules():
 
 def test_the_scan_finds_the_private_accesses_the_compat_modules_make():
     offenders = _scan(lambda path: not _in_compat(path))
-    for module in ("tf2onnx", "keras", "qkeras", "hgq2"):
-        assert f"qkeras2qonnx/compat/{module}.py" in offenders, module
+    assert set(offenders) == COMPAT_MODULES
     assert any("tensorflow.python" in u for u in offenders["qkeras2qonnx/compat/keras.py"])
 
 
@@ -140,5 +153,20 @@ def test_a_patch_release_of_the_pinned_series_is_accepted(monkeypatch):
 
 
 def test_the_installed_site_packages_versions_are_the_pinned_ones():
-    for pin in (tf2onnx.PIN, keras.TENSORFLOW, keras.TF_KERAS, keras.KERAS3):
+    for pin in (tf2onnx.PIN, keras.TENSORFLOW, keras.TF_KERAS, keras.KERAS3, qonnx.PIN, tflite.PIN):
         assert compat.found_version(pin) == pin.version, pin
+
+
+def test_another_qonnx_takes_its_public_path_instead_of_the_private_rule_set(monkeypatch):
+    from qonnx.transformation.qonnx_to_qcdq import QuantToQCDQ
+
+    assert qonnx.rewrite_rule_set(QuantToQCDQ()) is not None  # the pinned qonnx: the fast path
+    monkeypatch.setattr(compat, "found_version", lambda pin: "1.1.0")
+    assert qonnx.rewrite_rule_set(QuantToQCDQ()) is None
+
+
+def test_the_tflite_path_names_its_own_package_and_the_tflite_pin(monkeypatch):
+    monkeypatch.setattr(compat, "found_version", lambda pin: "2.19.0")
+    with pytest.raises(compat.IncompatibleDependency) as caught:
+        tflite.int32_field(object(), 10)
+    assert str(caught.value).startswith("tflite2qonnx needs tflite 2.18.0's private ")
