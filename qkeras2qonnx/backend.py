@@ -28,7 +28,9 @@ def keras() -> Any:
             "tf.keras is Keras 3, but QKeras needs Keras 2: set TF_USE_LEGACY_KERAS=1 before "
             "TensorFlow is imported (or import qkeras2qonnx first)"
         )
-    _restore_array_ops_stack()
+    from qkeras2qonnx.compat.keras import restore_qkeras09_names
+
+    restore_qkeras09_names()
     return tf_keras
 
 
@@ -52,32 +54,6 @@ def _keras3() -> Any:
     return keras3
 
 
-def _restore_array_ops_stack() -> None:
-    """QKeras 0.9's QConv2DTranspose calls ``array_ops.stack``, which newer TensorFlow (2.19
-    here) keeps in ``array_ops_stack`` only: without the alias no model with that layer can be
-    built or loaded. Only the missing name is added; nothing TensorFlow defines is replaced."""
-    from tensorflow.python.ops import array_ops
-
-    if not hasattr(array_ops, "stack"):
-        from tensorflow.python.ops import array_ops_stack
-
-        array_ops.stack = array_ops_stack.stack
-    _restore_recurrent_names()
-
-
-def _restore_recurrent_names() -> None:
-    """QKeras 0.9's QSimpleRNN/QLSTM/QGRU call ``nest.is_sequence`` and ``array_ops.unstack``,
-    which TensorFlow 2.19 keeps as ``nest.is_nested`` and ``array_ops_stack.unstack``: without
-    them such models cannot be called (loaded, predicted). Only missing names are added."""
-    from tensorflow.python.ops import array_ops, array_ops_stack
-    from tensorflow.python.util import nest
-
-    if not hasattr(nest, "is_sequence"):
-        nest.is_sequence = nest.is_nested
-    if not hasattr(array_ops, "unstack"):
-        array_ops.unstack = array_ops_stack.unstack
-
-
 @functools.cache
 def custom_objects() -> dict[str, Any]:
     """QKeras's layers and quantizers by name, as Keras deserialization needs them."""
@@ -87,9 +63,9 @@ def custom_objects() -> dict[str, Any]:
     objects: dict[str, Any] = {}
     keras3 = flavour.process_flavour() == flavour.KERAS3
     if not keras3 or flavour.qkeras3_available():  # Keras 3 without qkeras-v3: HGQ2 only
-        from qkeras.utils import _add_supported_quantized_objects
+        from qkeras2qonnx.compat.qkeras import add_supported_quantized_objects
 
-        _add_supported_quantized_objects(objects)
+        add_supported_quantized_objects(objects)
     if keras3:
         if flavour.qkeras3_available():
             from qkeras2qonnx.keras3_compat import loading_objects

@@ -297,7 +297,9 @@ def _internal_sigmoid(q: Any, where: str) -> tuple[Callable[[Builder, str], str]
     """QKeras's module-level ``_sigmoid`` (``set_internal_sigmoid``), read when converting."""
     from qkeras import quantizers
 
-    current = quantizers._sigmoid
+    from qkeras2qonnx.compat.qkeras import internal_sigmoid
+
+    current = internal_sigmoid()
     if current is quantizers.hard_sigmoid:
         return _hard, "hard"
     if current is quantizers.smooth_sigmoid:

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx import exact_activations
+from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.composite import Builder, Composite
 from qkeras2qonnx.exact_activations import InexactAtTies, float32_from_key, float32_key
 from qkeras2qonnx.spec import QUANT, QuantSpec
@@ -143,7 +144,8 @@ def _staircase(q: Any, call, slope: float, where: str) -> tuple[np.ndarray, np.n
     ``levels[1 + k]`` where ``k`` thresholds (ascending, float32) are <= a: read from QKeras by
     bisection."""
     factor = 2 if q.quadratic_approximation else 1
-    lo_exp, hi_exp = factor * int(q._min_exp), factor * int(q._max_exp)
+    min_exp, max_exp = compat_qkeras.exponent_range(q)
+    lo_exp, hi_exp = factor * int(min_exp), factor * int(max_exp)
     # Above 4 * 2**hi_exp (or max_value) nothing changes; below it QKeras's x + (q - x) is exact.
     top = 2.0 ** min(hi_exp + 2, 127)
     if q.max_value is not None:

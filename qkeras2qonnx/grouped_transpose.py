@@ -33,6 +33,7 @@ import onnx
 from onnx import helper
 
 from qkeras2qonnx.backend import keras
+from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.stripped import Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.passes import PassResult
@@ -126,7 +127,7 @@ def _checked_channels(layer: Any, where: str) -> int:
             "convolution (qkeras-v3's predict) has no dilation, so there is no reference",
             where,
         )
-    shape = tuple(getattr(layer, "_input_shape", None) or ())  # qkeras-v3 keeps it in build
+    shape = tuple(compat_qkeras.built_input_shape(layer) or ())  # qkeras-v3 keeps it in build
     if len(shape) != 4 or any(d is None for d in shape[1:]):
         raise ConversionError(f"needs a static (batch, rows, cols, channels) input {shape}", where)
     return int(shape[-1])

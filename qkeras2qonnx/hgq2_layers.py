@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx.compat import hgq2 as compat_hgq2
+from qkeras2qonnx.compat import keras as compat_keras
 from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
 from qkeras2qonnx.hgq2_recurrent import gru, simple_rnn
 from qonnx_ingest.errors import ConversionError
@@ -73,7 +75,7 @@ def _feeds_a_quantizer(layer: Any) -> bool:
     """False only for a layer without output quantizer whose output no layer consumes (a
     model output): a float activation there differs between runtimes in the last bit only,
     within the 1e-6 bound, while before a quantizer that bit can move a rounding."""
-    return bool(getattr(layer, "enable_oq", False)) or bool(getattr(layer, "_outbound_nodes", 1))
+    return bool(getattr(layer, "enable_oq", False)) or compat_keras.has_consumers(layer)
 
 
 def _check_activation(activation: Any, where: str) -> None:
@@ -175,7 +177,7 @@ def _op(kind: str) -> Rule:
             params = {"axes": list(layer.axes), "keepdims": layer.keepdims}
             params["scale"] = float(layer.scale)
         elif kind == "average_pow2":
-            params = {"scale": float(layer._scale)}
+            params = {"scale": float(compat_hgq2.average_scale(layer))}
         elif kind == "add":  # QAdd: tf.add in order, as QAveragePow2 without its scale
             params = {"scale": 1.0}
         else:
@@ -279,7 +281,7 @@ def _average(plain: str) -> Rule:
 def _batch_normalization(layer: Any, where: str) -> Plan:
     """QBatchNormalization at inference: ``iq(x) * kq(scale) + bq(offset)`` with HGQ2's own
     quantized scale and offset (``qscaler_and_qoffset``), broadcast along the layer's axis."""
-    shape = tuple(layer._shape)
+    shape = tuple(compat_hgq2.batchnorm_shape(layer))
     scale, offset = (_numpy(t).reshape(shape) for t in layer.qscaler_and_qoffset)
     config = {"name": layer.name, "shape": shape}
     quantizers = [

@@ -38,11 +38,11 @@ def op_class() -> type:
             return tf.einsum(p["equation"], *inputs)
 
         def compute_output_shape(self, input_shape: Any) -> Any:
-            from keras.src import backend
+            from qkeras2qonnx.compat.keras import compute_output_spec
 
             many = self.kind != "sum"
             specs = [keras.KerasTensor(s) for s in input_shape] if many else None
-            spec = backend.compute_output_spec(self.call, specs or keras.KerasTensor(input_shape))
+            spec = compute_output_spec(self.call, specs or keras.KerasTensor(input_shape))
             return spec.shape
 
     return HGQ2Op

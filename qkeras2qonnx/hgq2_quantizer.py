@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx import hgq2_float
+from qkeras2qonnx.compat import hgq2 as compat_hgq2
 from qkeras2qonnx.hgq2_float import Minifloat, read_float
 from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
@@ -111,7 +112,7 @@ def read_quantizer(quantizer: Any, where: str, affine_ok: bool = False) -> Fixed
     k, i, f = (np.asarray(ops.convert_to_numpy(v), dtype=np.float64) for v in inner.kif)
     k, i, f = np.broadcast_arrays(k, i, f)
     bounded = True
-    if overflow == "WRAP" and inner.trainable and getattr(inner, "_is_weight", False):
+    if overflow == "WRAP" and inner.trainable and compat_hgq2.is_weight_quantizer(inner):
         # quantizers' call: a trainable WRAP weight quantizer (KIF; KBI only with RND) rounds
         # and returns, without wrap or zero-width masking.
         bounded = kind == "FixedPointQuantizerKBI" and inner.stateless_quantizer.round_mode != "RND"

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx.compat import hgq2 as compat_hgq2
 from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer, reference
 from qonnx_ingest.errors import ConversionError
 
@@ -128,7 +129,7 @@ def _check_layer(layer: Any, kind: str, where: str) -> None:
     for flag in ("return_state", "stateful"):
         if getattr(layer, flag, False):
             raise ConversionError(f"{kind} with {flag}=True is not supported", where)
-    if getattr(layer.cell, "_enable_oq", False):
+    if compat_hgq2.cell_enables_oq(layer.cell):
         raise ConversionError(f"{kind} with enable_oq is not supported", where)
 
 

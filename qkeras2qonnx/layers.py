@@ -17,6 +17,7 @@ from qkeras2qonnx import pruning
 from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.batchnorm import strip_qbatchnorm
 from qkeras2qonnx.bidirectional import strip_bidirectional
+from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.grouped_transpose import strip_depthwise_transpose, strip_separable_transpose
 from qkeras2qonnx.pooling import pooling_rule
 from qkeras2qonnx.recurrent import strip_recurrent
@@ -69,7 +70,7 @@ def _weighted(
     QSeparableConv1D runs its kernels through a 2-D separable convolution)."""
 
     def strip(layer: Any, where: str) -> Stripped:
-        if getattr(layer, "_mask", None) is not None:
+        if compat_qkeras.kernel_mask(layer) is not None:
             raise ConversionError(
                 "a kernel mask (qkeras-v3 QConv2D mask=...) multiplies the quantized kernel: "
                 "not supported",

@@ -64,10 +64,10 @@ def load_weights(model: Any, weights: Any) -> None:
         if not checkpoint and h5py.is_hdf5(path):
             with h5py.File(path, "r") as f:
                 if "layer_names" in f.attrs or "model_weights" in f:
-                    from tf_keras.src.saving.legacy import hdf5_format
+                    from qkeras2qonnx.compat.keras import load_weights_from_hdf5_group
 
                     group = f if "layer_names" in f.attrs else f["model_weights"]
-                    hdf5_format.load_weights_from_hdf5_group(group, model)
+                    load_weights_from_hdf5_group(group, model)
                     return
             if not path.name.endswith(".weights.h5"):
                 raise InputError("a Keras v3 weights file must be named *.weights.h5", str(path))

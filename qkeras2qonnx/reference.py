@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from qkeras2qonnx.compat import keras as compat_keras
 from qonnx_ingest.errors import InputError, ReferenceUnavailable
 from qonnx_ingest.verification import (
     DEFAULT_INPUTS,
@@ -116,7 +117,7 @@ def _index_bounds(keras_model: Any, order: list[str]) -> dict[str, tuple[int, in
     for name, tensor in zip(order, keras_model.inputs, strict=True):
         for layer in getattr(keras_model, "layers", ()):
             dim = getattr(layer, "input_dim", None)
-            if dim and any(tensor in _fed(node) for node in getattr(layer, "_inbound_nodes", ())):
+            if dim and any(tensor in _fed(node) for node in compat_keras.inbound_nodes(layer)):
                 bounds[name] = (0, int(dim) - 1)
     return bounds
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from qkeras2qonnx.compat import keras as compat_keras
 from qonnx_ingest.errors import ConversionError
 
 _PASS_THROUGH = frozenset({"Identity", "IdentityN", "NoOp", "Const"})
@@ -38,7 +39,7 @@ def _call_graph(model: Any, inputs: list[Any]) -> Any:
         ]
         if len(ops) != 1 or ops[0].type not in _CALLS:
             return graph
-        graph = graph._get_function(ops[0].get_attr("f").name).graph
+        graph = compat_keras.function_graph(graph, ops[0].get_attr("f").name)
 
 
 def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
@@ -48,9 +49,7 @@ def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
     from qkeras2qonnx.raw_ops import RAW_OPS, constant, raw_call
 
     graph = _call_graph(model, inputs)
-    children = {
-        layer.name: layer for layer in model._flatten_layers(include_self=False, recursive=False)
-    }
+    children = {layer.name: layer for layer in compat_keras.flatten_layers(model, recursive=False)}
     data = [op.outputs[0] for op in graph.get_operations() if op.type == "Placeholder"]
     data = [t for t in data if t.dtype != _resource()][: len(inputs)]
     source: dict[str, Any] = {t.name: ("input", i) for i, t in enumerate(data)}

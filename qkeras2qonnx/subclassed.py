@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.backend import keras
+from qkeras2qonnx.compat import keras as compat_keras
 from qkeras2qonnx.revived import is_revived, replay_trace
 from qonnx_ingest.errors import ConversionError
 
@@ -58,20 +59,18 @@ def _is_subclassed(model: Any) -> bool:
     k = keras()
     if isinstance(model, k.Sequential) or not isinstance(model, k.Model):
         return False
-    graph = getattr(model, "_is_graph_network", None)  # tf_keras
+    graph = compat_keras.is_graph_network(model)  # tf_keras
     if graph is not None:
         return not graph
-    from keras.src.models.functional import Functional  # Keras 3 has no public name for it
-
-    return not isinstance(model, Functional)
+    return not isinstance(model, compat_keras.functional_class())
 
 
 def _replayed(model: Any, where: str) -> Any:
     """The nodes of ``model`` called again on new inputs, in its order and wiring, a container
     layer's node calling that layer's stand-in (``_StandIns``); checked against ``model``."""
     k = keras()
-    graph = getattr(model, "_functional", model)  # a Keras 3 Sequential holds a Functional
-    if not hasattr(graph, "_nodes_by_depth") or not getattr(graph, "inputs", None):
+    graph = compat_keras.node_graph(model)  # a Keras 3 Sequential holds a Functional
+    if graph is None or not getattr(graph, "inputs", None):
         raise ConversionError(
             "a Sequential model holding a subclassed model or custom layer must know its input "
             "shape (an Input first, or build it) to be rebuilt",
@@ -84,10 +83,7 @@ def _replayed(model: Any, where: str) -> Any:
     ]
     stand_ins = _StandIns(where)
     try:
-        if hasattr(graph, "_run_through_graph"):  # Keras 3 takes a replacement per operation
-            outputs = graph._run_through_graph(inputs, operation_fn=stand_ins.for_layer)
-        else:
-            outputs = _run_nodes(graph, inputs, stand_ins.for_layer)
+        outputs = compat_keras.run_through_graph(graph, inputs, stand_ins.for_layer)
         outputs = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
         rebuilt = k.Model(inputs, outputs[0] if len(outputs) == 1 else outputs, name=model.name)
     except ConversionError:
@@ -100,26 +96,6 @@ def _replayed(model: Any, where: str) -> Any:
         ) from exc
     _check_same(model, rebuilt, where)
     return rebuilt
-
-
-def _run_nodes(model: Any, inputs: list[Any], layer_for: Any) -> list[Any]:
-    """tf_keras's Functional graph run on ``inputs``, each node calling ``layer_for(layer)``
-    (as Keras 3's ``_run_through_graph`` does with its ``operation_fn``)."""
-    import tensorflow as tf
-
-    counts = model._tensor_usage_count
-    tensors = {
-        str(id(x)): [y] * counts[str(id(x))] for x, y in zip(model.inputs, inputs, strict=True)
-    }
-    for depth in sorted(model._nodes_by_depth, reverse=True):
-        for node in model._nodes_by_depth[depth]:
-            if node.is_input or any(i not in tensors for i in node.flat_input_ids):
-                continue
-            args, kwargs = node.map_arguments(tensors)
-            outputs = layer_for(node.layer)(*args, **kwargs)
-            for i, y in zip(node.flat_output_ids, tf.nest.flatten(outputs), strict=True):
-                tensors[i] = [y] * counts[i]
-    return [tensors[str(id(x))].pop() for x in model.outputs]
 
 
 class _StandIns:
@@ -220,8 +196,8 @@ def _trained_weights_only(model: Any, where: str) -> Iterator[None]:
     loads a .keras file, and fills them with fresh initial values on the first call)."""
     unbuilt = [
         layer
-        for layer in model._flatten_layers(include_self=False)
-        if not layer.built and not any(True for _ in layer._flatten_layers(include_self=False))
+        for layer in compat_keras.flatten_layers(model)
+        if not layer.built and not any(True for _ in compat_keras.flatten_layers(layer))
     ]
     yield
     fresh = [layer.name for layer in unbuilt if layer.weights]
@@ -243,7 +219,7 @@ def _is_container(value: Any) -> bool:
         return _is_subclassed(value)
     if type(value).__module__.split(".")[0] in _LIBRARIES and not is_revived(value):
         return False
-    return any(True for _ in value._flatten_layers(include_self=False, recursive=False))
+    return any(True for _ in compat_keras.flatten_layers(value, recursive=False))
 
 
 def _plain_call(layer: Any) -> Any:
@@ -261,12 +237,12 @@ def _plain_call(layer: Any) -> Any:
 def _symbolic_inputs(model: Any, where: str) -> list[Any]:
     """Inputs shaped as the batch tf_keras saw first, or as Keras 3's ``model.build`` was told
     (Keras 3 records no input shape for a subclassed model it only called)."""
-    spec = getattr(model, "_saved_model_inputs_spec", None)
-    built = (getattr(model, "_build_shapes_dict", None) or {}).get("input_shape")
+    spec = compat_keras.saved_inputs_spec(model)
+    built = compat_keras.built_input_shape(model)
     if spec is None and built is not None:
         shapes = built if isinstance(built[0], list | tuple) else [built]
         return [keras().Input(shape=tuple(s[1:])) for s in shapes]
-    if spec is None and not hasattr(model, "_is_graph_network"):
+    if spec is None and compat_keras.is_graph_network(model) is None:
         raise ConversionError(
             "Keras 3 records no input shape for a subclassed model it only called: call "
             "model.build(input_shape) before converting (and saving)",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import onnx
 
 from qkeras2qonnx.canonical import canonicalize
+from qkeras2qonnx.compat import tf2onnx as compat_tf2onnx
 from qkeras2qonnx.markers import tf2onnx_handler
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.symbolic_dims import dynamic_dim_name
@@ -38,7 +37,7 @@ def to_onnx(
     model = _functional(model)
     if input_signature is None and batch_size is not None:
         input_signature = _signature(model, batch_size)
-    with _restoring_tf2onnx_registry():
+    with compat_tf2onnx.restoring_handler(_HANDLED_OP):
         try:
             proto, _ = tf2onnx.convert.from_keras(
                 model,
@@ -61,9 +60,7 @@ def source_order_optimizers() -> dict:
     """tf2onnx's optimizers but its transpose optimizer: the graph stays in Keras's NHWC order,
     each Conv/pool between a Transpose to channels-first and one back (what
     ``layout.channels_last.fuse_channels_last`` turns into qonnx's channels-last ops)."""
-    from tf2onnx.optimizer import _get_optimizers
-
-    return {k: v for k, v in _get_optimizers().items() if k != "optimize_transpose"}
+    return compat_tf2onnx.optimizers_without("optimize_transpose")
 
 
 def _functional(model: Any) -> Any:
@@ -108,31 +105,3 @@ def _name_batch_dims(graph: onnx.GraphProto) -> None:
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
             if not dim.HasField("dim_value"):
                 dim.dim_param = dynamic_dim_name(value.name, axis)
-
-
-@contextlib.contextmanager
-def _restoring_tf2onnx_registry() -> Iterator[None]:
-    """tf2onnx registers custom_op_handlers in its global op registry and never removes them;
-    put back what was there so one conversion does not change the next (best effort)."""
-    try:
-        from tf2onnx import constants
-        from tf2onnx.handler import tf_op
-
-        versions = tf_op.get_opsets().get(constants.TENSORFLOW_OPSET.domain)
-        saved = [v.get(_HANDLED_OP) for v in versions] if versions is not None else None
-    except (ImportError, AttributeError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        opsets = tf_op.get_opsets()
-        domain = constants.TENSORFLOW_OPSET.domain
-        for k, table in enumerate(opsets.get(domain, [])):
-            before = saved[k] if saved is not None and k < len(saved) else None
-            if before is None:
-                table.pop(_HANDLED_OP, None)
-            else:
-                table[_HANDLED_OP] = before
-        if saved is None and not any(opsets.get(domain, [])):
-            opsets.pop(domain, None)  # the domain did not exist before

@@ -163,8 +163,10 @@ def _qonnx_quant_to_qcdq(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.qonnx_to_qcdq import QuantToQCDQ
 
+    from qonnx_ingest.compat.qonnx import rewrite_rule_set
+
     transformation = QuantToQCDQ()
-    rules = getattr(transformation, "_rewrite_rule_set", None)
+    rules = rewrite_rule_set(transformation)
     if rules is None:  # another qonnx version: its public (slower) path
         return ModelWrapper(model).transform(transformation).model
     rewritten = ir.to_proto(rewrite(ir.from_proto(model), pattern_rewrite_rules=rules))

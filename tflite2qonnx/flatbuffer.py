@@ -20,11 +20,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import flatbuffers
 import numpy as np
 import tflite
 
 from qonnx_ingest.errors import ConversionWarning, InputError
+from tflite2qonnx.compat.tflite import int32_field
 from tflite2qonnx.flatbuffer_tensors import TensorDecoder
 from tflite2qonnx.model import (
     OpCode,
@@ -427,5 +427,4 @@ def _builtin_code_field(oc: Any) -> int:
     """OperatorCode.builtin_code as stored. The tflite bindings' ``BuiltinCode()`` returns
     ``deprecated_builtin_code`` for any code below 127, so a writer that leaves the old field
     0 (ADD) and sets only the new one (ai-edge-quantizer's DEQUANTIZE) read as ADD."""
-    o = oc._tab.Offset(10)  # vtable slot 3: builtin_code (int32)
-    return int(oc._tab.Get(flatbuffers.number_types.Int32Flags, o + oc._tab.Pos)) if o else 0
+    return int32_field(oc, 10)  # vtable slot 3: builtin_code (int32)

@@ -1,0 +1,1 @@
+"""The tflite bindings' internals, behind the version check of ``qonnx_ingest.compat``."""
