@@ -1,5 +1,6 @@
 """HGQ2's QMultiHeadAttention as its parts: four QEinsumDense projections, two einsums and a
-QSoftmax, each stripped by its own rule (``hgq2_layers``) under ``<layer>/<part>``.
+QSoftmax, each stripped by its own rule (``hgq2_layers``) under ``<layer>/<part>``;
+QLinformerAttention adds two QEinsumDense projecting key and value along the sequence first.
 
 HGQ2 computes (``hgq.layers.attn.mha``, inference): ``q, k, v = query(Q), key(K), value(V)``,
 ``scores = einsum(dot, k, q)``, ``softmax(scores)`` whose exp table holds the 1/sqrt(key_dim)
@@ -37,6 +38,11 @@ def attention(layer: Any, where: str) -> tuple[dict[str, Any], dict, Fixed | Non
         layer._softmax,
         layer._output_dense,
     )
+    parts = dict(zip(PARTS, sublayers, strict=True))
+    if type(layer).__name__ == "QLinformerAttention":  # key / value projected along the sequence
+        if layer.share_kv_proj:
+            raise ConversionError("share_kv_proj=True: not supported", where)
+        parts.update(lin_key=layer._lin_k_proj, lin_value=layer._lin_v_proj)
     config = {
         "name": layer.name,
         "dot": layer._dot_product_equation,
@@ -44,7 +50,7 @@ def attention(layer: Any, where: str) -> tuple[dict[str, Any], dict, Fixed | Non
         "shape": tuple(layer._output_dense.full_output_shape[1:]),
     }
     output = read_quantizer(layer.oq, f"{where} output") if layer.enable_oq else None
-    return dict(zip(PARTS, sublayers, strict=True)), config, output
+    return parts, config, output
 
 
 def _refuse_masks(layer: Any, where: str) -> None:
@@ -94,6 +100,8 @@ def attention_class() -> type:
         def call(self, inputs: Any) -> Any:
             query, value, key = inputs
             p = self.parts
+            if "lin_key" in p:  # QLinformerAttention
+                key, value = p["lin_key"](key), p["lin_value"](value)
             q, k, v = p["query"](query), p["key"](key), p["value"](value)
             scores = p["softmax"](tf.einsum(self.dot, k, q))
             return p["output"](tf.einsum(self.combine, scores, v))

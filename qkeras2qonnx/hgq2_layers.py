@@ -381,5 +381,6 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QSimpleRNN": simple_rnn,  # unrolled (hgq2_recurrent)
     "QGRU": gru,
     "QMultiHeadAttention": _attention,
+    "QLinformerAttention": _attention,
     **{f"Q{name}": (_average if "Average" in name else _plain_op)(name) for name in _POOLING},
 }

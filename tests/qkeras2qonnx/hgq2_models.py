@@ -40,6 +40,7 @@ from hgq.layers import (
     QGlobalAveragePooling3D,
     QGlobalMaxPooling1D,
     QGlobalMaxPooling3D,
+    QLinformerAttention,
     QMaxPooling2D,
     QMaxPooling3D,
     QMeanPow2,
@@ -271,6 +272,15 @@ def cross_attention() -> keras.Model:
     return keras.Model([q, v, k], mha(q, v, key=k), name="cross_attention")
 
 
+def linformer() -> keras.Model:
+    """QLinformerAttention: key and value (sequence 6) projected to 3 along the sequence, then
+    QMultiHeadAttention's parts; query (4, 8)."""
+    q = keras.Input((4, 8), name="q")
+    v = keras.Input((6, 8), name="v")
+    h = QLinformerAttention(num_heads=2, lin_kv_proj_dim=3, key_dim=4, name="lin")(q, v)
+    return keras.Model([q, v], h, name="linformer")
+
+
 def refuse_attention_mask() -> keras.Model:
     inp = keras.Input((4, 8), name="x")
     h = QMultiHeadAttention(num_heads=2, key_dim=4, name="mha")(inp, inp, use_causal_mask=True)
@@ -398,6 +408,7 @@ MODELS = {
     "refuse_softmax_unstable": refuse_softmax_unstable,
     "attention": attention,
     "cross_attention": cross_attention,
+    "linformer": linformer,
     "refuse_attention_mask": refuse_attention_mask,
     "refuse_tanh": refuse_tanh,
     "refuse_avg3": refuse_avg3,
@@ -427,6 +438,7 @@ def _count(layers: list) -> int:
     for layer in layers:
         if isinstance(layer, QMultiHeadAttention):  # its parts' quantizers, and its own oq
             parts = ("_query_dense", "_key_dense", "_value_dense", "_softmax", "_output_dense")
+            parts += ("_lin_k_proj", "_lin_v_proj") if hasattr(layer, "_lin_k_proj") else ()
             n += _count([getattr(layer, p) for p in parts]) + bool(layer.enable_oq)
             continue
         if isinstance(layer, Quantizer):

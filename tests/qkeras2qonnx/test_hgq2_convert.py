@@ -40,6 +40,7 @@ CONVERTED = (
     "minifloat",  # FloatQuant (test_hgq2_float)
     "attention",
     "cross_attention",
+    "linformer",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -70,12 +71,15 @@ def test_hgq2_model_matches_hgq2_predict_in_qonnx_and_onnxruntime(made, name):
     assert_exact_in_both_runtimes(model, ref)
 
 
-@pytest.mark.parametrize("name", ["einsum_axes", "op_nodes", "attention", "cross_attention"])
+@pytest.mark.parametrize(
+    "name", ["einsum_axes", "op_nodes", "attention", "cross_attention", "linformer"]
+)
 def test_einsum_over_any_axis_op_nodes_and_attention_equal_hgq2_bit_for_bit(made, name):
     """QEinsumDense(+Batchnorm) contracting the first, last, both axes of a rank-3 input (tf2onnx
     leaves copies of such kernels that only a Shape reads), slicing / keras.ops /
     arithmetic nodes between layers (no weights: kept as they are), and QMultiHeadAttention
-    (self- and cross-attention; its softmax table holds the 1/sqrt(key_dim)): 0 difference."""
+    (self- and cross-attention; its softmax table holds the 1/sqrt(key_dim)) and
+    QLinformerAttention: 0 difference."""
     model = converted(made, name)
     ref = reference(made, name)
     assert np.any(ref["y8"] != 0)
