@@ -8,8 +8,9 @@ scaling (``input_scaler``; HGQ2 sets the query's own multiplier to 1.0 after bui
 ``einsum(combine, attention, v)``, ``attention_output(...)`` and the layer's output quantizer.
 The plain layer runs the stripped parts with the same TensorFlow einsums. The einsums' sums
 are of quantized values: exact in float32 within 24 bits (``hgq2_sums.check_einsum``).
-Dropout is the identity at inference. Masks and ``return_attention_scores`` are refused by the
-wrapper (``hgq2_strip``: call arguments other than value / key).
+Dropout is the identity at inference. Masks and ``return_attention_scores`` are refused, read
+from the layer's calls in the model (the wrapper, ``hgq2_strip``, checks them again);
+``fuse`` other than 'none' and Linformer's ``share_kv_proj`` too.
 """
 
 from __future__ import annotations
