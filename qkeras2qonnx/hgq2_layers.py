@@ -22,6 +22,7 @@ import numpy as np
 
 from qkeras2qonnx.compat import hgq2 as compat_hgq2
 from qkeras2qonnx.compat import keras as compat_keras
+from qkeras2qonnx.hgq2_attention import attention, attention_class
 from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
 from qkeras2qonnx.hgq2_recurrent import gru, simple_rnn
 from qonnx_ingest.errors import ConversionError
@@ -44,6 +45,7 @@ class Plan:
     inputs: list[Fixed | None] = field(default_factory=list)  # one per input
     output: Fixed | None = None
     output_in_layer: bool = False  # the plain layer's table holds the output quantizer's values
+    parts: dict[str, Any] = field(default_factory=dict)  # sublayers stripped on their own
 
 
 Rule = Callable[[Any, str], Plan]
@@ -217,10 +219,14 @@ def _unary_lut(layer: Any, where: str) -> Plan:
 
 
 def _input_shape(layer: Any, where: str) -> tuple:
-    """The layer's input shape without the batch axis (a table is built for it)."""
+    """The layer's input shape without the batch axis (a table is built for it); a sublayer
+    (QMultiHeadAttention's softmax) has no node of its own: the shape it was built for."""
     try:
         return tuple(layer.input.shape[1:])
-    except (AttributeError, ValueError) as exc:  # a layer called more than once
+    except (AttributeError, ValueError) as exc:  # never called itself: a sublayer
+        built = (layer.get_build_config() or {}).get("input_shape")
+        if built is not None and None not in built[1:]:
+            return tuple(built[1:])
         raise ConversionError(f"a table needs the layer's one input shape: {exc}", where) from exc
 
 
@@ -252,6 +258,13 @@ def _softmax(layer: Any, where: str) -> Plan:
     tables = SoftmaxTables(axes, bool(layer.stable), exp_iq, exp, inv_iq, inv)
     config = {"name": layer.name, "tables": tables}
     return Plan(softmax_class(), config, [], [], [iq], _output_quantizer(layer, where))
+
+
+def _attention(layer: Any, where: str) -> Plan:
+    """QMultiHeadAttention: its parts (projections, softmax) stripped on their own by
+    ``hgq2_strip`` under ``<layer>/<part>``, between HGQ2's two einsums (``hgq2_attention``)."""
+    parts, config, output = attention(layer, where)
+    return Plan(attention_class(), config, [], [], [None], output, parts=parts)
 
 
 def _average(plain: str) -> Rule:
@@ -369,5 +382,7 @@ HGQ2_LAYERS: dict[str, Rule] = {
     "QMinimum": _plain_op("Minimum"),
     "QSimpleRNN": simple_rnn,  # unrolled (hgq2_recurrent)
     "QGRU": gru,
+    "QMultiHeadAttention": _attention,
+    "QLinformerAttention": _attention,
     **{f"Q{name}": (_average if "Average" in name else _plain_op)(name) for name in _POOLING},
 }

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx.hgq2_attention import check_einsums
 from qkeras2qonnx.hgq2_layers import rule_for_hgq2
 from qkeras2qonnx.hgq2_quantizer import Fixed, covering_spec, plain_spec
 from qkeras2qonnx.hgq2_sums import check_sums
@@ -36,6 +37,13 @@ def clone_hgq2_layer(layer: Any, path: str, layer_map: LayerMap, assignments: li
     """The plain stand-in of ``layer`` (a Keras 3 layer), its quantizers recorded."""
     plan = rule_for_hgq2(layer, path)(layer, path)
     check_sums(layer, plan, path, layer_map.inexact_sums)
+    parts = getattr(plan, "parts", None)  # sublayers (hgq2_attention), each under path/part
+    if parts:
+        plan.config["parts"] = {
+            role: clone_hgq2_layer(sub, f"{path}/{role}", layer_map, assignments)
+            for role, sub in parts.items()
+        }
+        check_einsums(layer, path, layer_map.inexact_sums)
     try:
         inner = plan.layer_class.from_config(plan.config)
     except Exception as exc:
@@ -121,12 +129,10 @@ def wrapper_class() -> type:
             self.input_steps = inputs
             self.output_step = output
 
-        def call(self, inputs: Any, **kwargs: Any) -> Any:
-            # the original call's keywords (training, mask=None) change nothing at inference
-            kwargs.update(kwargs.pop("kwargs", None) or {})  # HGQ2's wrapped call
-            given = {k for k, v in kwargs.items() if v is not None and k != "training"}
-            if given:
-                raise ConversionError(f"call arguments {sorted(given)}: not supported", self.name)
+        def call(self, inputs: Any, value: Any = None, key: Any = None, **kwargs: Any) -> Any:
+            self.refuse_arguments(kwargs)
+            if value is not None:  # QMultiHeadAttention(query, value, key=value)
+                inputs = [inputs, value, value if key is None else key]
             if isinstance(inputs, list | tuple):
                 steps = self.input_steps  # one per input, or one (None, None): no iq
                 steps = steps if len(steps) == len(inputs) else [(None, None)] * len(inputs)
@@ -134,7 +140,22 @@ def wrapper_class() -> type:
                 return step(self.inner(xs), self.output_step)
             return step(self.inner(step(inputs, self.input_steps[0])), self.output_step)
 
-        def compute_output_shape(self, input_shape: Any) -> Any:
+        def refuse_arguments(self, kwargs: dict) -> None:
+            """The original call's keywords (training, mask=None) change nothing at inference;
+            any other (a mask, return_attention_scores) is refused."""
+            kwargs = dict(kwargs, **(kwargs.get("kwargs") or {}))  # HGQ2's wrapped call
+            given = {k for k, v in kwargs.items() if v not in (None, False)}
+            given -= {"training", "kwargs", "value", "key"}  # QMultiHeadAttention's inputs
+            if given:
+                raise ConversionError(f"call arguments {sorted(given)}: not supported", self.name)
+
+        def compute_output_spec(self, *args: Any, **kwargs: Any) -> Any:
+            self.refuse_arguments(kwargs)  # the symbolic call (cloning) does not run ``call``
+            return super().compute_output_spec(*args, **kwargs)
+
+        def compute_output_shape(self, input_shape: Any, *others: Any, **more: Any) -> Any:
+            if others or more:  # query, value (, key) shapes
+                input_shape = [input_shape, *others, *more.values()]
             return self.inner.compute_output_shape(input_shape)
 
     return HGQ2Plain

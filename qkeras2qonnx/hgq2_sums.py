@@ -1,7 +1,8 @@
 """Are an HGQ2 layer's float32 sums exact? A bound on every partial sum, from the widths.
 
 HGQ2 layers (QDense, QConv, QEinsumDense, QEinsum, QDot, QSum, QAveragePow2, average pooling,
-QAdd / QSubtract / QMultiply, QBatchNormalization, QSoftmax's denominator) sum products of
+QAdd / QSubtract / QMultiply, QBatchNormalization, QSoftmax's denominator,
+QMultiHeadAttention's einsums) sum products of
 quantized values; the ONNX model (and HGQ2's own predict) does so in float32. Every term is a
 multiple of the finest product step 2^-F, so every partial sum, in any order, is an exact
 float32 as long as its magnitude is at most 2^24 steps. The bound is the layer's own
@@ -46,6 +47,10 @@ def check_sums(layer: Any, plan: Any, where: str, inexact: dict[str, str]) -> No
     magnitudes = [_magnitude(q, s) for q, s in zip(plan.inputs, shapes, strict=True)]
     tops = [_top(q) for q in plan.inputs]
     magnitude, top = rule(layer, plan, magnitudes, tops)
+    _warn_beyond(magnitude, top, where, inexact)
+
+
+def _warn_beyond(magnitude: float, top: int, where: str, inexact: dict[str, str]) -> None:
     steps = magnitude * 2.0**top
     if not math.isfinite(steps) or steps <= 2.0**SIGNIFICAND_BITS:
         return  # exact, or a float (unquantized) input: not a sum on a grid
@@ -56,7 +61,17 @@ def check_sums(layer: Any, plan: Any, where: str, inexact: dict[str, str]) -> No
         "predict) may round where hls4ml's fixed-point sums do not"
     )
     inexact[where] = text
-    warnings.warn(f"{where}: {text}", InexactSum, stacklevel=2)
+    warnings.warn(f"{where}: {text}", InexactSum, stacklevel=3)
+
+
+def check_einsum(
+    equation: str, operands: list[tuple[Fixed, tuple[int, ...]]], where: str, inexact: dict
+) -> None:
+    """An einsum of quantized operands (QMultiHeadAttention's q . k and attention . v): warn
+    (``InexactSum``) when its partial sums can exceed 2^24 steps."""
+    magnitudes = [_magnitude(q, shape) for q, shape in operands]
+    top = sum(_top(q) for q, _ in operands)
+    _warn_beyond(float(np.einsum(equation, *magnitudes).max()), top, where, inexact)
 
 
 def _input_shapes(layer: Any) -> list[tuple[int, ...]] | None:
@@ -64,8 +79,11 @@ def _input_shapes(layer: Any) -> list[tuple[int, ...]] | None:
     try:
         tensors = layer.input if isinstance(layer.input, list | tuple) else [layer.input]
         shapes = [tuple(t.shape[1:]) for t in tensors]
-    except (AttributeError, ValueError):
-        return None
+    except (AttributeError, ValueError):  # never called itself (a sublayer): its build shape
+        built = (layer.get_build_config() or {}).get("input_shape")
+        if built is None or not isinstance(built, tuple | list):
+            return None
+        shapes = [tuple(built[1:])]
     return None if any(d is None for s in shapes for d in s) else shapes
 
 

@@ -28,6 +28,7 @@ from hgq.layers import (
     QGlobalAveragePooling2D,
     QGlobalAveragePooling3D,
     QMeanPow2,
+    QMultiHeadAttention,
     QMultiply,
     QSubtract,
     QSum,
@@ -102,6 +103,15 @@ def affine_lut_sat() -> keras.Model:
     return _head("affine_lut_sat", x, h)
 
 
+def attention_sat() -> keras.Model:
+    """QMultiHeadAttention (self-attention, seq 4, dim 8, two heads), its projections' and
+    softmax's activation quantizers uniform SAT (the softmax tables are Gathers)."""
+    x = keras.Input((4, 8), name="x")
+    sat = {"qkvo_iq_conf": uniform_sat(), "qkvo_oq_conf": uniform_sat()}
+    h = QMultiHeadAttention(2, 4, softmax_oq_conf=uniform_sat(), name="mha", **sat)(x, x)
+    return _head("attention_sat", x, h)
+
+
 REFUSED = {
     "avg_pool1d_sat": lambda: _pool("avg_pool1d_sat", QAveragePooling1D, (8, 2), pool_size=2),
     "avg_pool2d_sat": lambda: _pool("avg_pool2d_sat", QAveragePooling2D, (4, 4, 2), pool_size=2),
@@ -115,4 +125,5 @@ REFUSED = {
     "mean_pow2_sat": lambda: _reduce("mean_pow2_sat", QMeanPow2),
     "conv3d_sat": conv3d_sat,
     "affine_lut_sat": affine_lut_sat,
+    "attention_sat": attention_sat,
 }

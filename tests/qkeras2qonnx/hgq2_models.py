@@ -40,6 +40,7 @@ from hgq.layers import (
     QGlobalAveragePooling3D,
     QGlobalMaxPooling1D,
     QGlobalMaxPooling3D,
+    QLinformerAttention,
     QMaxPooling2D,
     QMaxPooling3D,
     QMeanPow2,
@@ -251,10 +252,39 @@ def refuse_softmax_unstable() -> keras.Model:
     return keras.Model(inp, h, name="refuse_softmax_unstable")
 
 
-def refuse_attention() -> keras.Model:
-    inp = keras.Input((3, 4), name="x")
-    h = QMultiHeadAttention(num_heads=1, key_dim=2, name="mha")(inp, inp)
-    return keras.Model(inp, h, name="refuse_attention")
+def attention() -> keras.Model:
+    """QMultiHeadAttention, self-attention (query = value = key): sequence 4, dimension 8, two
+    heads; a QDense before it gives the projections a quantized, varied input."""
+    inp = keras.Input((4, 8), name="x")
+    h = QEinsumDense("bnc,cC->bnC", output_shape=(4, 8), bias_axes="C", name="embed")(inp)
+    h = QMultiHeadAttention(num_heads=2, key_dim=4, name="mha")(h, h)
+    return keras.Model(inp, h, name="attention")
+
+
+def cross_attention() -> keras.Model:
+    """QMultiHeadAttention with query (4, 8), value (3, 6) and key (3, 5) all different
+    (hgq2 0.2.0 cannot build it with ``enable_oq=True``: its output quantizer is never
+    built, ``Sublayer mha_oq is not built``)."""
+    q = keras.Input((4, 8), name="q")
+    v = keras.Input((3, 6), name="v")
+    k = keras.Input((3, 5), name="k")
+    mha = QMultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, name="mha")
+    return keras.Model([q, v, k], mha(q, v, key=k), name="cross_attention")
+
+
+def linformer() -> keras.Model:
+    """QLinformerAttention: key and value (sequence 6) projected to 3 along the sequence, then
+    QMultiHeadAttention's parts; query (4, 8)."""
+    q = keras.Input((4, 8), name="q")
+    v = keras.Input((6, 8), name="v")
+    h = QLinformerAttention(num_heads=2, lin_kv_proj_dim=3, key_dim=4, name="lin")(q, v)
+    return keras.Model([q, v], h, name="linformer")
+
+
+def refuse_attention_mask() -> keras.Model:
+    inp = keras.Input((4, 8), name="x")
+    h = QMultiHeadAttention(num_heads=2, key_dim=4, name="mha")(inp, inp, use_causal_mask=True)
+    return keras.Model(inp, h, name="refuse_attention_mask")
 
 
 def minifloat() -> keras.Model:
@@ -376,7 +406,10 @@ MODELS = {
     "op_nodes": op_nodes,
     "minifloat": minifloat,
     "refuse_softmax_unstable": refuse_softmax_unstable,
-    "refuse_attention": refuse_attention,
+    "attention": attention,
+    "cross_attention": cross_attention,
+    "linformer": linformer,
+    "refuse_attention_mask": refuse_attention_mask,
     "refuse_tanh": refuse_tanh,
     "refuse_avg3": refuse_avg3,
     "refuse_custom_op": refuse_custom_op,
@@ -397,8 +430,17 @@ def inputs(model: keras.Model, batch: int, seed: int) -> list[np.ndarray]:
 
 def count_quantizers(model: keras.Model) -> int:
     """The quantizers HGQ2 applies, read from the layers."""
+    return _count(model.layers)
+
+
+def _count(layers: list) -> int:
     n = 0
-    for layer in model.layers:
+    for layer in layers:
+        if isinstance(layer, QMultiHeadAttention):  # its parts' quantizers, and its own oq
+            parts = ("_query_dense", "_key_dense", "_value_dense", "_softmax", "_output_dense")
+            parts += ("_lin_k_proj", "_lin_v_proj") if hasattr(layer, "_lin_k_proj") else ()
+            n += _count([getattr(layer, p) for p in parts]) + bool(layer.enable_oq)
+            continue
         if isinstance(layer, Quantizer):
             n += 1
             continue

@@ -43,6 +43,9 @@ CONVERTED = (
     "einsum_axes",
     "op_nodes",
     "minifloat",  # FloatQuant (test_hgq2_float)
+    "attention",
+    "cross_attention",
+    "linformer",
 )
 WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -73,11 +76,15 @@ def test_hgq2_model_matches_hgq2_predict_in_qonnx_and_onnxruntime(made, name):
     assert_exact_in_both_runtimes(model, ref)
 
 
-@pytest.mark.parametrize("name", ["einsum_axes", "op_nodes"])
-def test_einsum_over_any_axis_and_keras_op_nodes_equal_hgq2_bit_for_bit(made, name):
+@pytest.mark.parametrize(
+    "name", ["einsum_axes", "op_nodes", "attention", "cross_attention", "linformer"]
+)
+def test_einsum_over_any_axis_op_nodes_and_attention_equal_hgq2_bit_for_bit(made, name):
     """QEinsumDense(+Batchnorm) contracting the first, last, both axes of a rank-3 input (tf2onnx
-    leaves copies of such kernels that only a Shape reads), and slicing / keras.ops /
-    arithmetic nodes between layers (no weights: kept as they are): 0 difference."""
+    leaves copies of such kernels that only a Shape reads), slicing / keras.ops /
+    arithmetic nodes between layers (no weights: kept as they are), and QMultiHeadAttention
+    (self- and cross-attention; its softmax table holds the 1/sqrt(key_dim)) and
+    QLinformerAttention: 0 difference."""
     model = converted(made, name)
     ref = reference(made, name)
     assert np.any(ref["y8"] != 0)
@@ -128,6 +135,17 @@ def test_every_quant_node_has_its_widths_in_the_metadata(made):
     trn_wrap = widths["trn_wrap/input_quantizer"]
     assert trn_wrap["shape"] == [1, 12] and trn_wrap["overflow_mode"] == "WRAP"
     assert len(set(trn_wrap["f"])) > 1  # per element, as randomized
+
+
+def test_attention_parts_get_their_own_quant_nodes(made):
+    """QMultiHeadAttention's projections and softmax are stripped under ``mha/<part>``: one
+    Quant node per HGQ2 quantizer (the key projection has no bias; the softmax's inner exp /
+    inverse quantizers are inside its tables)."""
+    names = {n.name for n in quant_nodes(converted(made, "cross_attention"))}
+    roles = {"query": "ikbo", "key": "iko", "value": "ikbo", "output": "ikb", "softmax": "o"}
+    full = {"i": "input", "k": "kernel", "b": "bias", "o": "output"}
+    want = {f"mha/{part}/{full[r]}_quantizer" for part, rs in roles.items() for r in rs}
+    assert names == want
 
 
 def _attributes(node):
@@ -224,7 +242,7 @@ def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
     "name, fragments",
     [
         ("refuse_softmax_unstable", ("soft", "stable=False", "no exact table")),
-        ("refuse_attention", ("mha", "unsupported HGQ2 layer QMultiHeadAttention")),
+        ("refuse_attention_mask", ("mha", "call arguments ['use_causal_mask']")),
         ("refuse_tanh", ("fc", "activation 'tanh'")),
         ("refuse_avg3", ("avg3", "not a power of two")),
         ("refuse_custom_op", ("twice", "unsupported operation Twice from __main__")),
