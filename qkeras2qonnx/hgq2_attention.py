@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from qkeras2qonnx.compat import hgq2 as compat_hgq2
+from qkeras2qonnx.compat import keras as compat_keras
 from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
 from qonnx_ingest.errors import ConversionError
 
@@ -28,27 +30,23 @@ def attention(layer: Any, where: str) -> tuple[dict[str, Any], dict, Fixed | Non
     """A QMultiHeadAttention's parts to strip, its plain layer's config and its output
     quantizer (``hgq2_layers`` makes the Plan)."""
     _refuse_masks(layer, where)
-    if getattr(layer, "_inverse_sqrt_key_dim", 1.0) != 1.0:  # HGQ2 moved it into the softmax
+    inverse_sqrt_key_dim, fuse = compat_hgq2.attention_options(layer)
+    if inverse_sqrt_key_dim != 1.0:  # HGQ2 moved it into the softmax
         raise ConversionError("the query's 1/sqrt(key_dim) is not in the softmax table", where)
-    if getattr(layer, "_fuse", "none") != "none":
-        raise ConversionError(f"fuse={layer._fuse!r}: not supported", where)
-    sublayers = (
-        layer._query_dense,
-        layer._key_dense,
-        layer._value_dense,
-        layer._softmax,
-        layer._output_dense,
-    )
-    parts = dict(zip(PARTS, sublayers, strict=True))
+    if fuse != "none":
+        raise ConversionError(f"fuse={fuse!r}: not supported", where)
+    parts = dict(zip(PARTS, compat_hgq2.attention_parts(layer), strict=True))
     if type(layer).__name__ == "QLinformerAttention":  # key / value projected along the sequence
         if layer.share_kv_proj:
             raise ConversionError("share_kv_proj=True: not supported", where)
-        parts.update(lin_key=layer._lin_k_proj, lin_value=layer._lin_v_proj)
+        lin_key, lin_value = compat_hgq2.linformer_projections(layer)
+        parts.update(lin_key=lin_key, lin_value=lin_value)
+    dot, combine = compat_hgq2.attention_equations(layer)
     config = {
         "name": layer.name,
-        "dot": layer._dot_product_equation,
-        "combine": layer._combine_equation,
-        "shape": tuple(layer._output_dense.full_output_shape[1:]),
+        "dot": dot,
+        "combine": combine,
+        "shape": tuple(parts["output"].full_output_shape[1:]),
     }
     output = read_quantizer(layer.oq, f"{where} output") if layer.enable_oq else None
     return parts, config, output
@@ -58,7 +56,7 @@ def _refuse_masks(layer: Any, where: str) -> None:
     """Masks (``attention_mask``, ``use_causal_mask``, ...) and ``return_attention_scores``
     change what the layer computes: refused, read from the calls in the model (Keras 3 keeps
     them on the layer's nodes; the cloned wrapper checks again when it is called)."""
-    for node in getattr(layer, "_inbound_nodes", []):
+    for node in compat_keras.inbound_nodes(layer):
         kwargs = getattr(getattr(node, "arguments", None), "kwargs", {}) or {}
         given = sorted(k for k, v in kwargs.items() if k not in ("value", "key", "training")
                        and v is not None and v is not False)  # fmt: skip
@@ -73,15 +71,16 @@ def check_einsums(layer: Any, path: str, inexact: dict[str, str]) -> None:
     def oq(sub: Any, role: str) -> Any:
         return read_quantizer(sub.oq, f"{path}/{role} output")
 
-    q, k = oq(layer._query_dense, "query"), oq(layer._key_dense, "key")
-    v = oq(layer._value_dense, "value")
-    a = oq(layer._softmax, "softmax")
-    q_shape = tuple(layer._query_dense.full_output_shape[1:])
-    k_shape = tuple(layer._key_dense.full_output_shape[1:])
-    v_shape = tuple(layer._value_dense.full_output_shape[1:])
-    a_shape = tuple(layer._softmax.get_build_config()["input_shape"][1:])
-    check_einsum(layer._dot_product_equation, [(k, k_shape), (q, q_shape)], f"{path} q.k", inexact)
-    check_einsum(layer._combine_equation, [(a, a_shape), (v, v_shape)], f"{path} a.v", inexact)
+    query, key, value, softmax, _ = compat_hgq2.attention_parts(layer)
+    q, k = oq(query, "query"), oq(key, "key")
+    v, a = oq(value, "value"), oq(softmax, "softmax")
+    q_shape = tuple(query.full_output_shape[1:])
+    k_shape = tuple(key.full_output_shape[1:])
+    v_shape = tuple(value.full_output_shape[1:])
+    a_shape = tuple(softmax.get_build_config()["input_shape"][1:])
+    dot, combine = compat_hgq2.attention_equations(layer)
+    check_einsum(dot, [(k, k_shape), (q, q_shape)], f"{path} q.k", inexact)
+    check_einsum(combine, [(a, a_shape), (v, v_shape)], f"{path} a.v", inexact)
 
 
 @functools.cache
