@@ -33,7 +33,8 @@ V1 = "t2o__mobilenet_v1_0.25_128_quant.tflite"
 CORAL = "coral__tf2_mobilenet_v2_1.0_224_ptq.tflite"
 HELLO_WORLD = "tflm__hello_world_int8.tflite"
 # the default conversion of the two corpus MobileNets, as before bit_exact existed
-DEFAULT_NODE_COUNTS = {V1: 120, CORAL: 277}
+# CORAL: its MEAN rounds twice as the kernel does (ops/kernel_rounding.py: 4 nodes more)
+DEFAULT_NODE_COUNTS = {V1: 120, CORAL: 281}
 BIT_EXACT_ONLY_OPS = {"Cast", "Floor", "Sign", "Abs", "ReduceSum"}
 
 # TF-generated single-op int8 models of each covered operator (tf_models.CASES, plus the padded

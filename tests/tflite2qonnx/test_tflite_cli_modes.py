@@ -264,7 +264,9 @@ def test_convert_format_qcdq_computes_what_the_interpreter_computes():
     assert {"QuantizeLinear", "DequantizeLinear"} <= kinds and "Quant" not in kinds
     pairs = compare(model, reference_interpreter(HELLO), n_inputs=8)
     assert max(int(p.steps().max()) for p in pairs) <= 1  # one rounding per op, like XNNPACK
-    with pytest.raises(InputError, match="format must be one of qonnx, qcdq, got 'qdq'"):
+    with pytest.raises(
+        InputError, match="format must be one of qonnx, qcdq, finn, hls4ml, got 'qdq'"
+    ):
         convert(HELLO, format="qdq")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zlib
 
+import composite_models
 import hand_built
 import numpy as np
 import pytest
@@ -210,6 +211,9 @@ def test_every_registered_op_is_exercised_by_a_generated_or_corpus_model() -> No
     # TFLite Micro's Signal ops: checked against TFLM's interpreter in test_tflm_signal.py
     for data in tflm_signal_models.examples():
         seen |= op_names(data)
+    # STABLEHLO_COMPOSITE: hand-built with LiteRT's schema, against the interpreter in
+    # test_stablehlo_composite.py
+    seen |= op_names(composite_models.float_conv_composite())
     assert set(CONVERTERS) - seen == set()
 
 
