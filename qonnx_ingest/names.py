@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
 
 
 class TakenNames(set):
@@ -12,6 +16,17 @@ class TakenNames(set):
     def __init__(self, names: Iterable[str] = ()):
         super().__init__(names)
         self.next_suffix: dict[str, int] = {}
+
+
+def graph_names(graph: onnx.GraphProto) -> TakenNames:
+    """Every name a graph uses (initializers, inputs, nodes and their outputs), for a pass
+    that adds nodes and tensors to it."""
+    names = TakenNames(i.name for i in graph.initializer)
+    names.update(i.name for i in graph.input)
+    for node in graph.node:
+        names.add(node.name)
+        names.update(node.output)
+    return names
 
 
 def unique_name(hint: str, taken: set[str]) -> str:

@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.names import TakenNames, graph_names, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
@@ -51,7 +51,7 @@ def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
     """Each Quant of a computed tensor becomes MultiThreshold -> (Add) -> Mul, exactly."""
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
-    taken = _taken_names(graph)
+    taken = graph_names(graph)
     producers = {out: node for node in graph.node for out in node.output}
     readers: dict[str, int] = {}
     for node in graph.node:
@@ -174,15 +174,6 @@ def _rank(graph: onnx.GraphProto, name: str) -> int:
     raise ConversionError("FINN's per-channel thresholds need the tensor's rank", name)
 
 
-def _taken_names(graph: onnx.GraphProto) -> TakenNames:
-    names = TakenNames(i.name for i in graph.initializer)
-    names.update(i.name for i in graph.input)
-    for node in graph.node:
-        names.add(node.name)
-        names.update(node.output)
-    return names
-
-
 def _channel_scales(scale: np.ndarray, where: str) -> tuple[np.ndarray, int | None]:
     """The scale per channel and the channel axis (1 for (1, C, 1, 1), -1 for (C,))."""
     if scale.size == 1:
@@ -261,7 +252,7 @@ def zero_points_out_of_weights(model: onnx.ModelProto) -> PassResult:
 
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
-    taken = _taken_names(graph)
+    taken = graph_names(graph)
     modified = False
     for node in graph.node:
         if node.op_type != "Quant" or any(n not in constants for n in node.input):
@@ -298,7 +289,7 @@ def constant_quant_params_as_1d(model: onnx.ModelProto) -> PassResult:
     originals may be shared with activation Quants."""
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
-    taken = _taken_names(graph)
+    taken = graph_names(graph)
     replaced: dict[str, str] = {}
     modified = False
     for node in graph.node:

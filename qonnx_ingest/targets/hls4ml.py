@@ -27,7 +27,7 @@ from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import remove_unused_tensors
-from qonnx_ingest.names import TakenNames, unique_name
+from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
 
 _QUANTS = ("Quant", "IntQuant")
@@ -51,7 +51,7 @@ def constant_quants_on_dyadic_grid(model: onnx.ModelProto) -> PassResult:
 
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
-    taken = _taken_names(graph)
+    taken = graph_names(graph)
     modified = False
     for node in graph.node:
         if node.op_type not in (*_QUANTS, "BipolarQuant") or any(
@@ -161,12 +161,3 @@ def _finest_exponent(values: np.ndarray) -> int:
     lowest_bit = (m & -m).astype(np.float64)  # a power of two up to 2**53: log2 is exact
     trailing = np.log2(lowest_bit).astype(np.int64)
     return int(np.max(53 - trailing - exponent))
-
-
-def _taken_names(graph: onnx.GraphProto) -> TakenNames:
-    names = TakenNames(i.name for i in graph.initializer)
-    names.update(i.name for i in graph.input)
-    for node in graph.node:
-        names.add(node.name)
-        names.update(node.output)
-    return names
