@@ -14,10 +14,8 @@ from pathlib import Path
 
 import keras
 import numpy as np
+from hgq2_builder_io import save_and_convert
 from hgq2_models import inputs
-
-import qkeras2qonnx
-from qonnx_ingest.errors import ConversionError
 
 
 def main(out: Path, files: list[Path]) -> None:
@@ -31,11 +29,7 @@ def main(out: Path, files: list[Path]) -> None:
             ys = ys if isinstance(ys, list | tuple) else [ys]
             record.update({f"x{batch}_{j}": x for j, x in enumerate(xs)})
             record.update({f"y{batch}_{k}": np.asarray(y) for k, y in enumerate(ys)})
-        np.savez(out / f"{path.stem}.npz", **record)
-        try:
-            qkeras2qonnx.convert(path, out / f"{path.stem}.onnx")
-        except ConversionError as exc:
-            (out / f"{path.stem}.error.txt").write_text(str(exc))
+        save_and_convert(out, path.stem, path, record, f"{path.stem}.onnx")
 
 
 if __name__ == "__main__":

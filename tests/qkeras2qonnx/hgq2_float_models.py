@@ -22,9 +22,7 @@ from hgq.config import QuantizerConfig
 from hgq.layers import QDense
 from hgq.quantizer import Quantizer
 from hgq.quantizer.internal import FloatPointQuantizer
-
-import qkeras2qonnx
-from qonnx_ingest.errors import ConversionError
+from hgq2_builder_io import save_and_convert
 
 # (m, e, e0) formats of the grid model: E4M3-like, a wide offset, m = 0, e = 0 (one exponent,
 # fixed point with a sign), e = 1, e = 3 with a negative offset, and the smallest exponent
@@ -182,11 +180,7 @@ def main(out: Path) -> None:
             x = inputs(name, model, batch, seed)
             record[f"y{batch}"] = np.asarray(model.predict(x, verbose=0, batch_size=8))
             record[f"x{batch}_0"] = x
-        np.savez(out / f"{name}.npz", **record)
-        try:
-            qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
-        except ConversionError as exc:
-            (out / f"{name}.error.txt").write_text(str(exc))
+        save_and_convert(out, name, model, record, f"{name}.inmemory.onnx")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ import keras
 import numpy as np
 from hgq.config import QuantizerConfig
 from hgq.layers import QGRU, QDense, QSimpleRNN
-
-import qkeras2qonnx
-from qonnx_ingest.errors import ConversionError
+from hgq2_builder_io import save_and_convert
 
 STEPS = 5
 
@@ -106,11 +104,7 @@ def main(out: Path) -> None:
             x = inputs(model, batch, seed)
             record[f"y{batch}"] = np.asarray(model.predict(x, verbose=0))
             record[f"x{batch}_0"] = x
-        np.savez(out / f"{name}.npz", **record)
-        try:
-            qkeras2qonnx.convert(model, out / f"{name}.inmemory.onnx")
-        except ConversionError as exc:
-            (out / f"{name}.error.txt").write_text(str(exc))
+        save_and_convert(out, name, model, record, f"{name}.inmemory.onnx")
 
 
 if __name__ == "__main__":

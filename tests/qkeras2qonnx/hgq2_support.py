@@ -21,14 +21,20 @@ from qonnx_ingest.execute import execute_qonnx
 _made: list[Path] = []
 
 
+def built_by(builder: str, tmp_path_factory, *args) -> Path:
+    """A fresh directory that the HGQ2 builder script ``builder`` filled in a Keras 3
+    subprocess. The test command installs hgq2 (scripts/setup.sh): its absence fails."""
+    if flavour.hgq2_dir() is None:
+        pytest.fail("hgq2 is not installed beside the venv: run `bash scripts/setup.sh`")
+    root = tmp_path_factory.mktemp(Path(builder).stem)
+    run_qkeras3(builder, root, *args)
+    return root
+
+
 def made_hgq2_models(tmp_path_factory) -> Path:
     """The directory ``hgq2_models.py`` filled, once per test session (~1 minute)."""
-    if flavour.hgq2_dir() is None:
-        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
     if not _made:
-        root = tmp_path_factory.mktemp("hgq2")
-        run_qkeras3("hgq2_models.py", root)
-        _made.append(root)
+        _made.append(built_by("hgq2_models.py", tmp_path_factory))
     return _made[0]
 
 

@@ -9,10 +9,8 @@ The files are loaded, run and converted (by path) in one Keras 3 subprocess
 import numpy as np
 import onnx
 import pytest
-from hgq2_support import onnxruntime_forms
-from qkeras3_support import run_qkeras3
+from hgq2_support import built_by, onnxruntime_forms
 
-from qkeras2qonnx import flavour
 from qonnx_ingest.execute import execute_qonnx
 from support import CORPUS, requires_corpus
 
@@ -32,11 +30,7 @@ FILES = (
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    if flavour.hgq2_dir() is None:
-        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
-    out = tmp_path_factory.mktemp("hgq2_corpus")
-    run_qkeras3("hgq2_corpus.py", out, *FILES)
-    return out
+    return built_by("hgq2_corpus.py", tmp_path_factory, *FILES)
 
 
 def test_the_corpus_holds_the_hgq2_models_of_issue_37():

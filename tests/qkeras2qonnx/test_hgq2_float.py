@@ -10,11 +10,9 @@ import json
 import numpy as np
 import onnx
 import pytest
-from hgq2_support import feeds, onnxruntime_forms
+from hgq2_support import built_by, feeds, onnxruntime_forms
 from onnx import helper, numpy_helper
-from qkeras3_support import run_qkeras3
 
-from qkeras2qonnx import flavour
 from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
@@ -24,11 +22,7 @@ CONVERTED = ("grid", "grid_per_element", "dense")
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    if flavour.hgq2_dir() is None:
-        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
-    root = tmp_path_factory.mktemp("hgq2_float")
-    run_qkeras3("hgq2_float_models.py", root)
-    return root
+    return built_by("hgq2_float_models.py", tmp_path_factory)
 
 
 def reference(made, name):

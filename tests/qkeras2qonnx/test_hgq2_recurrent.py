@@ -10,12 +10,10 @@ import json
 import numpy as np
 import onnx
 import pytest
-from hgq2_support import feeds, onnxruntime_forms
+from hgq2_support import built_by, feeds, onnxruntime_forms
 from onnx import helper, numpy_helper
-from qkeras3_support import run_qkeras3
 from qkeras_helpers import quant_nodes
 
-from qkeras2qonnx import flavour
 from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
@@ -31,11 +29,7 @@ CONVERTED = (
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    if flavour.hgq2_dir() is None:
-        pytest.skip("hgq2 is not installed beside the venv (scripts/setup.sh installs it)")
-    root = tmp_path_factory.mktemp("hgq2_recurrent")
-    run_qkeras3("hgq2_recurrent_models.py", root)
-    return root
+    return built_by("hgq2_recurrent_models.py", tmp_path_factory)
 
 
 def converted(made, name):
