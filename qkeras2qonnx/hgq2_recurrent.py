@@ -168,21 +168,18 @@ def _apply(x: Any, step: tuple[Fixed | None, int | None]) -> Any:
 
 
 @functools.cache
-def unrolled_simple_rnn_class() -> type:
-    """The Keras 3 layer computing a QSimpleRNN's steps one by one (built lazily: Keras)."""
+def _unrolled_base_class() -> type:
+    """What both unrolled layers hold: the recurrence's size and direction, its activation,
+    the recorded quantizer steps (``inner_steps``, in order) and its output shape."""
     import keras
 
-    class HGQ2UnrolledSimpleRNN(keras.layers.Layer):
-        """kernel, recurrent_kernel, bias: HGQ2's quantized values (set by ``hgq2_strip``);
-        ``inner_steps``: the recorded state / pre-activation quantizer steps, in order."""
-
+    class HGQ2Unrolled(keras.layers.Layer):
         def __init__(
             self,
             units: int,
             steps: int,
             activation: str = "linear",
             use_bias: bool = True,
-            state_quantized: bool = False,
             return_sequences: bool = False,
             go_backwards: bool = False,
             **kwargs: Any,
@@ -191,8 +188,28 @@ def unrolled_simple_rnn_class() -> type:
             self.go_backwards = go_backwards
             self.units, self.steps, self.use_bias = units, steps, use_bias
             self.activation = keras.activations.get(activation)
-            self.state_quantized, self.return_sequences = state_quantized, return_sequences
+            self.return_sequences = return_sequences
             self.inner_steps: list = []
+
+        def compute_output_shape(self, input_shape: Any) -> Any:
+            if self.return_sequences:
+                return (input_shape[0], self.steps, self.units)
+            return (input_shape[0], self.units)
+
+    return HGQ2Unrolled
+
+
+@functools.cache
+def unrolled_simple_rnn_class() -> type:
+    """The Keras 3 layer computing a QSimpleRNN's steps one by one (built lazily: Keras)."""
+
+    class HGQ2UnrolledSimpleRNN(_unrolled_base_class()):
+        """kernel, recurrent_kernel, bias: HGQ2's quantized values (set by ``hgq2_strip``);
+        ``inner_steps``: the recorded state / pre-activation quantizer steps, in order."""
+
+        def __init__(self, *args: Any, state_quantized: bool = False, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.state_quantized = state_quantized
 
         def build(self, input_shape: Any) -> None:
             features = int(input_shape[-1])
@@ -219,11 +236,6 @@ def unrolled_simple_rnn_class() -> type:
                 outputs.append(state)
             return tf.stack(outputs, axis=1) if self.return_sequences else state
 
-        def compute_output_shape(self, input_shape: Any) -> Any:
-            if self.return_sequences:
-                return (input_shape[0], self.steps, self.units)
-            return (input_shape[0], self.units)
-
     return HGQ2UnrolledSimpleRNN
 
 
@@ -233,30 +245,21 @@ def unrolled_gru_class() -> type:
     ``QGRUCell.call`` does (built lazily: Keras)."""
     import keras
 
-    class HGQ2UnrolledGRU(keras.layers.Layer):
+    class HGQ2UnrolledGRU(_unrolled_base_class()):
         """kernel (F, 3U), recurrent_kernel (U, 3U), bias ((2, 3U) with reset_after, else
         (3U,)): HGQ2's quantized values; ``inner_steps``: per step the state, gate, reset
         state and candidate quantizer steps."""
 
         def __init__(
             self,
-            units: int,
-            steps: int,
-            activation: str = "linear",
+            *args: Any,
             recurrent_activation: str = "linear",
-            use_bias: bool = True,
             reset_after: bool = True,
-            return_sequences: bool = False,
-            go_backwards: bool = False,
             **kwargs: Any,
         ):
-            super().__init__(**kwargs)
-            self.go_backwards = go_backwards
-            self.units, self.steps, self.use_bias = units, steps, use_bias
-            self.activation = keras.activations.get(activation)
+            super().__init__(*args, **kwargs)
             self.recurrent_activation = keras.activations.get(recurrent_activation)
-            self.reset_after, self.return_sequences = reset_after, return_sequences
-            self.inner_steps: list = []
+            self.reset_after = reset_after
 
         def build(self, input_shape: Any) -> None:
             features, n = int(input_shape[-1]), 3 * self.units
@@ -304,10 +307,5 @@ def unrolled_gru_class() -> type:
                 h = qz * qh + (1 - qz) * candidate
                 outputs.append(h)
             return tf.stack(outputs, axis=1) if self.return_sequences else h
-
-        def compute_output_shape(self, input_shape: Any) -> Any:
-            if self.return_sequences:
-                return (input_shape[0], self.steps, self.units)
-            return (input_shape[0], self.units)
 
     return HGQ2UnrolledGRU
