@@ -10,10 +10,8 @@ import json
 import numpy as np
 import onnx
 import pytest
-from hgq2_support import built_by, feeds, onnxruntime_forms
+from hgq2_support import assert_exact_in_both_runtimes, built_by
 from onnx import helper, numpy_helper
-
-from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
 
@@ -45,13 +43,7 @@ def test_minifloat_model_equals_hgq2_predict_bit_for_bit(made, name):
     onnx.checker.check_model(model)
     ref = reference(made, name)
     assert len(float_quants(model)) == int(ref["quantizers"])  # one node per quantizer
-    sessions = onnxruntime_forms(model)
-    for batch in (1, 8):
-        inputs, want = feeds(model, ref, batch), ref[f"y{batch}"]
-        got = execute_qonnx(model, inputs)[model.graph.output[0].name]
-        np.testing.assert_array_equal(got, want, err_msg="qonnx executor")
-        for form, session in sessions.items():
-            np.testing.assert_array_equal(session.run(None, inputs)[0], want, err_msg=form)
+    assert_exact_in_both_runtimes(model, ref, bit_equal=True)
 
 
 def _parameters(model, node):

@@ -10,11 +10,9 @@ import json
 import numpy as np
 import onnx
 import pytest
-from hgq2_support import built_by, feeds, onnxruntime_forms
+from hgq2_support import assert_exact_in_both_runtimes, built_by
 from onnx import helper, numpy_helper
 from qkeras_helpers import quant_nodes
-
-from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras
 
@@ -43,13 +41,7 @@ def test_unrolled_recurrent_model_equals_hgq2_predict_bit_for_bit(made, name):
     ref = dict(np.load(made / f"{name}.npz"))
     assert len(quant_nodes(model)) == int(ref["quantizers"])  # one per application
     assert len(np.unique(ref["y8"])) > 8  # the recurrence computes something non-trivial
-    sessions = onnxruntime_forms(model)
-    for batch in (1, 8):
-        inputs, want = feeds(model, ref, batch), ref[f"y{batch}"]
-        got = execute_qonnx(model, inputs)[model.graph.output[0].name]
-        np.testing.assert_array_equal(got, want, err_msg="qonnx executor")
-        for form, session in sessions.items():
-            np.testing.assert_array_equal(session.run(None, inputs)[0], want, err_msg=form)
+    assert_exact_in_both_runtimes(model, ref, bit_equal=True)
 
 
 def test_every_step_has_its_own_state_and_pre_activation_quantizer(made):
