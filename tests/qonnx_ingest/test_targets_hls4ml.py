@@ -189,7 +189,6 @@ SAMPLES = 32
 
 @pytest.fixture(scope="module", params=sorted(HLS4ML_REACHED))
 def compiled(request, tmp_path_factory):
-    pytest.importorskip("hls4ml", reason="hls4ml is not installed (the hls4ml extra)")
     import hls4ml
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean

@@ -15,6 +15,8 @@ Blockwise int4 models are compared with the builtin optimized kernels: the refer
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from control_flow_models import in_fresh_process
@@ -28,7 +30,8 @@ from tflite2qonnx.api import convert_subgraph, slice_subgraph
 from tflite2qonnx.reader import read_model
 from tflite2qonnx.verified import convert_and_verify
 
-pytest.importorskip("ai_edge_quantizer", reason="ai-edge-quantizer is the `test` extra")
+if importlib.util.find_spec("ai_edge_quantizer") is None:  # the test command installs it
+    pytest.fail("ai-edge-quantizer is not installed: run `bash scripts/setup.sh`", pytrace=False)
 pytestmark = pytest.mark.keras
 
 # verified exactly as --verify does (bit_exact: the integer kernels emulated)
