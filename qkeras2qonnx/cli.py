@@ -1,4 +1,4 @@
-"""``qkeras2qonnx`` command line, built on the shared ``qonnx_ingest.cli`` plumbing.
+"""``qkeras2qonnx`` command line, built on the shared ``qonnx_ingest.cli.command`` plumbing.
 
 Only the standard library and qonnx_ingest are imported until a conversion starts, so
 ``--help`` is instant and never loads TensorFlow.
@@ -10,8 +10,8 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from qonnx_ingest.cli import ModelScan, default_output, make_parser, positive_int, run
-from qonnx_ingest.versions import BASE, KERAS
+from qonnx_ingest.cli.command import ModelScan, default_output, make_parser, positive_int, run
+from qonnx_ingest.cli.versions import BASE, KERAS
 
 
 def _isolated_versions() -> dict:
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _worker_kind(model: str) -> str:
-    """A folder's models go to reused workers (``qonnx_ingest.batch_workers``), each of one
+    """A folder's models go to reused workers (``qonnx_ingest.cli.batch_workers``), each of one
     QKeras flavour: a process cannot import both (``flavour``)."""
     from pathlib import Path
 

@@ -73,7 +73,7 @@ def test_readme_is_a_short_users_page():
 
 
 def test_readme_and_docs_list_every_exit_code_the_tools_use():
-    from qonnx_ingest.cli_options import EXIT_CODES
+    from qonnx_ingest.cli.options import EXIT_CODES
 
     for page in (ROOT / "README.md", DOCS / "cli.md"):
         section = re.search(r"^## Exit codes.*?\n(.*?)^## ", page.read_text(), re.S | re.M)

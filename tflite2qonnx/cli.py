@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from qonnx_ingest import cli
-from qonnx_ingest.versions import BASE, TFLITE
+from qonnx_ingest.cli import command
+from qonnx_ingest.cli.versions import BASE, TFLITE
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = cli.make_parser(
+    parser = command.make_parser(
         "tflite2qonnx",
         "Convert a TFLite model (.tflite) to QONNX. Never imports TensorFlow.",
         "the .tflite file, or a MediaPipe .task bundle (each model in it)",
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--batch-size",
-        type=cli.positive_int,
+        type=command.positive_int,
         metavar="N",
         help="fix a dynamic batch to N (FINN, hls4ml and qonnx's inference cost need static "
         "shapes; default: as the model says)",
@@ -181,7 +181,7 @@ def _member_output(name: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     savedmodel = f"this is a TensorFlow SavedModel directory, not TFLite: {ELSEWHERE}"
-    scan = cli.ModelScan(
+    scan = command.ModelScan(
         (".tflite", ".task"),
         foreign={"saved_model.pb": savedmodel},
         bundles=(".task",),
@@ -189,4 +189,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         member_output=_member_output,
         member_option="--member",
     )
-    return cli.run(build_parser(), _convert, argv, verify=_verify, scan=scan)
+    return command.run(build_parser(), _convert, argv, verify=_verify, scan=scan)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from qonnx_ingest.batch import expand
-from qonnx_ingest.cli_options import ModelScan
+from qonnx_ingest.cli.batch import expand
+from qonnx_ingest.cli.options import ModelScan
 from support import CORPUS, requires_corpus, run_module
 
 QKERAS = CORPUS / "qkeras"

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from quant_models import activation_model, finished, run_ort
 
-from qonnx_ingest.cli import make_parser, run
+from qonnx_ingest.cli.command import make_parser, run
 from qonnx_ingest.encodings import aimet_encodings
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.execute import execute_qonnx

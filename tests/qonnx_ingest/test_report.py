@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from quant_models import DENSE_W, activation_model, conv_model, dense_model, finished
 
-from qonnx_ingest.cli import make_parser, run
+from qonnx_ingest.cli.command import make_parser, run
 from qonnx_ingest.quant import QONNX_DOMAIN, make_bipolar_quant, make_quant
 from qonnx_ingest.quant_info import ACTIVATION, BIAS, INPUT, WEIGHT, quantized_tensors
 from qonnx_ingest.report import inference_cost, mlir_type, report

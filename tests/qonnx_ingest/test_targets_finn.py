@@ -216,7 +216,7 @@ def test_finn_executor_equals_the_tflite_interpreter_after_every_step(tflite_thr
 
 def test_cli_format_finn_writes_the_thresholds(tmp_path) -> None:
     """The command line applies the form (it once wrote plain QONNX for --format finn)."""
-    from qonnx_ingest.cli import make_parser, run
+    from qonnx_ingest.cli.command import make_parser, run
 
     source = tmp_path / "model.h5"
     source.write_bytes(b"input")

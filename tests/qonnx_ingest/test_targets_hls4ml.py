@@ -126,7 +126,7 @@ def test_source_model_not_changed():
 
 
 def test_cli_format_hls4ml_writes_the_form_or_refuses_with_no_output(tmp_path, capsys):
-    from qonnx_ingest.cli import make_parser, run
+    from qonnx_ingest.cli.command import make_parser, run
 
     source = tmp_path / "model.h5"
     source.write_bytes(b"input")

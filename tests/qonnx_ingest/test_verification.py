@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 from quant_models import activation_model, dense_model
 
-from qonnx_ingest.cli import make_parser, run
+from qonnx_ingest.cli.command import make_parser, run
 from qonnx_ingest.errors import ConversionError, InputError
 from qonnx_ingest.execute import execute_qonnx
 from qonnx_ingest.verification import (

@@ -1,9 +1,10 @@
 """The ``tflite2qonnx`` command end to end, in a subprocess, on bad inputs and one good one.
 
-tests/qonnx_ingest/test_cli.py pins the shared plumbing in-process with a stand-in converter;
-here the real entry point (``python -m tflite2qonnx``) meets real files: every failure must
-exit 1 (the model cannot be converted) or 2 (unusable input or usage), print one line naming
-the problem and the file, show no traceback unless ``--verbose``, and write nothing.
+tests/qonnx_ingest/cli/test_command.py pins the shared plumbing in-process with a stand-in
+converter; here the real entry point (``python -m tflite2qonnx``) meets real files: every
+failure must exit 1 (the model cannot be converted) or 2 (unusable input or usage), print one
+line naming the problem and the file, show no traceback unless ``--verbose``, and write
+nothing.
 """
 
 from __future__ import annotations

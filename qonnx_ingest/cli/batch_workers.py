@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qonnx_ingest.batch_result import KILL_GRACE_SECONDS, Job, Result, outcome, timed_out
-from qonnx_ingest.cli_options import EXIT_INTERRUPTED
+from qonnx_ingest.cli.batch_result import KILL_GRACE_SECONDS, Job, Result, outcome, timed_out
+from qonnx_ingest.cli.options import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
-    from qonnx_ingest.batch_pool import Children
+    from qonnx_ingest.cli.batch_pool import Children
 
-WORKER_MODULE = "qonnx_ingest.batch_worker"
+WORKER_MODULE = "qonnx_ingest.cli.batch_worker"
 STARTUP_SECONDS = 600.0  # a worker's imports; past this it counts as its model's timeout
 
 

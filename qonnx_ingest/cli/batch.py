@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qonnx_ingest import __version__
-from qonnx_ingest.batch_pool import Children, run_all
-from qonnx_ingest.batch_result import (  # noqa: F401  (STATUS: what each exit code reads as)
+from qonnx_ingest.cli.batch_pool import Children, run_all
+from qonnx_ingest.cli.batch_result import (  # noqa: F401  (STATUS: what each exit code reads as)
     KILL_GRACE_SECONDS,
     STATUS,
     Job,
@@ -34,8 +34,8 @@ from qonnx_ingest.batch_result import (  # noqa: F401  (STATUS: what each exit c
     outcome,
     timed_out,
 )
-from qonnx_ingest.batch_workers import Workers, convert_in_worker
-from qonnx_ingest.cli_options import (
+from qonnx_ingest.cli.batch_workers import Workers, convert_in_worker
+from qonnx_ingest.cli.options import (
     EXIT_INTERRUPTED,
     EXIT_UNVERIFIED,
     Member,
@@ -46,7 +46,7 @@ from qonnx_ingest.cli_options import (
 from qonnx_ingest.errors import InputError
 
 if TYPE_CHECKING:
-    from qonnx_ingest.cli_options import ModelScan
+    from qonnx_ingest.cli.options import ModelScan
 
 # options that name one file or print one model's text: meaningless for many models
 SINGLE_ONLY = {

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qonnx_ingest.cli_options import (  # noqa: F401  (the converters' CLIs import them here)
+from qonnx_ingest.cli.deadline import deadline
+from qonnx_ingest.cli.options import (  # noqa: F401  (the converters' CLIs import them here)
     EXIT_CONVERSION,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -28,10 +29,10 @@ from qonnx_ingest.cli_options import (  # noqa: F401  (the converters' CLIs impo
     output_path,
     positive_int,
 )
-from qonnx_ingest.cli_options import (
+from qonnx_ingest.cli.options import (
     fail as _fail,
 )
-from qonnx_ingest.deadline import deadline
+from qonnx_ingest.cli.progress import Status
 from qonnx_ingest.errors import (
     ConversionError,
     ConversionWarning,
@@ -40,7 +41,6 @@ from qonnx_ingest.errors import (
     ReferenceUnavailable,
     TimedOut,
 )
-from qonnx_ingest.progress import Status
 
 if TYPE_CHECKING:
     import onnx
@@ -57,15 +57,15 @@ def run(
     scan: ModelScan | None = None,
 ) -> int:
     """Parse, convert, [verify], save atomically, report; map errors to one line and an exit
-    code. Several models (or a directory, or --json) go to ``qonnx_ingest.batch``, which runs
+    code. Several models (or a directory, or --json) go to ``qonnx_ingest.cli.batch``, which runs
     this same command once per model in a process of its own.
 
-    Exit codes: ``cli_options.EXIT_CODES`` (listed in ``--help``).
+    Exit codes: ``options.EXIT_CODES`` (listed in ``--help``).
     """
     args = parser.parse_args(argv)
     scan = scan or ModelScan()
     if args.json or len(args.inputs) > 1 or scan.expands(args.inputs[0], args):
-        from qonnx_ingest.batch import run_batch
+        from qonnx_ingest.cli.batch import run_batch
 
         return run_batch(parser, args, scan)
     args.input = args.inputs[0]

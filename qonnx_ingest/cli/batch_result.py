@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from qonnx_ingest.cli_options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output
+from qonnx_ingest.cli.options import EXIT_INTERRUPTED, EXIT_UNVERIFIED, default_output
 
 # exit code 5 (verification skipped) is a conversion: the model was written
 STATUS = {0: "converted", 1: "refused", 2: "refused", 3: "failed verification", 4: "timed out"}

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from qonnx_ingest.cli import make_parser, run
+from qonnx_ingest.cli.command import make_parser, run
 from support import EXAMPLES, ROOT
 from tflite2qonnx.cli import main as tflite_main
 

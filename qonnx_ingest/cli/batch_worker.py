@@ -1,4 +1,4 @@
-"""A reused worker of a batch: ``python -m qonnx_ingest.batch_worker CLI_MODULE KIND``.
+"""A reused worker of a batch: ``python -m qonnx_ingest.cli.batch_worker CLI_MODULE KIND``.
 
 It converts one model after another in this one process, so the converter's heavy imports
 (TensorFlow) are paid once: first the module's ``warm_up(KIND)`` (if any), so a model's

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from qonnx_ingest import DEFAULT_OPSET
+from qonnx_ingest.cli.versions import BASE
 from qonnx_ingest.errors import InputError
-from qonnx_ingest.versions import BASE
 
 EXIT_OK, EXIT_CONVERSION, EXIT_USAGE, EXIT_VERIFY, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EXIT_UNVERIFIED, EXIT_INTERRUPTED = 5, 130
@@ -197,7 +197,7 @@ class _VersionAction(argparse.Action):
         self.libraries, self.isolated = libraries, isolated
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from qonnx_ingest.versions import version_text
+        from qonnx_ingest.cli.versions import version_text
 
         isolated = self.isolated() if self.isolated is not None else None
         print(version_text(parser.prog, self.libraries, isolated))

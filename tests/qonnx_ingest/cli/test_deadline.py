@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from qonnx_ingest.batch_result import remove_staging as _remove_staging
-from qonnx_ingest.deadline import deadline
+from qonnx_ingest.cli.batch_result import remove_staging as _remove_staging
+from qonnx_ingest.cli.deadline import deadline
 from qonnx_ingest.errors import TimedOut
 from qonnx_ingest.save import STAGING_PREFIX, staging_prefix
 

@@ -3,7 +3,7 @@
 import pytest
 from onnx import TensorProto, helper
 
-from qonnx_ingest.cli import default_output, make_parser, run
+from qonnx_ingest.cli.command import default_output, make_parser, run
 from qonnx_ingest.errors import ConversionError, InputError
 
 
