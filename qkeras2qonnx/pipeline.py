@@ -6,7 +6,7 @@ import json
 import os
 import warnings
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -23,17 +23,15 @@ from qkeras2qonnx.strip import LayerMap, strip_model
 from qkeras2qonnx.tf2onnx_step import source_order_optimizers, to_onnx
 from qonnx_ingest.conv1d import conv1d_as_rank3
 from qonnx_ingest.conv1d_bias import fold_conv1d_bias
-from qonnx_ingest.errors import (
-    ConversionError,
-    ConversionWarning,
-    InputError,
-    NoQuantizerWarning,
-)
+from qonnx_ingest.errors import ConversionError, ConversionWarning, NoQuantizerWarning
 from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, QUANT_OP_TYPES, finish_model
+from qonnx_ingest.output import OutputOptions, finish_output, save_output
 from qonnx_ingest.passes import PassResult, run_passes
-from qonnx_ingest.qcdq import check_format, in_format
 from qonnx_ingest.report import COMPOSITE_QUANTIZERS
-from qonnx_ingest.save import check_output_path, save_model
+from qonnx_ingest.save import save_model
+
+if TYPE_CHECKING:
+    from qonnx_ingest.verification import Verification
 
 HGQ2_WIDTHS = "qkeras2qonnx.hgq2_widths"
 
@@ -73,35 +71,31 @@ def convert(
     ``format="qcdq"`` lowers the quantizers to QuantizeLinear/Clip/DequantizeLinear
     (``qonnx_ingest.qcdq.to_qcdq``; what is verified and saved is that form).
     """
-    check_format(format)
-    if channels_last and batch_size is None:
-        batch_size = 1  # qonnx's channels-last ops need static shapes
-    if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
-        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
-    inputs = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
-    if output_path is not None:
-        check_output_path(output_path, inputs)  # fail before the expensive part
+    out = OutputOptions(
+        opset=opset, int_quant=int_quant, channels_last=channels_last, batch_size=batch_size,
+        format=format, verify=verify, output_path=output_path,
+        inputs=tuple(str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)),
+    )  # fmt: skip
+    out.check_output()  # fail before the expensive part
     needed = flavour.needed(model_or_path)
-    options = {"opset": opset, "batch_size": batch_size, "int_quant": int_quant}
+    options = {"opset": opset, "batch_size": out.batch, "int_quant": int_quant}
     options["channels_last"] = channels_last
     if not flavour.can_run(needed):  # the other QKeras generation: in a subprocess
         from qkeras2qonnx.isolated import convert_elsewhere
 
         elsewhere = {"allow_lambda": allow_lambda, "verify": verify, "format": format}
         proto = convert_elsewhere(model_or_path, needed, weights=weights, **options, **elsewhere)
-        if output_path is not None:
-            save_model(proto, output_path, inputs=inputs)
-        return proto
+        return save_output(proto, out)  # in its format and verified there
     model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
     proto = convert_keras(model, **options)
-    proto = in_format(proto, format)
-    if verify:
-        from qkeras2qonnx.reference import verify as run_verification
+    return finish_output(proto, out, reference=partial(_reference, model))[0]
 
-        run_verification(model, proto).require_pass()
-    if output_path is not None:
-        save_model(proto, output_path, inputs=inputs)
-    return proto
+
+def _reference(keras_model: Any, proto: onnx.ModelProto) -> Verification:
+    """QKeras ``predict`` against ``proto`` on seeded inputs."""
+    from qkeras2qonnx.reference import verify
+
+    return verify(keras_model, proto)
 
 
 def from_keras(

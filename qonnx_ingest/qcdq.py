@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
+from qonnx_ingest.errors import ConversionError, ConversionWarning
 from qonnx_ingest.finish import QUANT_OP_TYPES, check_model, remove_unused_tensors, sort_nodes
 from qonnx_ingest.names import name_list
 from qonnx_ingest.passes import run_passes
@@ -49,30 +49,6 @@ _EXACT_ROUNDING = ("ROUND", "HALF_EVEN")
 _TIE_ROUNDING = ("HALF_UP", "HALF_DOWN")
 # QuantizeLinear stores activations in 8 bits, and in 16 from this opset on
 _WIDE_OPSET = 21
-
-
-FORMATS = ("qonnx", "qcdq", "finn", "hls4ml")
-
-
-def check_format(format: str) -> None:
-    if format not in FORMATS:
-        raise InputError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-
-
-def in_format(model: onnx.ModelProto, format: str, strict: bool = False) -> onnx.ModelProto:
-    """``model`` as ``convert(format=...)`` / ``--format`` asks: "qonnx" as it is, "qcdq"
-    lowered by ``to_qcdq``, "finn" / "hls4ml" in the form that consumer's frontend reads
-    (``qonnx_ingest.targets``)."""
-    check_format(format)
-    if format == "finn":
-        from qonnx_ingest.targets.finn import to_finn
-
-        return to_finn(model)
-    if format == "hls4ml":
-        from qonnx_ingest.targets.hls4ml import to_hls4ml
-
-        return to_hls4ml(model)
-    return to_qcdq(model, strict=strict) if format == "qcdq" else model
 
 
 def to_qcdq(model: onnx.ModelProto, strict: bool = False) -> onnx.ModelProto:

@@ -9,7 +9,9 @@ import os
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -17,7 +19,7 @@ from layout.channels_first import channels_first
 from qonnx_ingest import DEFAULT_OPSET
 from qonnx_ingest.errors import ConversionError, ConversionWarning, InputError
 from qonnx_ingest.finish import finish_model, set_opset_imports
-from qonnx_ingest.qcdq import check_format, in_format
+from qonnx_ingest.output import OutputOptions, finish_output
 from tflite2qonnx.bundle import model_source
 from tflite2qonnx.flatbuffer import read_model
 from tflite2qonnx.graph import GraphBuilder
@@ -27,6 +29,9 @@ from tflite2qonnx.ops.dispatch import unsupported_message
 from tflite2qonnx.ops.treatment import rounded_once
 from tflite2qonnx.state import STATE_IO_KEY, state_names, stateful_names
 from tflite2qonnx.state import metadata as state_metadata
+
+if TYPE_CHECKING:
+    from qonnx_ingest.verification import Verification
 
 IO_QUANTIZATION_KEY = "tflite2qonnx.io_quantization"
 
@@ -94,7 +99,12 @@ def convert(
     outputs back reproduces a stream of calls. Without it the graph starts from the initial
     state on every run (a warning says so).
     """
-    check_format(format)
+    given = [] if isinstance(source, bytes | bytearray | memoryview) else [str(source)]
+    out = OutputOptions(
+        opset=opset, int_quant=int_quant, channels_last=channels_last, batch_size=batch_size,
+        input_shapes=input_shapes, format=format, verify=verify, output_path=output_path,
+        inputs=tuple(given),
+    )  # fmt: skip
     model_bytes, shown = model_source(source, member)
     tfl = read_model(model_bytes, name=shown)
     # the graph is named after the file (subgraph names are mostly "main" or empty)
@@ -117,21 +127,14 @@ def convert(
         subgraphs=tfl.subgraphs,
         state_io=state_io,
     )
-    if not channels_last and (batch_size is not None or input_shapes):
-        from qonnx_ingest.static_shapes import fix_input_shapes
+    return finish_output(model, out, reference=partial(_reference, model_bytes))[0]
 
-        model, _ = fix_input_shapes(model, batch_size=batch_size, shapes=input_shapes)
-    model = in_format(model, format)
-    if verify:
-        from tflite2qonnx.reference import verify as run_verification
 
-        run_verification(model_bytes, model).require_pass()
-    if output_path is not None:
-        from qonnx_ingest.save import save_model
+def _reference(model_bytes: bytes, model: onnx.ModelProto) -> Verification:
+    """The TFLite interpreter against ``model`` on seeded inputs."""
+    from tflite2qonnx.reference import verify
 
-        inputs = [] if isinstance(source, bytes | bytearray | memoryview) else [source]
-        save_model(model, output_path, inputs=inputs)
-    return model
+    return verify(model_bytes, model)
 
 
 def convert_subgraph(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import onnx
@@ -32,19 +33,16 @@ def convert_and_verify(
     ``output_path`` is written only after the verification passed.
     """
     from qonnx_ingest.errors import InputError
+    from qonnx_ingest.output import OutputOptions, finish_output
     from tflite2qonnx.api import convert
     from tflite2qonnx.bundle import model_source
     from tflite2qonnx.reference import verify
 
     if "verify" in options:
         raise InputError("convert_and_verify always verifies: drop verify=")
-    model = convert(source, **options)
+    given = () if isinstance(source, bytes | bytearray | memoryview) else (str(source),)
+    out = OutputOptions(verify=True, output_path=output_path, inputs=given)
+    model = convert(source, **options)  # in the asked form; what remains is verify and save
     reference = model_source(source, options.get("member"))[0]  # a bundle's member: its bytes
-    figures = verify(reference, model, inputs=inputs, seed=seed, inputs_path=inputs_path)
-    figures.require_pass()
-    if output_path is not None:
-        from qonnx_ingest.save import save_model
-
-        given = [] if isinstance(source, bytes | bytearray | memoryview) else [source]
-        save_model(model, output_path, inputs=given)
-    return model, figures
+    figures = {"inputs": inputs, "seed": seed, "inputs_path": inputs_path}
+    return finish_output(model, out, reference=partial(verify, reference, **figures))

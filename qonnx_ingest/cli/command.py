@@ -251,7 +251,7 @@ def _is_stdout(output: Path) -> bool:
 
 def _exported(model: onnx.ModelProto, args: argparse.Namespace) -> onnx.ModelProto:
     if args.format != "qonnx":  # qcdq, finn, hls4ml
-        from qonnx_ingest.qcdq import in_format
+        from qonnx_ingest.output import in_format
 
         return in_format(model, args.format, strict=args.strict)
     return model
