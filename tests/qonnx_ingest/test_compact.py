@@ -56,6 +56,8 @@ def test_large_structure_on_small_weights_is_compacted_and_computes_the_same():
     recorded = {v.name: v.type.tensor_type for v in small.graph.value_info}
     internal = {o for n in small.graph.node for o in n.output} - {"y"}
     assert len(internal) == 2999
+    # "t" and k in base 62: 2,999 tensors in at most three characters (t0 .. tMm)
+    assert max(len(name) for name in internal) == 3 and "tMm" in internal
     for name in internal:
         assert recorded[name].elem_type == TensorProto.FLOAT, name
         assert [d.dim_value for d in recorded[name].shape.dim] == [1, 4], name
@@ -120,3 +122,51 @@ def test_a_graph_with_quantizers_is_never_compacted():
         helper.make_node("Quant", ["x", "s", "z", "bits"], ["xq"], domain="qonnx.custom_op.general")
     )
     assert not needs_compacting(model)
+
+
+def biased_matmul(rows: int, extra_reader: bool = False) -> onnx.ModelProto:
+    """x[rows,3] @ W[3,2] + b[2] -> y (and the product also as output p: read twice)."""
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 2])]
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, [rows, 2]))
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["p"], name="fc/MatMul"),
+            helper.make_node("Add", ["b", "p"], ["y"], name="fc/Add"),  # bias first
+        ],
+        "fc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 3])],
+        outputs,
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "b")],
+    )
+    return finish_model(helper.make_model(graph), rename_tensors=False)[0]
+
+
+W = np.array([[1.0, -2.0], [0.5, 4.0], [-3.0, 0.25]], np.float32)
+B = np.array([10.0, -20.0], np.float32)
+
+
+def test_a_biased_matmul_becomes_one_gemm_that_computes_x_w_plus_b():
+    model = biased_matmul(2)
+    compact(model)
+    assert [(n.op_type, n.name) for n in model.graph.node] == [("Gemm", "fc/MatMul")]
+    assert len(model.graph.value_info) == 2  # the weights' only: the product is gone
+    x = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 4.0]], np.float32)
+    expected = np.array([[1 + 1 - 9 + 10, -2 + 8 + 0.75 - 20], [-1 - 12 + 10, 2 + 1 - 20]])
+    np.testing.assert_array_equal(ort_session(model).run(None, {"x": x})[0], expected)
+
+
+def test_a_product_read_twice_or_of_rank_3_keeps_its_matmul():
+    read_twice = biased_matmul(2, extra_reader=True)
+    compact(read_twice)
+    assert [n.op_type for n in read_twice.graph.node] == ["MatMul", "Add"]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"])],
+        "fc3",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 2])],
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "b")],
+    )
+    rank3 = finish_model(helper.make_model(graph), rename_tensors=False)[0]
+    compact(rank3)  # Gemm takes a matrix only
+    assert [n.op_type for n in rank3.graph.node] == ["MatMul", "Add"]

@@ -58,8 +58,12 @@ def test_outputs_agree_with_the_interpreter(model):
 
 def test_output_is_at_most_a_tenth_over_the_weights_with_readable_node_names(model, weight_bytes):
     """The compact form (qonnx_ingest.compact): 3,384 nodes on 2.1 MB of weights."""
-    # 1.6x with full names; the short names' value_info (which qonnx's executor needs) ~3%
-    assert model.ByteSize() <= 1.15 * weight_bytes
+    # 1.6x with full names, 1.134x with decimal tensor names (t3507) and MatMul + bias Add;
+    # base-62 tensor names (3 characters at most) and one Gemm per biased MatMul: 1.097x.
+    # What remains over the weights: every tensor's value_info (qonnx's executor needs it)
+    # and the node names.
+    assert model.ByteSize() <= 1.1 * weight_bytes
+    assert sum(n.op_type == "Gemm" for n in model.graph.node) == 768
     names = [n.name for n in model.graph.node]
     assert len(set(names)) == len(names)
     assert all(";" not in n and 0 < len(n) <= 32 for n in names)
