@@ -155,13 +155,19 @@ def _thresholds_for(
     channel_scales, axis = _channel_scales(scale, where)
     if chain and channel_scales.size > 1:
         raise ConversionError("a rounding chain in front of per-channel scales", where)
-    before = chain_function(chain, constants) if chain else None
-    thresholds = np.stack(
-        [
-            _exact_thresholds(s, z, width, signed, narrow, rounding, q_min, q_max, where, before)
-            for s in channel_scales
-        ]
-    ).astype(np.float32)
+    first, last = q_min, q_max  # the levels the MultiThreshold counts between
+    if chain:
+        before = chain_function(chain, constants)
+        level = _level_function(scale.flat[0], z, width, signed, narrow, rounding, before)
+        found, first, last = _thresholds_over_all_floats(level, where)
+        thresholds = found[None, :].astype(np.float32)
+    else:
+        thresholds = np.stack(
+            [
+                _exact_thresholds(s, z, width, signed, narrow, rounding, q_min, q_max, where)
+                for s in channel_scales
+            ]
+        ).astype(np.float32)
 
     x, y = (chain_input(chain, constants) if chain else node.input[0]), node.output[0]
     base = node.name or y
@@ -172,7 +178,7 @@ def _thresholds_for(
     # (FINN cannot absorb one that widens the type, and then maps no Conv after it)
     if z != round(z):
         raise ConversionError(f"a zero point of {z}: FINN's thresholds need an integer", where)
-    low, high = q_min - int(z), q_max - int(z)
+    low, high = first - int(z), last - int(z)
     dtype = _integer_type(low, high)
     out: list[onnx.NodeProto] = [
         helper.make_node(
@@ -237,22 +243,10 @@ def _exact_thresholds(
     q_min: int,
     q_max: int,
     where: str,
-    before: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Threshold k: the least float32 value that the Quant (behind ``before``) maps to level
-    q_min + k + 1."""
-    from qonnx.custom_op.general.intquant import int_quant
-
-    def level(x: np.ndarray) -> np.ndarray:
-        s, zp = np.float32(scale), np.float32(z)
-        if before is not None:
-            x = before(x)
-        y = int_quant(x, s, zp, np.float32(width), signed, narrow, rounding)
-        return np.round(y / s + zp)
-
+    """Threshold k: the least float32 value that the Quant maps to level q_min + k + 1."""
+    level = _level_function(scale, z, width, signed, narrow, rounding)
     targets = np.arange(q_min + 1, q_max + 1, dtype=np.float64)
-    if before is not None:
-        return _thresholds_over_all_floats(level, targets, where)
     middle = (targets - 0.5 - z) * scale
     # float32 rounding of x / s + z moves the step by a few ulps of that sum, not of x
     margin = 8 * (np.abs(targets) + abs(z) + 1) * abs(scale) * np.finfo(np.float32).eps
@@ -270,16 +264,40 @@ def _exact_thresholds(
     return least_reaching(level, targets, low, high)
 
 
-def _thresholds_over_all_floats(level, targets: np.ndarray, where: str) -> np.ndarray:
-    """A chain's thresholds, searched over every finite float32: a level the lowest one
-    reaches already has the lowest as its threshold; one no float32 reaches is refused."""
+def _level_function(
+    scale: float,
+    z: float,
+    width: int,
+    signed: bool,
+    narrow: bool,
+    rounding: str,
+    before: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The Quant's level of each float32 input (behind ``before``, a chain in front)."""
+    from qonnx.custom_op.general.intquant import int_quant
+
+    def level(x: np.ndarray) -> np.ndarray:
+        s, zp = np.float32(scale), np.float32(z)
+        if before is not None:
+            x = before(x)
+        y = int_quant(x, s, zp, np.float32(width), signed, narrow, rounding)
+        return np.round(y / s + zp)
+
+    return level
+
+
+def _thresholds_over_all_floats(level, where: str) -> tuple[np.ndarray, int, int]:
+    """A chain's thresholds, searched over every finite float32, and the levels it spans
+    (from the lowest float32's to the highest's: a Clip in the chain leaves levels beyond its
+    range unreachable, and the MultiThreshold then counts only the reachable ones)."""
+    ends = level(np.float32([LOWEST, HIGHEST]))
+    first, last = int(ends[0]), int(ends[1])
+    if last <= first:
+        raise ConversionError("the chain in front of it gives one level only", where)
+    targets = np.arange(first + 1, last + 1, dtype=np.float64)
     low = np.full(targets.shape, ordered(np.float32([LOWEST]))[0])
     high = np.full(targets.shape, ordered(np.float32([HIGHEST]))[0])
-    if np.any(level(unordered(high)) < targets):
-        raise ConversionError("a level the rounding chain in front never reaches", where)
-    reached = level(unordered(low)) >= targets
-    found = least_reaching(level, targets, low, high)
-    return np.where(reached, np.float32(LOWEST), found)
+    return least_reaching(level, targets, low, high), first, last
 
 
 def zero_points_out_of_weights(model: onnx.ModelProto) -> PassResult:

@@ -2,11 +2,12 @@
 each level, found by bisection over the float32 values in order.
 
 The function is a Quant (qonnx's ``int_quant``, what qonnx's executor runs), or a chain in
-front of one: scalar Mul / Div by a positive constant, Relu and constant-parameter Quants, as
-the TFLite converter writes a requantization that rounds twice (``kernel_rounding``: onto a
-finer grid at 32 bits, then onto the output's). Each step is non-decreasing, so the chain is
-too, and ``x >= t_k`` on its thresholds is the chain on every float32 input; the chain is
-evaluated step by step in float32, as the executor evaluates it.
+front of one: scalar Mul / Div by a positive constant, Relu, Clip and constant-parameter
+Quants, as the TFLite converter writes a requantization that rounds twice
+(``kernel_rounding``: onto a finer grid at 32 bits, then onto the output's) and a fused
+activation range (Clip). Each step is non-decreasing, so the chain is too, and ``x >= t_k``
+on its thresholds is the chain on every float32 input; the chain is evaluated step by step in
+float32, as the executor evaluates it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-CHAIN_OPS = {"Mul", "Div", "Relu", "Quant"}
+CHAIN_OPS = {"Mul", "Div", "Relu", "Clip", "Quant"}
+# steps FINN absorbs into thresholds by itself; a chain of these alone is left to it
+_ABSORBED = {"Mul", "Div", "Relu"}
 LOWEST, HIGHEST = np.finfo(np.float32).min, np.finfo(np.float32).max
 
 
@@ -55,8 +58,8 @@ def quant_chain(
     constants: dict[str, onnx.TensorProto],
 ) -> list[onnx.NodeProto]:
     """The non-decreasing scalar steps in front of tensor ``x`` (first step first), as far back
-    as each tensor between has one reader; empty unless one step is a Quant (a chain of Mul
-    and Relu alone is FINN's to absorb)."""
+    as each tensor between has one reader; empty unless one step is a Quant or a Clip (TFLite's
+    fused RELU6 / activation range): a chain of Mul, Div and Relu alone is FINN's to absorb."""
     chain: list[onnx.NodeProto] = []
     while x in producers and readers.get(x, 0) == 1:
         node = producers[x]
@@ -64,7 +67,7 @@ def quant_chain(
             break
         chain.insert(0, node)
         x = _dynamic_input(node, constants)
-    return chain if any(n.op_type == "Quant" for n in chain) else []
+    return chain if any(n.op_type not in _ABSORBED for n in chain) else []
 
 
 def chain_input(chain: list[onnx.NodeProto], constants: dict) -> str:
@@ -94,6 +97,8 @@ def chain_function(
             return v * c[0]
         if op == "Div":
             return v / c[0]
+        if op == "Clip":
+            return np.clip(v, c[0], c[1])
         signed, narrow = bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0))
         return np.asarray(int_quant(v, *c, signed, narrow, attrs["rounding_mode"]), np.float32)
 
@@ -125,4 +130,6 @@ def _monotone_step(node: onnx.NodeProto, constants: dict) -> bool:
         return False
     if node.op_type == "Quant":
         return float(values[0].flat[0]) > 0 and float(values[2].flat[0]) >= 2
+    if node.op_type == "Clip":  # both bounds given (opset 11+), low <= high
+        return len(values) == 2 and float(values[0].flat[0]) <= float(values[1].flat[0])
     return float(values[0].flat[0]) > 0 and np.isfinite(values[0]).all()

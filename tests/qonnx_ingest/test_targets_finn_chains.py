@@ -90,3 +90,48 @@ def test_a_rounding_chain_that_forks_into_a_select_is_refused_naming_its_quant()
     """PRELU's positive side meets its negative side in a Where: no single chain."""
     with pytest.raises(ConversionError, match=r"Quant positive_\w+.*32-bit activation.*FINN"):
         tflite2qonnx.convert(prelu(), batch_size=1, format="finn")
+
+
+def test_a_fused_activation_range_clip_is_folded_into_exact_thresholds() -> None:
+    """x -> Clip(-0.5, 0.75) -> Quant(0.1, int8, HALF_UP), as TFLite's fused RELU6-style
+    ranges come out: one MultiThreshold, equal to the quantizer by hand on every tie of its
+    grid, their float32 neighbours and values beyond the range (FINN maps no Clip)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from qonnx_ingest.targets.finn import to_finn
+
+    scale = np.float32(0.1)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+            helper.make_node(
+                "Quant",
+                ["c", "s", "z", "b"],
+                ["y"],
+                domain="qonnx.custom_op.general",
+                signed=1,
+                narrow=0,
+                rounding_mode="HALF_UP",
+            ),
+        ],
+        "clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+        [
+            numpy_helper.from_array(np.float32(-0.5), "lo"),
+            numpy_helper.from_array(np.float32(0.75), "hi"),
+            numpy_helper.from_array(scale, "s"),
+            numpy_helper.from_array(np.float32(0), "z"),
+            numpy_helper.from_array(np.float32(8), "b"),
+        ],
+    )
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid("qonnx.custom_op.general", 1)]
+    model = to_finn(helper.make_model(graph, opset_imports=opsets))
+    assert [n.op_type for n in model.graph.node] == ["MultiThreshold", "Mul"]
+    ties = ((np.arange(-8, 10) + 0.5) * scale).astype(np.float32)
+    up, down = np.nextafter(ties, np.float32(9)), np.nextafter(ties, np.float32(-9))
+    x = np.concatenate([ties, up, down, np.float32([-3e38, -1, 0, 1, 3e38])])
+    got = np.array([execute_qonnx(model, {"x": v.reshape(1, 1)})["y"].item() for v in x])
+    v = np.clip(x, np.float32(-0.5), np.float32(0.75)) / scale
+    want = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.float32) * scale
+    np.testing.assert_array_equal(got.astype(np.float32), want)
