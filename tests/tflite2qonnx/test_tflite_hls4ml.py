@@ -188,7 +188,7 @@ def test_hls4ml_compatible_passes_interpreter_check(mlp):
 
 def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
     """All 256 int8 inputs of hello_world: hls4ml's outputs, on the int8 output grid, equal
-    qonnx's execution of the hls4ml-compatible graph."""
+    qonnx's execution of the hls4ml-compatible graph and the interpreter's outputs."""
     from tflite2qonnx.hls4ml_form import hls4ml_compatible
 
     compatible = hls4ml_compatible(mlp)
@@ -206,6 +206,18 @@ def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
     assert len(np.unique(q_expected)) > 50  # a sine, not a constant
     np.testing.assert_array_equal(q_actual, q_expected)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=scale * 1e-3)
+    # and the interpreter's int8 outputs, on the model's whole input domain: no tie that
+    # ROUND rounds otherwise than TFLite is met on hello_world
+    from tflite2qonnx.reference_paths import BUILTIN_REF, open_path
+
+    interpreter = open_path(HELLO_WORLD, BUILTIN_REF)
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    stored = []
+    for q in np.arange(-128, 128, dtype=np.int8):
+        interpreter.set_tensor(inp["index"], q.reshape(inp["shape"]))
+        interpreter.invoke()
+        stored.append(interpreter.get_tensor(out["index"]).astype(np.float64))
+    np.testing.assert_array_equal(q_actual, np.concatenate(stored).reshape(q_actual.shape))
 
 
 @pytest.mark.keras
