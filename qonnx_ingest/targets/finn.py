@@ -46,19 +46,25 @@ _WIDEN = 6
 
 def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` in the FINN form; ``model`` is not changed."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
     from qonnx_ingest.targets.finn_layout import image_ends_channels_last
+    from qonnx_ingest.targets.finn_pooling import average_pools_as_sums, reshapes_merged
+
+    # every tensor's shape on record: the pooling and layout passes read ranks and channels
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    model = ModelWrapper(copy).transform(InferShapes()).model
 
     passes = [
+        average_pools_as_sums,
+        reshapes_merged,
         activation_quants_as_thresholds,
         image_ends_channels_last,
         zero_points_out_of_weights,
         constant_quant_params_as_1d,
     ]
     model, _ = run_passes(passes, model)
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.infer_shapes import InferShapes
-
     return ModelWrapper(model).transform(InferShapes()).model
 
 

@@ -19,8 +19,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 CHAIN_OPS = {"Mul", "Div", "Relu", "Clip", "Quant"}
-# steps FINN absorbs into thresholds by itself; a chain of these alone is left to it
-_ABSORBED = {"Mul", "Div", "Relu"}
+# steps FINN absorbs into thresholds exactly by itself; a chain of these alone is left to it
+# (a Div it turns into a Mul by the reciprocal, inexact unless a power of two)
+_ABSORBED = {"Mul", "Relu"}
 LOWEST, HIGHEST = np.finfo(np.float32).min, np.finfo(np.float32).max
 
 
@@ -58,8 +59,8 @@ def quant_chain(
     constants: dict[str, onnx.TensorProto],
 ) -> list[onnx.NodeProto]:
     """The non-decreasing scalar steps in front of tensor ``x`` (first step first), as far back
-    as each tensor between has one reader; empty unless one step is a Quant or a Clip (TFLite's
-    fused RELU6 / activation range): a chain of Mul, Div and Relu alone is FINN's to absorb."""
+    as each tensor between has one reader; empty unless one step is a Quant, a Clip (TFLite's
+    fused RELU6 / activation range) or a Div: a chain of Mul and Relu alone is FINN's."""
     chain: list[onnx.NodeProto] = []
     while x in producers and readers.get(x, 0) == 1:
         node = producers[x]

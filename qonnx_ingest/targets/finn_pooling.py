@@ -1,0 +1,125 @@
+"""The FINN form's pooling and reshapes: an AveragePool as the depthwise sum FINN maps, and
+two Reshapes in a row as one.
+
+FINN's builder maps MaxPool and Brevitas's QuantAvgPool2d, not ONNX's AveragePool, which then
+stays between its layers (TFLite's AVERAGE_POOL_2D in front of a classifier). An unpadded
+AveragePool is the sum over its window divided by the window's size: here a depthwise Conv
+with a kernel of ones (a 2-bit weight Quant, so FINN knows the weights are integers; FINN
+lowers it to its sliding window and vector unit) and a Div by the size, which the thresholds
+behind fold in exactly (``finn_thresholds``: FINN itself would turn the Div into a Mul by an
+inexact reciprocal). FINN's flatten removal takes one Reshape behind a Transpose; a Reshape of
+a Reshape is the second one alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from qonnx_ingest.names import graph_names, unique_name
+from qonnx_ingest.passes import PassResult
+
+QONNX_DOMAIN = "qonnx.custom_op.general"
+
+
+def average_pools_as_sums(model: onnx.ModelProto) -> PassResult:
+    """Each unpadded 2D AveragePool as a depthwise Conv of ones and a Div by the window size."""
+    graph = model.graph
+    taken = graph_names(graph)
+    dims = {
+        i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
+        for i in (*graph.input, *graph.value_info, *graph.output)
+        if i.type.tensor_type.HasField("shape")
+    }
+    nodes: list[onnx.NodeProto] = []
+    modified = False
+    for node in graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        shape = dims.get(node.input[0]) if node.input else None
+        kernel = list(attrs.get("kernel_shape", []))
+        if (
+            node.op_type != "AveragePool"
+            or shape is None
+            or len(shape) != 4
+            or len(kernel) != 2
+            or any(attrs.get("pads", [0]))
+            or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID")
+            or attrs.get("ceil_mode", 0)
+        ):
+            nodes.append(node)
+            continue
+        channels, base = shape[1], node.name or node.output[0]
+        names = {w: unique_name(f"{base}_{w}", taken) for w in ("ones", "s", "z", "b", "w")}
+        for what, value in (
+            ("ones", np.ones((channels, 1, *kernel), np.float32)),
+            ("s", np.ones(1, np.float32)),
+            ("z", np.zeros(1, np.float32)),
+            ("b", np.float32(2)),
+        ):
+            graph.initializer.append(numpy_helper.from_array(np.asarray(value), names[what]))
+        size = unique_name(f"{base}_size", taken)
+        graph.initializer.append(numpy_helper.from_array(np.float32(kernel[0] * kernel[1]), size))
+        total = unique_name(f"{base}_sum", taken)
+        nodes += [
+            helper.make_node(
+                "Quant",
+                [names[w] for w in ("ones", "s", "z", "b")],
+                [names["w"]],
+                name=unique_name(f"{base}_ones_Quant", taken),
+                domain=QONNX_DOMAIN,
+                signed=1,
+                narrow=0,
+                rounding_mode="ROUND",
+            ),
+            helper.make_node(
+                "Conv",
+                [node.input[0], names["w"]],
+                [total],
+                name=unique_name(f"{base}_sum_Conv", taken),
+                group=channels,
+                kernel_shape=kernel,
+                pads=[0, 0, 0, 0],
+                strides=list(attrs.get("strides", [1, 1])),
+            ),
+            helper.make_node(
+                "Div", [total, size], [node.output[0]], name=unique_name(f"{base}_Div", taken)
+            ),
+        ]
+        modified = True
+    if modified:
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return model, modified
+
+
+def reshapes_merged(model: onnx.ModelProto) -> PassResult:
+    """Reshape(Reshape(x, a), b) as Reshape(x, b) where the middle tensor has no other reader
+    and ``b`` is a constant shape with no 0 (copy-this-dimension) entry."""
+    graph = model.graph
+    constants = {i.name: i for i in graph.initializer}
+    producers = {out: node for node in graph.node for out in node.output}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    outputs = {o.name for o in graph.output}
+    dropped: set[str] = set()
+    for node in graph.node:
+        first = producers.get(node.input[0]) if node.op_type == "Reshape" else None
+        if (
+            first is None
+            or first.op_type != "Reshape"
+            or readers.get(node.input[0]) != 1
+            or node.input[0] in outputs
+            or node.input[1] not in constants
+            or np.any(numpy_helper.to_array(constants[node.input[1]]) == 0)
+        ):
+            continue
+        node.input[0] = first.input[0]
+        dropped.add(first.output[0])
+    if dropped:
+        kept = [n for n in graph.node if n.output[0] not in dropped]
+        del graph.node[:]
+        graph.node.extend(kept)
+    return model, bool(dropped)
