@@ -50,7 +50,11 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.transformation.infer_shapes import InferShapes
 
     from qonnx_ingest.targets.finn_layout import image_ends_channels_last
-    from qonnx_ingest.targets.finn_pooling import average_pools_as_sums, reshapes_merged
+    from qonnx_ingest.targets.finn_pooling import (
+        average_pools_as_sums,
+        one_pixel_heads_as_matmul,
+        reshapes_merged,
+    )
 
     # every tensor's shape on record: the pooling and layout passes read ranks and channels
     copy = onnx.ModelProto.FromString(model.SerializeToString())
@@ -59,6 +63,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     passes = [
         average_pools_as_sums,
         reshapes_merged,
+        one_pixel_heads_as_matmul,
         activation_quants_as_thresholds,
         image_ends_channels_last,
         zero_points_out_of_weights,
