@@ -54,6 +54,7 @@ def steps():
         elementwise_binary_operation,
         fm_padding,
         global_acc_pool,
+        hw_softmax,
         label_select,
         pool,
         quantized_matrix_vector_activation,
@@ -133,6 +134,7 @@ def steps():
                 elementwise_binary_operation.InferElementwiseBinaryOperation,
             ),
             (["GlobalAveragePool"], global_acc_pool.InferGlobalAccPoolLayer),
+            (["Softmax"], hw_softmax.InferHWSoftmax),
         ]
         for op_types, transformation in table:
             model = _apply_if_present(model, op_types, transformation())

@@ -16,6 +16,8 @@ activation Quant is refused, naming it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -23,6 +25,16 @@ from onnx import helper, numpy_helper
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.names import TakenNames, graph_names, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
+from qonnx_ingest.targets.finn_thresholds import (
+    HIGHEST,
+    LOWEST,
+    chain_function,
+    chain_input,
+    least_reaching,
+    ordered,
+    quant_chain,
+    unordered,
+)
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 # FINN's frontend leaves wider activations as Quant nodes it cannot map (its
@@ -34,16 +46,30 @@ _WIDEN = 6
 
 def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` in the FINN form; ``model`` is not changed."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    from qonnx_ingest.targets.finn_layout import image_ends_channels_last
+    from qonnx_ingest.targets.finn_pooling import (
+        average_pools_as_sums,
+        one_pixel_heads_as_matmul,
+        reshapes_merged,
+    )
+
+    # every tensor's shape on record: the pooling and layout passes read ranks and channels
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    model = ModelWrapper(copy).transform(InferShapes()).model
+
     passes = [
+        average_pools_as_sums,
+        reshapes_merged,
+        one_pixel_heads_as_matmul,
         activation_quants_as_thresholds,
+        image_ends_channels_last,
         zero_points_out_of_weights,
         constant_quant_params_as_1d,
     ]
     model, _ = run_passes(passes, model)
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.infer_shapes import InferShapes
-
     return ModelWrapper(model).transform(InferShapes()).model
 
 
@@ -57,22 +83,35 @@ def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
     for node in graph.node:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
+    # a twice-rounding chain in front of a Quant (later Quants first: each claims its chain)
+    chains: dict[str, list[onnx.NodeProto]] = {}
+    claimed: set[str] = set()
+    for node in reversed(graph.node):
+        if node.op_type != "Quant" or node.input[0] in constants or node.output[0] in claimed:
+            continue
+        chain = quant_chain(node.input[0], producers, readers, constants)
+        if chain:
+            chains[node.output[0]] = chain
+            claimed.update(n.output[0] for n in chain)
     nodes: list[onnx.NodeProto] = []
-    dropped: set[str] = set()  # outputs of the Relus made redundant
+    dropped: set[str] = set()  # outputs of the Relus (and chains) made redundant
     for node in graph.node:
+        if node.output[0] in claimed:
+            dropped.add(node.output[0])
+            continue
         if node.op_type != "Quant" or node.input[0] in constants:
             nodes.append(node)
             continue
-        written = _thresholds_for(node, constants, graph, taken)
-        relu = producers.get(node.input[0])
+        chain = chains.get(node.output[0], [])
+        written = _thresholds_for(node, constants, graph, taken, chain)
+        relu = None if chain else producers.get(node.input[0])
         while relu is not None and relu.op_type == "Relu" and readers[relu.output[0]] == 1:
             # FINN maps no Relu in front of thresholds. Relu(x) >= t is x >= t for t > 0 and
             # always true for t <= 0, which the lowest float32 threshold also is.
             init = next(i for i in graph.initializer if i.name == written[0].input[1])
             thresholds = numpy_helper.to_array(init)
-            lowest = np.finfo(np.float32).min
             init.CopyFrom(
-                numpy_helper.from_array(np.where(thresholds > 0, thresholds, lowest), init.name)
+                numpy_helper.from_array(np.where(thresholds > 0, thresholds, LOWEST), init.name)
             )
             written[0].input[0] = relu.input[0]
             dropped.add(relu.output[0])
@@ -93,8 +132,13 @@ def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
 
 
 def _thresholds_for(
-    node: onnx.NodeProto, constants: dict, graph: onnx.GraphProto, taken: TakenNames
+    node: onnx.NodeProto,
+    constants: dict,
+    graph: onnx.GraphProto,
+    taken: TakenNames,
+    chain: list[onnx.NodeProto],
 ) -> list[onnx.NodeProto]:
+    """The MultiThreshold -> Mul computing ``node`` (with ``chain`` in front of it) exactly."""
     where = f"Quant {node.name or node.output[0]}"
     params = []
     for name in node.input[1:4]:
@@ -120,14 +164,23 @@ def _thresholds_for(
     q_min = -(2 ** (width - 1)) + int(narrow) if signed else 0
     q_max = 2 ** (width - 1) - 1 if signed else 2**width - 1
     channel_scales, axis = _channel_scales(scale, where)
-    thresholds = np.stack(
-        [
-            _exact_thresholds(s, z, width, signed, narrow, rounding, q_min, q_max, where)
-            for s in channel_scales
-        ]
-    ).astype(np.float32)
+    if chain and channel_scales.size > 1:
+        raise ConversionError("a rounding chain in front of per-channel scales", where)
+    first, last = q_min, q_max  # the levels the MultiThreshold counts between
+    if chain:
+        before = chain_function(chain, constants)
+        level = _level_function(scale.flat[0], z, width, signed, narrow, rounding, before)
+        found, first, last = _thresholds_over_all_floats(level, where)
+        thresholds = found[None, :].astype(np.float32)
+    else:
+        thresholds = np.stack(
+            [
+                _exact_thresholds(s, z, width, signed, narrow, rounding, q_min, q_max, where)
+                for s in channel_scales
+            ]
+        ).astype(np.float32)
 
-    x, y = node.input[0], node.output[0]
+    x, y = (chain_input(chain, constants) if chain else node.input[0]), node.output[0]
     base = node.name or y
     t_name = unique_name(f"{base}_thresholds", taken)
     graph.initializer.append(numpy_helper.from_array(thresholds, t_name))
@@ -136,7 +189,7 @@ def _thresholds_for(
     # (FINN cannot absorb one that widens the type, and then maps no Conv after it)
     if z != round(z):
         raise ConversionError(f"a zero point of {z}: FINN's thresholds need an integer", where)
-    low, high = q_min - int(z), q_max - int(z)
+    low, high = first - int(z), last - int(z)
     dtype = _integer_type(low, high)
     out: list[onnx.NodeProto] = [
         helper.make_node(
@@ -203,45 +256,59 @@ def _exact_thresholds(
     where: str,
 ) -> np.ndarray:
     """Threshold k: the least float32 value that the Quant maps to level q_min + k + 1."""
-    from qonnx.custom_op.general.intquant import int_quant
-
-    def level(x: np.ndarray) -> np.ndarray:
-        s, zp = np.float32(scale), np.float32(z)
-        y = int_quant(x, s, zp, np.float32(width), signed, narrow, rounding)
-        return np.round(y / s + zp)
-
+    level = _level_function(scale, z, width, signed, narrow, rounding)
     targets = np.arange(q_min + 1, q_max + 1, dtype=np.float64)
     middle = (targets - 0.5 - z) * scale
     # float32 rounding of x / s + z moves the step by a few ulps of that sum, not of x
     margin = 8 * (np.abs(targets) + abs(z) + 1) * abs(scale) * np.finfo(np.float32).eps
     for _ in range(_WIDEN):
-        low = _ordered((middle - margin).astype(np.float32))
-        high = _ordered((middle + margin).astype(np.float32))
-        if np.all(level(_unordered(high)) >= targets) and not np.any(
-            level(_unordered(low)) >= targets
+        low = ordered((middle - margin).astype(np.float32))
+        high = ordered((middle + margin).astype(np.float32))
+        if np.all(level(unordered(high)) >= targets) and not np.any(
+            level(unordered(low)) >= targets
         ):
             break
         margin *= 16
     else:
         raise ConversionError("no exact float32 threshold found near a half-way point", where)
     # bisection over the float32 values between: the least one reaching each level
-    while np.any(high - low > 1):
-        mid = (low + high) // 2
-        up = level(_unordered(mid)) >= targets
-        high = np.where(up, mid, high)
-        low = np.where(up, low, mid)
-    return _unordered(high)
+    return least_reaching(level, targets, low, high)
 
 
-def _ordered(values: np.ndarray) -> np.ndarray:
-    """float32 -> int64 keys in the same order (negative floats' bit patterns run backwards)."""
-    bits = values.astype(np.float32).view(np.int32).astype(np.int64)
-    return np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF))
+def _level_function(
+    scale: float,
+    z: float,
+    width: int,
+    signed: bool,
+    narrow: bool,
+    rounding: str,
+    before: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The Quant's level of each float32 input (behind ``before``, a chain in front)."""
+    from qonnx.custom_op.general.intquant import int_quant
+
+    def level(x: np.ndarray) -> np.ndarray:
+        s, zp = np.float32(scale), np.float32(z)
+        if before is not None:
+            x = before(x)
+        y = int_quant(x, s, zp, np.float32(width), signed, narrow, rounding)
+        return np.round(y / s + zp)
+
+    return level
 
 
-def _unordered(keys: np.ndarray) -> np.ndarray:
-    bits = np.where(keys >= 0, keys, (-keys) | 0x80000000).astype(np.uint32)
-    return bits.view(np.float32)
+def _thresholds_over_all_floats(level, where: str) -> tuple[np.ndarray, int, int]:
+    """A chain's thresholds, searched over every finite float32, and the levels it spans
+    (from the lowest float32's to the highest's: a Clip in the chain leaves levels beyond its
+    range unreachable, and the MultiThreshold then counts only the reachable ones)."""
+    ends = level(np.float32([LOWEST, HIGHEST]))
+    first, last = int(ends[0]), int(ends[1])
+    if last <= first:
+        raise ConversionError("the chain in front of it gives one level only", where)
+    targets = np.arange(first + 1, last + 1, dtype=np.float64)
+    low = np.full(targets.shape, ordered(np.float32([LOWEST]))[0])
+    high = np.full(targets.shape, ordered(np.float32([HIGHEST]))[0])
+    return least_reaching(level, targets, low, high), first, last
 
 
 def zero_points_out_of_weights(model: onnx.ModelProto) -> PassResult:

@@ -159,16 +159,17 @@ def test_finn_executor_computes_what_qkeras_predicts_after_every_step(through_fi
         np.testing.assert_allclose(output, reference, rtol=1e-6, atol=1e-6, err_msg=step)
 
 
-# int8 / uint8 TFLite models: (file, the last step FINN reaches). The uint8 CNN's input
-# quantizer sits before the NCHW -> NHWC Transpose FINN's conv lowering adds, which FINN maps
-# in no partition after its thresholds (docs/finn.md).
+# int8 / uint8 TFLite models: (file, keep_io_layout) -> the last step FINN reaches. The uint8
+# CNN's input thresholds and output scale sit between Transposes that FINN's conv lowering
+# cancels (qonnx_ingest/targets/finn_layout.py), with NCHW I/O and with TFLite's NHWC I/O.
 TFLITE = {
-    "tflm__hello_world_int8.tflite": "specialize_layers",
-    "t2o__conv.uint8.tflite": "convert_to_hw",
+    ("tflm__hello_world_int8.tflite", False): "specialize_layers",
+    ("t2o__conv.uint8.tflite", False): "specialize_layers",
+    ("t2o__conv.uint8.tflite", True): "specialize_layers",
 }
 
 
-@pytest.fixture(scope="module", params=sorted(TFLITE))
+@pytest.fixture(scope="module", params=sorted(TFLITE), ids=lambda p: f"{p[0]}-keep{int(p[1])}")
 def tflite_through_finn(request):
     """The TFLite interpreter's dequantized integer outputs and FINN's run of the model's FINN
     form, on the same seeded inputs (on the input's grid)."""
@@ -176,8 +177,9 @@ def tflite_through_finn(request):
 
     import tflite2qonnx
 
-    path = support.CORPUS / "tflite" / request.param
-    proto = tflite2qonnx.convert(path, batch_size=1, format="finn")
+    name, keep = request.param
+    path = support.CORPUS / "tflite" / name
+    proto = tflite2qonnx.convert(path, batch_size=1, keep_io_layout=keep, format="finn")
     interpreter = Interpreter(
         model_path=str(path),
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -194,7 +196,7 @@ def tflite_through_finn(request):
         s_out
     )
     x = (q.astype(np.float32) - z_in) * np.float32(s_in)
-    if len(x.shape) == 4:  # the converted graph takes NCHW
+    if len(x.shape) == 4 and not keep:  # the converted graph takes NCHW
         x, reference = x.transpose(0, 3, 1, 2), reference.transpose(0, 3, 1, 2)
     run = run_finn(proto, {proto.graph.input[0].name: np.ascontiguousarray(x)})
     return request.param, reference, run
@@ -204,6 +206,8 @@ def tflite_through_finn(request):
 def test_tflite_integer_models_reach_the_step_finn_has_layers_for(tflite_through_finn) -> None:
     name, _, run = tflite_through_finn
     assert run.reached == TFLITE[name], run.stopped
+    if run.reached == "specialize_layers":  # every layer of the partition is FINN's
+        assert all(op.endswith(("_hls", "_rtl")) for op in run.ops["specialize_layers"])
 
 
 @support.requires_corpus

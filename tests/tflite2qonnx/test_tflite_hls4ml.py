@@ -15,12 +15,13 @@ ops and computation as they are. hls4ml itself cannot take an exact TFLite-born 
   (hls4ml/model/layers.py) indexes ``inputs[0]`` of a layer whose ``inputs`` are ``[]``:
   IndexError. That is where the hello_world MLP stops even with ROUND forced in.
 
-``tflite2qonnx.hls4ml_form.hls4ml_compatible`` (explicit opt-in) rounds ROUND instead of
-HALF_UP (different at exact ties only; the interpreter check still passes) and reads constant
-biases without their identity Quant: the hello_world MLP then goes through hls4ml and its
-``predict`` gives qonnx's outputs on all 256 inputs of its int8 input grid. The CNN still stops:
-hls4ml's ``ScaleDownConv`` cannot move a per-channel (not power-of-two) weight scale past a
-Conv that has a bias, and the weight Constant is left for the same IndexError.
+``tflite2qonnx.hls4ml_form.hls4ml_compatible`` (explicit opt-in) rounds activations ROUND
+instead of HALF_UP (different at exact ties only; the interpreter check still passes) and
+writes every constant Quant as its values on one power-of-two grid (the exact hls4ml form,
+``--format hls4ml``): the hello_world MLP then goes through hls4ml and its ``predict`` gives
+qonnx's outputs on all 256 inputs of its int8 input grid, and a small int8 CNN with
+per-channel weight scales (which stopped at hls4ml's ``ScaleDownConv`` while its weights were
+Quants of TFLite's scales) compiles and predicts qonnx's outputs too.
 
 Each limit is asserted as it stands, so a fixed hls4ml fails a test here and asks for the
 docs/hls4ml.md entry to go.
@@ -177,16 +178,17 @@ def test_hls4ml_compatible_passes_interpreter_check(mlp):
     compatible = hls4ml_compatible(mlp)
     assert _rounding_modes(compatible) == {"ROUND"}
     props = {p.key: p.value for p in compatible.metadata_props}
+    # 4 activation Quants (input, two ReLU layers, output); 3 weights and 3 biases regridded
     assert json.loads(props[HLS4ML_KEY]) == {
-        "rounding HALF_UP to ROUND": 10,
-        "bias Quant dropped": 3,
+        "rounding HALF_UP to ROUND": 4,
+        "constant Quant on a power-of-two grid": 6,
     }
     verify(HELLO_WORLD, compatible, inputs=256).require_pass()
 
 
 def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
     """All 256 int8 inputs of hello_world: hls4ml's outputs, on the int8 output grid, equal
-    qonnx's execution of the hls4ml-compatible graph."""
+    qonnx's execution of the hls4ml-compatible graph and the interpreter's outputs."""
     from tflite2qonnx.hls4ml_form import hls4ml_compatible
 
     compatible = hls4ml_compatible(mlp)
@@ -204,20 +206,42 @@ def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
     assert len(np.unique(q_expected)) > 50  # a sine, not a constant
     np.testing.assert_array_equal(q_actual, q_expected)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=scale * 1e-3)
+    # and the interpreter's int8 outputs, on the model's whole input domain: no tie that
+    # ROUND rounds otherwise than TFLite is met on hello_world
+    from tflite2qonnx.reference_paths import BUILTIN_REF, open_path
+
+    interpreter = open_path(HELLO_WORLD, BUILTIN_REF)
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    stored = []
+    for q in np.arange(-128, 128, dtype=np.int8):
+        interpreter.set_tensor(inp["index"], q.reshape(inp["shape"]))
+        interpreter.invoke()
+        stored.append(interpreter.get_tensor(out["index"]).astype(np.float64))
+    np.testing.assert_array_equal(q_actual, np.concatenate(stored).reshape(q_actual.shape))
 
 
 @pytest.mark.keras
-def test_hls4ml_cnn_stops_on_per_channel_conv_weight_scale(cnn, tmp_path):
+def test_hls4ml_cnn_with_per_channel_weights_predicts_qonnx_outputs(cnn, tmp_path):
+    """The small int8 CNN (Conv, MaxPool, Conv, Dense; per-channel weight scales), which
+    stopped at hls4ml's ``ScaleDownConv`` while its weights were Quants of TFLite's scales:
+    with them on one power-of-two grid each, hls4ml compiles it and its ``predict`` gives
+    qonnx's outputs on the output grid."""
     from tflite2qonnx.hls4ml_form import hls4ml_compatible
 
-    prepared = _prepare(hls4ml_compatible(cnn))
-    first_conv = next(n for n in prepared.graph.node if n.op_type == "Conv")
-    weight_quant = next(n for n in prepared.graph.node if n.output[0] == first_conv.input[1])
-    with pytest.raises(IndexError) as failure:
-        _hls4ml(prepared, tmp_path, WIDE)
-    layer = failure.traceback[-1].locals["self"]
-    assert layer.class_name == "Constant"
-    assert layer.name == weight_quant.input[0]
+    compatible = hls4ml_compatible(cnn)
+    hls_model = _hls4ml(_prepare(compatible), tmp_path, WIDE)
+    hls_model.compile()
+    io = json.loads({p.key: p.value for p in cnn.metadata_props}["tflite2qonnx.io_quantization"])
+    i_name, o_name = cnn.graph.input[0].name, cnn.graph.output[0].name
+    inputs = _grid_inputs(cnn)
+    expected = np.concatenate([execute_qonnx(compatible, {i_name: x})[o_name] for x in inputs])
+    batch = np.ascontiguousarray(np.concatenate(inputs))
+    actual = np.asarray(hls_model.predict(batch)).reshape(expected.shape)
+    scale, zero_point = io[o_name]["scale"][0], io[o_name]["zero_point"][0]
+    assert len(np.unique(np.round(expected / scale))) > 4  # not a constant
+    np.testing.assert_array_equal(
+        np.round(actual / scale) + zero_point, np.round(expected / scale) + zero_point
+    )
 
 
 def test_hls4ml_compatible_refuses_channels_first_conversion():
@@ -229,9 +253,9 @@ def test_hls4ml_compatible_refuses_channels_first_conversion():
         hls4ml_compatible(default)
 
 
-def test_hls4ml_compatible_refuses_bias_off_its_grid(mlp):
-    """Dropping a bias Quant is exact only when it is the identity; otherwise it is refused."""
-    from qonnx_ingest.errors import ConversionError
+def test_hls4ml_compatible_writes_a_bias_off_its_grid_as_its_quantized_values(mlp):
+    """A bias value off its int32 grid is quantized by its Quant; the form writes the
+    quantized values (on a power-of-two grid), so qonnx's execution is unchanged."""
     from tflite2qonnx.hls4ml_form import hls4ml_compatible
 
     model = copy.deepcopy(mlp)
@@ -246,9 +270,12 @@ def test_hls4ml_compatible_refuses_bias_off_its_grid(mlp):
     value = onnx.numpy_helper.to_array(inits[bias.input[0]]).copy()
     value.flat[0] += 0.25 * float(onnx.numpy_helper.to_array(inits[bias.input[1]]))
     inits[bias.input[0]].CopyFrom(onnx.numpy_helper.from_array(value, bias.input[0]))
-    with pytest.raises(ConversionError, match="not on its quantizer's grid") as failure:
-        hls4ml_compatible(model)
-    assert bias.input[0] in str(failure.value)
+    compatible = hls4ml_compatible(model)
+    name, out = model.graph.input[0].name, model.graph.output[0].name
+    for x in _grid_inputs(model):
+        np.testing.assert_array_equal(
+            execute_qonnx(compatible, {name: x})[out], execute_qonnx(model, {name: x})[out]
+        )
 
 
 # corpus models and the first thing hls4ml 1.3.0's QONNX frontend refuses in each (docs/hls4ml.md)
