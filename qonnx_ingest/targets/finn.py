@@ -46,19 +46,16 @@ _WIDEN = 6
 
 def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` in the FINN form; ``model`` is not changed."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.infer_shapes import InferShapes
-
     from qonnx_ingest.targets.finn_layout import image_ends_channels_last
     from qonnx_ingest.targets.finn_pooling import (
         average_pools_as_sums,
         one_pixel_heads_as_matmul,
         reshapes_merged,
     )
+    from qonnx_ingest.targets.finn_shapes import with_shapes
 
     # every tensor's shape on record: the pooling and layout passes read ranks and channels
-    copy = onnx.ModelProto.FromString(model.SerializeToString())
-    model = ModelWrapper(copy).transform(InferShapes()).model
+    model = with_shapes(onnx.ModelProto.FromString(model.SerializeToString()))
 
     passes = [
         average_pools_as_sums,
@@ -70,7 +67,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
         constant_quant_params_as_1d,
     ]
     model, _ = run_passes(passes, model)
-    return ModelWrapper(model).transform(InferShapes()).model
+    return with_shapes(model)
 
 
 def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:

@@ -133,8 +133,7 @@ def one_pixel_heads_as_matmul(model: onnx.ModelProto) -> PassResult:
     reshaped to (1, K) — a classifier head — as Reshape -> MatMul -> Add before those steps:
     FINN's flatten removal takes a Transpose -> Reshape in front of a matrix layer, while one
     behind the Conv's lowering stays between its layers."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.infer_shapes import InferShapes
+    from qonnx_ingest.targets.finn_shapes import with_shapes
 
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
@@ -223,7 +222,7 @@ def one_pixel_heads_as_matmul(model: onnx.ModelProto) -> PassResult:
     kept = [v for v in graph.value_info if v.name not in stale]
     del graph.value_info[:]
     graph.value_info.extend(kept)
-    return ModelWrapper(model).transform(InferShapes()).model, True
+    return with_shapes(model), True
 
 
 def _one_pixel_head(conv, constants, producers, readers, dims):
