@@ -6,7 +6,7 @@ MultiplyByQuantizedMultiplier (multiplier rounded to 16 bits, one rounding).
 A single rounding of the real product is within a step of it but moves about one output in
 twelve; this runs by default too (any bias or none; an int32 bias selects the kernel's int32
 instantiation, a wrapped int32 accumulator and the 32-bit double-rounding multiply:
-``int8.finish_accumulator``, ``treatment.transpose_conv_int16``). The
+``int8.finish_accumulator``, ``treatment.transpose_conv_bias``). The
 int16 input is split into bytes as for CONV_2D (``exact_int16``) so every float32
 ConvTranspose sum stays exact.
 """
