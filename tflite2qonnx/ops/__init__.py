@@ -90,7 +90,7 @@ OPERATORS: dict[str, Op] = {
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
         int8=Kernel("exact.entry:conv_2d"),
-        int16=Kernel("exact.entry:conv_2d_16x8", DEFAULT_WHERE, when="treatment:wide_bias"),
+        int16=Kernel("exact.entry:conv_2d_16x8", DEFAULT_WHERE, when="exact.int16:wide_bias"),
         hybrid=Kernel("hybrid.conv:conv_2d", BY_DEFAULT, when="hybrid.conv:is_hybrid_conv"),
     ),
     "CONV_3D": Op("nn.conv:conv_3d", ranks=((5, 5), (5,)), operands=rules.conv_filter),
@@ -105,7 +105,7 @@ OPERATORS: dict[str, Op] = {
         operands=rules.conv_filter,
         int8=Kernel("exact.entry:depthwise_conv_2d"),
         int16=Kernel(
-            "exact.entry:depthwise_conv_2d_16x8", DEFAULT_WHERE, when="treatment:wide_bias"
+            "exact.entry:depthwise_conv_2d_16x8", DEFAULT_WHERE, when="exact.int16:wide_bias"
         ),
         hybrid=Kernel(
             "hybrid.conv:depthwise_conv_2d", BY_DEFAULT, when="hybrid.conv:is_hybrid_conv"
@@ -303,7 +303,7 @@ OPERATORS: dict[str, Op] = {
     "SOFTMAX": Op(
         "nn.softmax:softmax",
         int8=(  # onto int16: gemmlowp's fixed point, not the float table
-            Kernel("exact.softmax_int16_out:softmax", when="treatment:int16_output"),
+            Kernel("exact.softmax_int16_out:softmax", when="exact.softmax_int16_out:int16_output"),
             Kernel("exact.softmax:softmax"),
         ),
         int16=Kernel("exact.softmax16:softmax", BY_DEFAULT),
@@ -361,7 +361,9 @@ OPERATORS: dict[str, Op] = {
         activation=2,
         int8=Kernel("exact.entry:transpose_conv"),
         int16=Kernel(
-            "exact.entry:transpose_conv_16x8", DEFAULT_WHERE, when="treatment:transpose_conv_bias"
+            "exact.entry:transpose_conv_16x8",
+            DEFAULT_WHERE,
+            when="exact.tconv16:transpose_conv_bias",
         ),
     ),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(

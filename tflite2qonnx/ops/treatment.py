@@ -1,7 +1,7 @@
-"""How the records' kernels and labels decide, per operator: whether an integer input is one
-the int8 kernels take (``is_integer_op``), the predicates the records' ``Kernel.when`` name
-for choices the input's type alone does not make, and which operators --bit-exact leaves
-rounding once (``rounded_once``). The records are the only list of names.
+"""How the records' kernels and labels decide, for any operator: whether an integer input is
+one the int8 kernels take (``is_integer_op``) and which operators --bit-exact leaves rounding
+once (``rounded_once``). The records are the only list of names; the predicates they name
+(``Kernel.when``) live beside their kernels.
 """
 
 from __future__ import annotations
@@ -34,24 +34,6 @@ def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
             f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
         )
     return True
-
-
-def int16_output(b: GraphBuilder, op: Operator) -> bool:
-    """Whether output 0 is int16 (an int8 SOFTMAX onto int16: gemmlowp's fixed point)."""
-    return b.tensor(op.outputs[0]).dtype == "int16"
-
-
-def wide_bias(b: GraphBuilder, op: Operator) -> bool:
-    """Whether the bias (input 2) is int64 or int32: the 16x8 convolution kernels' own
-    instantiations, which no single rounding agrees with; without a bias they round once."""
-    idx = op.inputs[2] if len(op.inputs) > 2 else -1
-    return idx >= 0 and b.tensor(idx).dtype in ("int64", "int32")
-
-
-def transpose_conv_bias(b: GraphBuilder, op: Operator) -> bool:
-    """TRANSPOSE_CONV's ``wide_bias``: its bias is input 3, and with none the kernel runs too."""
-    bias = op.inputs[3] if len(op.inputs) > 3 else -1
-    return bias < 0 or b.tensor(bias).dtype in ("int64", "int32")
 
 
 def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:

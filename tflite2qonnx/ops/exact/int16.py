@@ -251,3 +251,11 @@ def _requantizable(x_t, y_t) -> bool:
     if y_t.dtype == "int16":
         return float(x_t.quant.zero_point) == 0 == float(y_t.quant.zero_point)
     return True
+
+
+def wide_bias(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``conv`` runs by default (its records' ``when``): the bias (input 2) is int64 or
+    int32, each the 16x8 convolution kernel's own instantiation, which no single rounding agrees
+    with; without a bias the default rounds once."""
+    idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    return idx >= 0 and b.tensor(idx).dtype in ("int64", "int32")
