@@ -104,8 +104,10 @@ def test_every_record_names_an_existing_converter():
     from tflite2qonnx.ops.dispatch import resolve
 
     for name, record in OPERATORS.items():
-        references = (record.convert, record.int16_kernel, record.table, record.kernel)
-        for reference in (*references, record.int16_when, record.kernel_when):
+        kernels = (*record.int8_kernels, *record.int16_kernels, *record.hybrid_kernels)
+        kernels += record.float_kernels
+        references = [record.convert, *(r for k in kernels for r in (k.run, k.when))]
+        for reference in references:
             if reference is not None:
                 assert callable(resolve(reference)), f"{name}: {reference}"
 

@@ -1,16 +1,17 @@
-"""Each operator record's --bit-exact and int16 declarations are what conversion does.
+"""Each operator record's kernels and labels are what conversion does.
 
-Four views: the dispatch's decisions (``ops.dispatch``: emulates, is_integer_op, rounded_once)
-for every record, against what each declared constant means; which declared function
-``ops.dispatch`` runs for each record with a kernel, on int8 and int16 stand-ins, by default
-and under --bit-exact (no converter picks a kernel: a source check pins that); and, for every
-record with an
-int16 kernel and a hand-built 16x8 single-op model (``int16_op_models.CASES``), the converted
-graphs: a kernel that runs by default converts the same with and without --bit-exact and
-equals the interpreter's builtin kernel; one that runs under --bit-exact only converts
-differently by default (one rounding) and under --bit-exact (the kernel); and, for every
-record naming an int8 ``table`` or ``kernel``, a hand-built int8 single-op model converts
-differently under --bit-exact and then equals the interpreter's builtin kernel.
+Five views: the bit-exact warning (``ops.treatment.rounded_once``) for every record against
+its ``int8`` label; which function ``ops.dispatch`` runs for each record with int8 or int16
+kernels, on int8 and int16 stand-ins, by default and under --bit-exact (the record's
+``Kernel`` order, ``runs`` and ``when``); that no converter picks a kernel (a source check:
+no converter reads --bit-exact or calls a kernel or predicate the records name, directly or
+through its module's helpers); for every record with int16 kernels and a hand-built 16x8
+single-op model (``int16_op_models.CASES``), the converted graphs: a kernel that runs by
+default converts the same with and without --bit-exact and equals the interpreter's builtin
+kernel, one that runs under --bit-exact only converts differently by default (one rounding)
+and under --bit-exact (the kernel); and, for every record naming an int8 kernel, a hand-built
+int8 single-op model converts differently under --bit-exact and then equals the interpreter's
+builtin kernel.
 """
 
 from __future__ import annotations
@@ -32,19 +33,21 @@ from tflite2qonnx.ops import OPERATORS
 from tflite2qonnx.ops.dispatch import dispatch
 from tflite2qonnx.ops.record import (
     ANY_INTEGER,
+    BY_DEFAULT,
+    DEFAULT_WHERE,
     DEQUANTIZES,
     EMULATED,
     EXACT,
     EXACT_ON_ONE_GRID,
-    INT16_BIT_EXACT,
-    INT16_DEFAULT,
-    INT16_DEFAULT_INT64_BIAS,
     ROUNDED_ONCE,
+    UNDER_BIT_EXACT,
+    Op,
     resolve,
 )
-from tflite2qonnx.ops.treatment import emulates, is_integer_op, rounded_once
+from tflite2qonnx.ops.treatment import rounded_once
 
 ROOT = Path(__file__).resolve().parents[2]
+OPS = ROOT / "tflite2qonnx" / "ops"
 
 
 def _tensor(dtype: str, scale: float | None, axis: int | None = None) -> SimpleNamespace:
@@ -71,29 +74,11 @@ def _builder(
 
 
 def _op(name: str):
-    inputs = [7, 9, 0, 2] if name == "TRANSPOSE_CONV" else [0, 9, 2]  # its activation is input 2
+    """TRANSPOSE_CONV's activation is input 2 and its bias input 3 (the stand-in's 2)."""
+    inputs = [7, 9, 0, 2] if name == "TRANSPOSE_CONV" else [0, 9, 2]
     return SimpleNamespace(
         name=name, inputs=inputs, outputs=[1], where=f"{name} (test)", options={}
     )
-
-
-@pytest.mark.parametrize("name", sorted(n for n, op in OPERATORS.items() if not op.int16_when))
-def test_int16_dispatch_follows_the_record(name: str) -> None:
-    """``emulates`` as each ``int16`` constant says (a record with its own ``int16_when``
-    predicate: ``test_dispatch_runs_the_kernel_the_record_declares``)."""
-    treatment = OPERATORS[name].int16
-    op = _op(name)
-    by_default = emulates(_builder("int16", False), op)  # an int32 bias
-    assert by_default == (treatment in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS))
-    if treatment == INT16_DEFAULT_INT64_BIAS:  # the 16x8 convolution kernels: with a bias
-        assert emulates(_builder("int16", False, bias="int64"), op)
-        unbiased = SimpleNamespace(**{**vars(op), "inputs": op.inputs[:2]})
-        assert not emulates(_builder("int16", False), unbiased)
-    if treatment:
-        assert emulates(_builder("int16", True), op) and is_integer_op(_builder("int16", True), op)
-    else:
-        with pytest.raises(ConversionError, match=f"int16 {name} is not emulated"):
-            emulates(_builder("int16", True), op)
 
 
 @pytest.mark.parametrize("name", sorted(OPERATORS))
@@ -115,34 +100,62 @@ def test_bit_exact_warning_follows_the_record(name: str) -> None:
             assert record.bit_exact == ROUNDED_ONCE and warned
 
 
-# records with a kernel; CONCATENATION's runs on uint8 across grids only (a real model below)
+def test_labels_follow_the_kernels() -> None:
+    """A record is EMULATED exactly where it has int8 kernels; its int16 label is its int16
+    kernels' ``runs``; a record's labels are nothing else (``int8`` a known label)."""
+    labels = {ROUNDED_ONCE, EXACT, EXACT_ON_ONE_GRID, DEQUANTIZES}
+    for name, record in OPERATORS.items():
+        assert (record.bit_exact == EMULATED) == bool(record.int8_kernels), name
+        assert record.int8_kernels or record.int8 in labels, name
+        runs = {k.runs for k in record.int16_kernels}
+        assert runs <= {BY_DEFAULT, DEFAULT_WHERE, UNDER_BIT_EXACT} and len(runs) <= 1, name
+        assert record.int16_runs == (runs.pop() if runs else ""), name
+        for k in record.hybrid_kernels:  # dynamic range: TFLite has no other kernel there
+            assert k.runs == BY_DEFAULT and k.when is not None, name
+
+
+# records with int8 or int16 kernels; CONCATENATION's runs on uint8 across grids only (a real
+# model below); table kernels' own step is real too (the int8 models below)
 _KERNEL_RECORDS = sorted(
-    n for n, op in OPERATORS.items() if (op.kernel or op.int16_kernel) and n != "CONCATENATION"
+    n
+    for n, op in OPERATORS.items()
+    if (op.int8_kernels or op.int16_kernels) and n != "CONCATENATION"
 )
-_BY_DEFAULT = (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS)
+
+
+def _holds(b, op, kernel) -> bool:
+    return kernel.when is None or resolve(kernel.when)(b, op)
 
 
 def _declared(name: str, dtype: str, bit_exact: bool, bias: str) -> str | None:
-    """The reference the record's declarations say runs; None for a refusal."""
+    """What the record's kernels say runs, read as docs/development.md states it; None for a
+    refusal, "table" where a table kernel is asked (its own step: the int8 models below)."""
     record = OPERATORS[name]
-    int16_ref = record.int16_kernel or (record.kernel if record.int16 in _BY_DEFAULT else None)
-    if dtype == "int16" and int16_ref is not None:
-        if bit_exact or record.int16 == INT16_DEFAULT:
-            return int16_ref
-        if record.int16 == INT16_DEFAULT_INT64_BIAS and bias in ("int64", "int32"):
-            return int16_ref
-    if not bit_exact or record.runs_on_stored_integers(dtype):
-        return record.convert
-    if dtype == "int16" and not record.int16:
-        return None  # --bit-exact refuses an int16 kernel nobody emulates
-    return record.kernel or record.convert
+    b, op = _builder(dtype, bit_exact, bias=bias), _op(name)
+    if dtype == "int16" and record.int16_kernels:
+        for k in record.int16_kernels:
+            if k.runs == DEFAULT_WHERE and (bit_exact or _holds(b, op, k)):
+                return k.run
+            ready = (k.runs == BY_DEFAULT or bit_exact) and k.runs != DEFAULT_WHERE
+            if ready and _holds(b, op, k):
+                return "table" if k.table else k.run
+        return None if bit_exact else record.convert
+    for k in record.int8_kernels:  # int8, and an int16 input nothing else takes
+        if k.runs == BY_DEFAULT or bit_exact:
+            if k.table:
+                return "table"
+            if k.when is None and dtype == "int16" and k.runs == UNDER_BIT_EXACT:
+                return None  # --bit-exact refuses an int16 kernel nobody emulates
+            if _holds(b, op, k):
+                return k.run
+    return record.convert
 
 
-def _spied(name: str, calls: list[str]):
-    """``name``'s dispatch with every function it may run replaced by a recorder (predicates
+def _spied(record: Op, calls: list[str]):
+    """``record``'s dispatch with every function it may run replaced by a recorder (predicates
     real: they are the choice under test)."""
-    record = OPERATORS[name]
-    predicates = {record.int16_when, record.kernel_when}
+    kernels = (*record.int8_kernels, *record.int16_kernels, *record.hybrid_kernels)
+    predicates = {k.when for k in (*kernels, *record.float_kernels)}
 
     def load(reference: str):
         assert callable(resolve(reference)), reference
@@ -156,17 +169,15 @@ def _spied(name: str, calls: list[str]):
 @pytest.mark.parametrize("name", _KERNEL_RECORDS)
 def test_dispatch_runs_the_kernel_the_record_declares(name: str) -> None:
     """int8 and int16 stand-ins, by default and under --bit-exact (int32 and int64 biases):
-    the function run is the one the record's ``int16`` / ``kernel`` / ``int16_kernel`` /
-    ``stored_integers`` say. A ``table`` kernel's own step is real (the int8 models below)."""
-    table = OPERATORS[name].table is not None
+    the function run is the one the record's kernels say, in their order."""
     for dtype in ("int8", "int16"):
         for bit_exact in (False, True):
             for bias in ("int32", "int64"):
                 want = _declared(name, dtype, bit_exact, bias)
-                if table and bit_exact and dtype == "int8":
-                    continue  # the table kernel's own step: the int8 models below
+                if want == "table":
+                    continue
                 calls: list[str] = []
-                run = _spied(name, calls)
+                run = _spied(OPERATORS[name], calls)
                 b, op = _builder(dtype, bit_exact, bias=bias), _op(name)
                 if want is None:
                     with pytest.raises(ConversionError, match="not emulated"):
@@ -176,11 +187,24 @@ def test_dispatch_runs_the_kernel_the_record_declares(name: str) -> None:
                 assert calls == [want], (dtype, bit_exact, bias)
 
 
+def test_16x8_convolutions_round_once_by_default_without_a_wide_bias() -> None:
+    """The DEFAULT_WHERE kernels: an unbiased int16 CONV_2D rounds once by default (the
+    converter) and runs the 16x8 kernel under --bit-exact; TRANSPOSE_CONV's runs either way."""
+    for name, by_default in (("CONV_2D", "nn.conv:conv_2d"),
+                             ("TRANSPOSE_CONV", "exact.entry:transpose_conv_16x8")):  # fmt: skip
+        op = _op(name)
+        op.inputs = op.inputs[:-1]  # no bias
+        for bit_exact, want in ((False, by_default), (True, OPERATORS[name].int16_kernels[0].run)):
+            calls: list[str] = []
+            _spied(OPERATORS[name], calls)(_builder("int16", bit_exact), op)
+            assert calls == [want], (name, bit_exact)
+
+
 def test_int16_quantize_the_kernel_does_not_cover_is_refused_under_bit_exact() -> None:
-    """QUANTIZE from int16 onto a per-axis grid: no requantization kernel (its record's
-    ``int16_when``); rounded once by default, refused by --bit-exact, never the int8 table."""
+    """QUANTIZE from int16 onto a per-axis grid: no requantization kernel (its int16 kernel's
+    ``when``); rounded once by default, refused by --bit-exact, never the int8 table."""
     calls: list[str] = []
-    run = _spied("QUANTIZE", calls)
+    run = _spied(OPERATORS["QUANTIZE"], calls)
     run(_builder("int16", False, out_axis=0), _op("QUANTIZE"))
     assert calls == [OPERATORS["QUANTIZE"].convert]
     with pytest.raises(ConversionError, match="this int16 QUANTIZE is not emulated"):
@@ -188,36 +212,113 @@ def test_int16_quantize_the_kernel_does_not_cover_is_refused_under_bit_exact() -
 
 
 def _reads_kernel_choice(tree: ast.AST) -> list[int]:
-    """Lines reading the builder's ``b.bit_exact`` or calling ``emulates``."""
-    lines = []
-    for node in ast.walk(tree):
-        builder_flag = isinstance(node, ast.Attribute) and node.attr == "bit_exact"
-        builder_flag = builder_flag and getattr(node.value, "id", "") == "b"
-        call = isinstance(node, ast.Call) and getattr(node.func, "id", "") == "emulates"
-        if builder_flag or call:
-            lines.append(node.lineno)
-    return lines
+    """Lines reading the builder's ``b.bit_exact``."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "bit_exact"
+        and getattr(node.value, "id", "") == "b"
+    ]
 
 
-def test_only_the_dispatch_and_treatment_choose_a_kernel() -> None:
-    """No converter and no kernel reads --bit-exact or calls ``emulates``: the records'
-    declarations, read by ``ops.dispatch`` and ``ops.treatment``, are the one choice."""
-    ops = ROOT / "tflite2qonnx" / "ops"
-    allowed = {ops / "dispatch.py", ops / "treatment.py"}
+def test_only_the_dispatch_and_treatment_read_bit_exact() -> None:
+    """No converter and no kernel reads --bit-exact: the records' kernels, read by
+    ``ops.dispatch`` and ``ops.treatment``, are the one choice."""
+    allowed = {OPS / "dispatch.py", OPS / "treatment.py"}
     found = {
         str(path.relative_to(ROOT)): lines
-        for path in sorted(ops.rglob("*.py"))
+        for path in sorted(OPS.rglob("*.py"))
         if path not in allowed and (lines := _reads_kernel_choice(ast.parse(path.read_text())))
     }
     assert found == {}
 
 
-INT16_CASES = sorted(n for n in CASES if n in OPERATORS and OPERATORS[n].int16)
+def _module_refs(module: str) -> tuple[dict[str, ast.FunctionDef], dict[str, str]]:
+    """``module``'s (a ``tflite2qonnx.ops`` sub-module) top-level functions, and each name it
+    calls by mapped to a record reference ``"module:function"`` (its own functions, names it
+    imports from ``tflite2qonnx.ops`` modules, and ``alias.function`` of imported modules)."""
+    tree = ast.parse((OPS / (module.replace(".", "/") + ".py")).read_text())
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    names = {name: f"{module}:{name}" for name in functions}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tflite2qonnx.ops"):
+            source = node.module.removeprefix("tflite2qonnx.ops").lstrip(".")
+            for alias in node.names:
+                sub = f"{source}.{alias.name}".lstrip(".")
+                is_module = (OPS / (sub.replace(".", "/") + ".py")).exists()
+                names[alias.asname or alias.name] = (
+                    sub + "." if is_module else (f"{source}:{alias.name}")
+                )
+    return functions, names
+
+
+def _called(module: str, function: str) -> set[str]:
+    """The references ``module:function`` calls, following its own module's helpers."""
+    functions, names = _module_refs(module)
+    seen, todo, refs = set(), [function], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        for node in ast.walk(functions[name]):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in names:
+                refs.add(names[f.id])
+                todo.append(f.id)
+            elif isinstance(f, ast.Attribute) and getattr(f.value, "id", "") in names:
+                prefix = names[f.value.id]
+                if prefix.endswith("."):
+                    refs.add(f"{prefix[:-1]}:{f.attr}")
+            if isinstance(f, ast.Name) and (f.id.startswith(("is_hybrid", "is_blockwise"))
+                                            or f.id in ("is_int16", "emulates")):  # fmt: skip
+                refs.add(f"predicate:{f.id}")
+    return refs
+
+
+def _converters() -> list[str]:
+    refs = set()
+    for record in OPERATORS.values():
+        refs |= {record.convert} if record.convert else set()
+        refs |= {record.complex} if isinstance(record.complex, str) else set()
+    return sorted(refs)
+
+
+def _kernel_refs() -> set[str]:
+    refs = set()
+    for record in OPERATORS.values():
+        for k in (*record.int8_kernels, *record.int16_kernels, *record.hybrid_kernels,
+                  *record.float_kernels):  # fmt: skip
+            refs |= {k.run} | ({k.when} if k.when else set())
+    return refs
+
+
+@pytest.mark.parametrize("converter", _converters())
+def test_converters_choose_no_kernel(converter: str) -> None:
+    """A converter (through its module's helpers too) calls no kernel and no predicate the
+    records name, and no hybrid / int16 test: the choice between a record's float, int8,
+    16x8 and hybrid kernels is the dispatch's, read from the record."""
+    module, _, function = converter.partition(":")
+    chosen = {r for r in _called(module, function) if r in _kernel_refs() or "predicate:" in r}
+    assert chosen == set()
+
+
+def test_the_source_check_sees_a_kernel_choice() -> None:
+    """The check above finds what it looks for: a hybrid kernel's entry calls its kernel."""
+    assert "hybrid.conv:hybrid_conv" in _called("hybrid.conv", "conv_2d")
+    assert "predicate:is_hybrid_lstm" in _called("recurrent.sequence", "hybrid_bidirectional")
+    assert "exact.int8:add" in _kernel_refs()
+
+
+INT16_CASES = sorted(n for n in CASES if n in OPERATORS and OPERATORS[n].int16_kernels)
 
 
 def test_int16_cases_cover_both_treatments() -> None:
-    kinds = {OPERATORS[n].int16 for n in INT16_CASES}
-    assert {INT16_DEFAULT, INT16_BIT_EXACT} <= kinds, INT16_CASES
+    kinds = {OPERATORS[n].int16_runs for n in INT16_CASES}
+    assert {BY_DEFAULT, UNDER_BIT_EXACT} <= kinds, INT16_CASES
 
 
 @pytest.mark.parametrize("name", INT16_CASES)
@@ -226,11 +327,11 @@ def test_int16_declaration_is_what_conversion_does(name: str) -> None:
     data = case.model(same=False)
     default = convert(data).SerializeToString()
     exact = convert(data, bit_exact=True).SerializeToString()
-    if OPERATORS[name].int16 in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS):  # biases: int64
+    if OPERATORS[name].int16_runs in (BY_DEFAULT, DEFAULT_WHERE):  # biases: int64
         assert default == exact
         assert differences(data, case.feeds(), bit_exact=False).max() == 0
     else:
-        assert OPERATORS[name].int16 == INT16_BIT_EXACT
+        assert OPERATORS[name].int16_runs == UNDER_BIT_EXACT
         assert default != exact
 
 
@@ -247,6 +348,8 @@ _OUTPUT_GRID = {"L2_NORMALIZATION": (1 / 128, 0), "LOGISTIC": (1 / 256, -128)}
 # options, bool outputs, uint8 or float inputs): their real models, against the interpreter
 _OWN_MODELS = {
     "AVERAGE_POOL_2D": "test_bit_exact.py",
+    "SVDF": "test_svdf.py",  # its kernel runs by default
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "test_lstm_int_variants.py",  # by default
     "CONCATENATION": "test_op_records.py",
     "CONV_2D": "test_bit_exact.py",
     "DEPTHWISE_CONV_2D": "test_bit_exact.py",
@@ -266,16 +369,12 @@ _OWN_MODELS = {
     "SUM": "test_bit_exact_reduce.py",
     "TRANSPOSE_CONV": "test_bit_exact_kernels.py",
 }
-_INT8_KERNELS = sorted(
-    n
-    for n, op in OPERATORS.items()
-    if (op.table is not None or op.kernel is not None) and n not in _OWN_MODELS
-)
+_INT8_KERNELS = sorted(n for n, op in OPERATORS.items() if op.int8_kernels and n not in _OWN_MODELS)
 
 
 @pytest.mark.parametrize("name", sorted(_OWN_MODELS))
 def test_kernels_without_a_one_op_int8_model_have_their_own(name: str) -> None:
-    assert OPERATORS[name].kernel is not None
+    assert OPERATORS[name].int8_kernels
     text = (Path(__file__).parent / _OWN_MODELS[name]).read_text()
     assert f'"{name}"' in text or f"'{name}'" in text or name.lower() in text
 
@@ -296,7 +395,7 @@ def test_int8_kernel_cases_cover_every_declared_kernel() -> None:
 
 @pytest.mark.parametrize("name", _INT8_KERNELS)
 def test_int8_table_or_kernel_runs_under_bit_exact(name: str) -> None:
-    """Declared ``table`` / ``kernel``: under --bit-exact the graph is the kernel's (not the
+    """Declared int8 kernels (tables too): under --bit-exact the graph is the kernel's (not the
     default single rounding) and equals the builtin kernel on every fed input."""
     data = _int8_model(name)
     assert convert(data).SerializeToString() != convert(data, bit_exact=True).SerializeToString()
@@ -312,9 +411,9 @@ def test_int8_table_or_kernel_runs_under_bit_exact(name: str) -> None:
 
 
 def test_float_quantize_onto_a_zero_point_rounds_first_under_bit_exact() -> None:
-    """QUANTIZE from float onto a zero point (its record's ``kernel_when``): TFLite rounds
-    ``x / s`` half away from zero before adding the zero point; equal on every tie under
-    --bit-exact, while the default's single Quant differs on some."""
+    """QUANTIZE from float onto a zero point (its record's ``float_input`` kernel's ``when``):
+    TFLite rounds ``x / s`` half away from zero before adding the zero point; equal on every
+    tie under --bit-exact, while the default's single Quant differs on some."""
     tensors = [
         {"name": "x", "shape": (64,), "dtype": "float32"},
         {"name": "y", "shape": (64,), "dtype": "int8", "quant": ([0.5], [5])},
@@ -326,8 +425,8 @@ def test_float_quantize_onto_a_zero_point_rounds_first_under_bit_exact() -> None
 
 
 def test_uint8_concatenation_across_grids_equals_builtin_under_bit_exact() -> None:
-    """uint8 CONCATENATION with inputs on other grids than its output's (its record's
-    ``kernel_when``): every stored input integer rescaled as the kernel does, under --bit-exact
+    """uint8 CONCATENATION with inputs on other grids than its output's (its record's int8
+    kernel's ``when``): every stored input integer rescaled as the kernel does, under --bit-exact
     equal to the interpreter on all 256 of each input (the kernel's graph, not the default's)."""
     grids = [(0.05, 128), (0.03, 100), (0.07, 120)]
     tensors = [

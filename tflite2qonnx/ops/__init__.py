@@ -1,9 +1,10 @@
 """The operator table: one record (``Op``, ``ops.record``) per TFLite builtin or custom code.
 
-Adding an operator means one small converter ``f(builder, operator)`` and one row here, with
-its operand rules and how --bit-exact and int16 compute it (its integer kernels). Rows name
-functions as ``"subpackage.module:function"``, imported on first use: the reader checks operands
-without loading a converter. ``ops.dispatch`` runs them, ``ops.listing`` documents them.
+Adding an operator means one small converter ``f(builder, operator)`` and one row here: its
+operand rules and, per input type, the TFLite kernels emulated in place of the converter
+(``Kernel``: int8, int16, hybrid), from which its --bit-exact and int16 labels follow. Rows
+name functions as ``"subpackage.module:function"``, imported on first use: the reader checks
+operands without loading a converter. ``ops.dispatch`` runs them, ``ops.listing`` documents them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from tflite2qonnx.ops import operands as rules
 from tflite2qonnx.ops.custom_records import CUSTOM_OPERATORS
 from tflite2qonnx.ops.record import (
     ANY_INTEGER,
-    EMULATED,
+    BY_DEFAULT,
+    DEFAULT_WHERE,
     EXACT,
-    INT16_BIT_EXACT,
-    INT16_DEFAULT,
-    INT16_DEFAULT_INT64_BIAS,
+    Kernel,
     Op,
 )
 
@@ -25,69 +25,73 @@ from tflite2qonnx.ops.record import (
 _LSTM_DIRECTION = (2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 2, 1)
 
 _COMPARISON = {  # int16 compares stored integers; int8 / uint8 rescale (the kernel's, --bit-exact)
-    "kernel": "exact.compare:compare",
-    "kernel_when": "arith.stored_integer:compare_rescales",
+    "int8": Kernel("exact.compare:compare", when="arith.stored_integer:compare_rescales"),
     "stored_integers": ("int16",),
-    "bit_exact": EMULATED,
 }
 
-__all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Op"]
+
+__all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Kernel", "Op"]
 
 # Builtin operators, by BuiltinOperator name
 OPERATORS: dict[str, Op] = {
     "ABS": Op(
         "arith.elementwise:abs_",
-        table="exact.unary:abs_",
-        int16=INT16_BIT_EXACT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:abs_", table=True),
+        int16=Kernel("exact.unary:abs_", table=True),
     ),
     "ADD": Op(
-        "arith.elementwise:add", kernel="exact.entry:add", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+        "arith.elementwise:add",
+        int8=Kernel("exact.int8:add"),
+        int16=(
+            Kernel("exact.int16:add_pot", when="exact.int16:pot_scaled"),
+            Kernel("exact.int8:add"),
+        ),
     ),
     "ADD_N": Op("arith.elementwise:add_n", operands=rules.variadic),
     "ASSIGN_VARIABLE": Op("control.flow:assign_variable"),
-    "ARG_MAX": Op("arith.reduce:arg_max", operands=rules.one_axis, bit_exact=EXACT),
-    "ARG_MIN": Op("arith.reduce:arg_min", operands=rules.one_axis, bit_exact=EXACT),
+    "ARG_MAX": Op("arith.reduce:arg_max", operands=rules.one_axis, int8=EXACT),
+    "ARG_MIN": Op("arith.reduce:arg_min", operands=rules.one_axis, int8=EXACT),
     "ATAN2": Op("arith.misc_builtins:atan2"),
     "AVERAGE_POOL_2D": Op(
         "nn.pool:average_pool_2d",
-        kernel="exact.entry:average_pool_2d",
-        int16=INT16_DEFAULT,
         ranks=((4,), (4,)),
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:average_pool_2d"),
+        int16=Kernel("exact.entry:average_pool_2d_16x8", BY_DEFAULT),
     ),
     "BATCH_MATMUL": Op(
         "nn.fully_connected:batch_matmul",
-        kernel="exact.entry:batch_matmul",
-        int16=INT16_BIT_EXACT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.int8:batch_matmul"),
+        int16=Kernel("exact.bmm16:batch_matmul"),
     ),
-    "BATCH_TO_SPACE_ND": Op("tensor.space_batch:batch_to_space_nd", bit_exact=EXACT),
+    "BATCH_TO_SPACE_ND": Op("tensor.space_batch:batch_to_space_nd", int8=EXACT),
     "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
         "recurrent.sequence:bidirectional_sequence_lstm",
         ranks=((3, *_LSTM_DIRECTION * 2, 2, 2, 2, 2, 3), (3, 3)),
+        hybrid=Kernel(
+            "recurrent.sequence:hybrid_bidirectional_lstm",
+            BY_DEFAULT,
+            when="recurrent.sequence:hybrid_bidirectional",
+        ),
     ),
     "BITWISE_XOR": Op("arith.misc_builtins:bitwise_xor"),
     "BROADCAST_ARGS": Op("arith.misc_builtins:broadcast_args"),
-    "BROADCAST_TO": Op("tensor.shape:broadcast_to", bit_exact=EXACT),
+    "BROADCAST_TO": Op("tensor.shape:broadcast_to", int8=EXACT),
     "CALL_ONCE": Op("control.flow:call_once"),
     "BUCKETIZE": Op("arith.misc_builtins:bucketize"),
     "CAST": Op("arith.stored_integer:cast", complex="signal.complex_ops:complex_cast"),
     "CEIL": Op("arith.elementwise:ceil"),
     "CONCATENATION": Op(
         "tensor.concat_pad_transpose:concatenation",
-        kernel="exact.concat:concatenation",
-        kernel_when="exact.concat:rescales",
         operands=rules.concatenation,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.concat:concatenation", when="exact.concat:rescales"),
     ),
     "CONV_2D": Op(
         "nn.conv:conv_2d",
-        kernel="exact.entry:conv_2d",
-        int16=INT16_DEFAULT_INT64_BIAS,
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:conv_2d"),
+        int16=Kernel("exact.entry:conv_2d_16x8", DEFAULT_WHERE, when="exact.int16:wide_bias"),
+        hybrid=Kernel("hybrid.conv:conv_2d", BY_DEFAULT, when="hybrid.conv:is_hybrid_conv"),
     ),
     "CONV_3D": Op("nn.conv:conv_3d", ranks=((5, 5), (5,)), operands=rules.conv_filter),
     "CONV_3D_TRANSPOSE": Op("nn.conv3d_transpose:conv_3d_transpose", ranks=((1, 5, 5), (5,))),
@@ -97,38 +101,38 @@ OPERATORS: dict[str, Op] = {
     "DENSIFY": Op("tensor.densify:densify"),
     "DEPTHWISE_CONV_2D": Op(
         "nn.conv:depthwise_conv_2d",
-        kernel="exact.entry:depthwise_conv_2d",
-        int16=INT16_DEFAULT_INT64_BIAS,
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:depthwise_conv_2d"),
+        int16=Kernel(
+            "exact.entry:depthwise_conv_2d_16x8", DEFAULT_WHERE, when="exact.int16:wide_bias"
+        ),
+        hybrid=Kernel(
+            "hybrid.conv:depthwise_conv_2d", BY_DEFAULT, when="hybrid.conv:is_hybrid_conv"
+        ),
     ),
-    "DEPTH_TO_SPACE": Op("nn.conv:depth_to_space", ranks=((4,), (4,)), bit_exact=EXACT),
-    "DEQUANTIZE": Op("nn.quantize:dequantize", bit_exact=EXACT),
+    "DEPTH_TO_SPACE": Op("nn.conv:depth_to_space", ranks=((4,), (4,)), int8=EXACT),
+    "DEQUANTIZE": Op("nn.quantize:dequantize", int8=EXACT),
     "DIV": Op(
         "arith.elementwise:div",
-        kernel="exact.compare:div",
-        int16_kernel="exact.div16:convert",
-        int16=INT16_DEFAULT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.compare:div"),
+        int16=Kernel("exact.div16:convert", BY_DEFAULT),
     ),
-    "DYNAMIC_UPDATE_SLICE": Op("tensor.update:dynamic_update_slice", bit_exact=EXACT),
-    "ELU": Op("arith.elementwise:elu", table="exact.unary:elu", bit_exact=EMULATED),
+    "DYNAMIC_UPDATE_SLICE": Op("tensor.update:dynamic_update_slice", int8=EXACT),
+    "ELU": Op("arith.elementwise:elu", int8=Kernel("exact.unary:elu", table=True)),
     "EMBEDDING_LOOKUP": Op(
-        "tensor.update:embedding_lookup", ranks=((1, None), (None,)), bit_exact=EXACT
+        "tensor.update:embedding_lookup", ranks=((1, None), (None,)), int8=EXACT
     ),
     "EQUAL": Op("arith.stored_integer:equal", **_COMPARISON),
     "EXP": Op(
         "arith.elementwise:exp",
-        table="exact.unary:exp",
-        int16=INT16_DEFAULT,
-        int16_kernel="exact.int16_interpolated:convert",
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:exp", table=True),
+        int16=Kernel("exact.int16_interpolated:convert", BY_DEFAULT),
     ),
     "EXPAND_DIMS": Op(
         "tensor.shape:expand_dims",
         operands=rules.one_axis,
-        bit_exact=EXACT,
+        int8=EXACT,
         complex="signal.complex_ops:complex_reshape",
     ),
     "FILL": Op("tensor.shape:fill"),
@@ -137,249 +141,254 @@ OPERATORS: dict[str, Op] = {
     "FLOOR_MOD": Op("arith.stored_integer:floor_mod", stored_integers=ANY_INTEGER),
     "FULLY_CONNECTED": Op(
         "nn.fully_connected:fully_connected",
-        kernel="exact.entry:fully_connected",
-        int16=INT16_DEFAULT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:fully_connected"),
+        int16=Kernel("exact.entry:fully_connected_16x8", BY_DEFAULT),
+        hybrid=(
+            Kernel(
+                "hybrid.blockwise:fully_connected",
+                BY_DEFAULT,
+                when="hybrid.blockwise:is_blockwise_fc",
+            ),
+            Kernel(
+                "hybrid.fully_connected:fully_connected",
+                BY_DEFAULT,
+                when="hybrid.fully_connected:is_hybrid_fc",
+            ),
+        ),
     ),
-    "GATHER": Op("tensor.slicing:gather", bit_exact=EXACT),
-    "GATHER_ND": Op("tensor.slicing:gather_nd", bit_exact=EXACT),
+    "GATHER": Op("tensor.slicing:gather", int8=EXACT),
+    "GATHER_ND": Op("tensor.slicing:gather_nd", int8=EXACT),
     "GELU": Op(
         "arith.elementwise:gelu",
-        table="exact.unary:gelu",
-        int16=INT16_DEFAULT,
-        int16_kernel="exact.int16_interpolated:convert",
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:gelu", table=True),
+        int16=Kernel("exact.int16_interpolated:convert", BY_DEFAULT),
     ),
     "GREATER": Op("arith.stored_integer:greater", **_COMPARISON),
     "GREATER_EQUAL": Op("arith.stored_integer:greater_equal", **_COMPARISON),
     "IF": Op("control.flow:if_"),
     "IMAG": Op("signal.complex_ops:imag", complex=True),
     "HARD_SWISH": Op(
-        "arith.elementwise:hard_swish", table="exact.unary:hard_swish", bit_exact=EMULATED
+        "arith.elementwise:hard_swish", int8=Kernel("exact.unary:hard_swish", table=True)
     ),
     "L2_NORMALIZATION": Op(
-        "arith.reduce:l2_normalization", kernel="exact.l2norm:l2_normalization", bit_exact=EMULATED
+        "arith.reduce:l2_normalization", int8=Kernel("exact.l2norm:l2_normalization")
     ),
     "L2_POOL_2D": Op("tensor.space_batch:l2_pool_2d", ranks=((4,), (4,))),
     "LEAKY_RELU": Op(
         "arith.elementwise:leaky_relu",
-        table="exact.unary:leaky_relu",
-        int16=INT16_BIT_EXACT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:leaky_relu", table=True),
+        int16=Kernel("exact.unary:leaky_relu", table=True),
     ),
     "LESS": Op("arith.stored_integer:less", **_COMPARISON),
     "LESS_EQUAL": Op("arith.stored_integer:less_equal", **_COMPARISON),
     "LOCAL_RESPONSE_NORMALIZATION": Op("nn.conv:local_response_normalization", ranks=((4,), (4,))),
     "LOG": Op(
         "arith.elementwise:log",
-        table="exact.unary:log",
-        int16=INT16_DEFAULT,
-        int16_kernel="exact.int16_interpolated:convert",
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:log", table=True),
+        int16=Kernel("exact.int16_interpolated:convert", BY_DEFAULT),
     ),
-    "LOG_SOFTMAX": Op(
-        "nn.softmax:log_softmax", kernel="exact.log_softmax:log_softmax", bit_exact=EMULATED
-    ),
+    "LOG_SOFTMAX": Op("nn.softmax:log_softmax", int8=Kernel("exact.log_softmax:log_softmax")),
     "LOGICAL_AND": Op("arith.elementwise:logical_and"),
     "LOGICAL_NOT": Op("arith.elementwise:logical_not"),
     "LOGICAL_OR": Op("arith.elementwise:logical_or"),
     "LOGISTIC": Op(
         "arith.elementwise:logistic",
-        int16_kernel="exact.sigmoid16:convert",
-        table="exact.unary:logistic",
-        int16=INT16_DEFAULT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:logistic", table=True),
+        int16=Kernel("exact.sigmoid16:convert", BY_DEFAULT),
     ),
-    "MATRIX_DIAG": Op("tensor.space_batch:matrix_diag", bit_exact=EXACT),
-    "MATRIX_SET_DIAG": Op("tensor.space_batch:matrix_set_diag", bit_exact=EXACT),
-    "MAXIMUM": Op("arith.elementwise:maximum", operands=rules.binary, bit_exact=EXACT),
-    "MAX_POOL_2D": Op("nn.pool:max_pool_2d", ranks=((4,), (4,)), bit_exact=EXACT),
+    "MATRIX_DIAG": Op("tensor.space_batch:matrix_diag", int8=EXACT),
+    "MATRIX_SET_DIAG": Op("tensor.space_batch:matrix_set_diag", int8=EXACT),
+    "MAXIMUM": Op("arith.elementwise:maximum", operands=rules.binary, int8=EXACT),
+    "MAX_POOL_2D": Op("nn.pool:max_pool_2d", ranks=((4,), (4,)), int8=EXACT),
     "MEAN": Op(
         "arith.reduce:mean",
-        kernel="exact.entry:mean",
-        int16=INT16_DEFAULT,
         operands=rules.reduction,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:mean"),
+        int16=Kernel("exact.entry:mean", BY_DEFAULT),
     ),
-    "MINIMUM": Op("arith.elementwise:minimum", operands=rules.binary, bit_exact=EXACT),
-    "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, bit_exact=EXACT),
+    "MINIMUM": Op("arith.elementwise:minimum", operands=rules.binary, int8=EXACT),
+    "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, int8=EXACT),
     "MUL": Op(
         "arith.elementwise:mul",
-        kernel="exact.int8:mul",
-        int16=INT16_BIT_EXACT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.int8:mul"),
+        int16=Kernel("exact.int8:mul"),
         complex="signal.complex_ops:complex_mul",
     ),
     "NEG": Op(
         "arith.stored_integer:neg",
-        kernel="exact.compare:neg",
-        kernel_when="arith.stored_integer:neg_rescales",
+        int8=Kernel("exact.compare:neg", when="arith.stored_integer:neg_rescales"),
         stored_integers=ANY_INTEGER,
-        bit_exact=EMULATED,
     ),
     "NON_MAX_SUPPRESSION_V4": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1,))),
     "NON_MAX_SUPPRESSION_V5": Op("detection.nms:non_max_suppression", ranks=((2, 1), (1, 1))),
     "NOT_EQUAL": Op("arith.stored_integer:not_equal", **_COMPARISON),
-    "ONE_HOT": Op("tensor.scatter:one_hot", bit_exact=EXACT),
-    "PACK": Op("tensor.slicing:pack", bit_exact=EXACT),
-    "PAD": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
-    "PADV2": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, bit_exact=EXACT),
+    "ONE_HOT": Op("tensor.scatter:one_hot", int8=EXACT),
+    "PACK": Op("tensor.slicing:pack", int8=EXACT),
+    "PAD": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, int8=EXACT),
+    "PADV2": Op("tensor.concat_pad_transpose:pad", operands=rules.pad, int8=EXACT),
     "POW": Op("arith.elementwise:pow_"),
     "PRELU": Op(
         "arith.elementwise:prelu",
-        kernel="exact.int8:prelu",
-        int16_kernel="exact.prelu16:convert",
-        int16=INT16_DEFAULT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.int8:prelu"),
+        int16=Kernel("exact.prelu16:convert", BY_DEFAULT),
     ),
     "QUANTIZE": Op(
         "nn.quantize:quantize",
-        int16_kernel="exact.int16:quantize",
-        int16_when="exact.int16:requantizes",
-        table="exact.unary:requantize",
-        kernel="exact.quantize:quantize",
-        kernel_when="exact.quantize:rounds_first",
-        int16=INT16_DEFAULT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:requantize", table=True),
+        int16=Kernel("exact.int16:quantize", BY_DEFAULT, when="exact.int16:requantizes"),
+        float_input=Kernel("exact.quantize:quantize", when="exact.quantize:rounds_first"),
     ),
     "RANGE": Op("arith.misc_builtins:range_"),
-    "RANK": Op("arith.misc_builtins:rank", bit_exact=EXACT),
+    "RANK": Op("arith.misc_builtins:rank", int8=EXACT),
     "REDUCE_ALL": Op("arith.misc_builtins:reduce_all", operands=rules.reduction),
     "REDUCE_ANY": Op("arith.misc_builtins:reduce_any", operands=rules.reduction),
-    "REDUCE_MAX": Op("arith.reduce:reduce_max", operands=rules.reduction, bit_exact=EXACT),
-    "REDUCE_MIN": Op("arith.reduce:reduce_min", operands=rules.reduction, bit_exact=EXACT),
+    "REDUCE_MAX": Op("arith.reduce:reduce_max", operands=rules.reduction, int8=EXACT),
+    "REDUCE_MIN": Op("arith.reduce:reduce_min", operands=rules.reduction, int8=EXACT),
     "REDUCE_PROD": Op(
         "arith.reduce:reduce_prod",
-        kernel="exact.entry:reduce_prod",
-        int16=INT16_DEFAULT,
         operands=rules.reduction,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:reduce_prod"),
+        int16=Kernel("exact.entry:reduce_prod", BY_DEFAULT),
     ),
     "READ_VARIABLE": Op("control.flow:read_variable"),
     "RELU": Op(
         "arith.elementwise:relu",
-        table="exact.unary:relu",
-        int16=INT16_BIT_EXACT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:relu", table=True),
+        int16=Kernel("exact.unary:relu", table=True),
     ),
     "RELU6": Op(
         "arith.elementwise:relu6",
-        table="exact.unary:relu6",
-        int16=INT16_BIT_EXACT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:relu6", table=True),
+        int16=Kernel("exact.unary:relu6", table=True),
     ),
     "RELU_0_TO_1": Op(
-        "arith.elementwise:relu_0_to_1", table="exact.unary:relu_0_to_1", bit_exact=EMULATED
+        "arith.elementwise:relu_0_to_1", int8=Kernel("exact.unary:relu_0_to_1", table=True)
     ),
     "RELU_N1_TO_1": Op(
-        "arith.elementwise:relu_n1_to_1", table="exact.unary:relu_n1_to_1", bit_exact=EMULATED
+        "arith.elementwise:relu_n1_to_1", int8=Kernel("exact.unary:relu_n1_to_1", table=True)
     ),
     "REAL": Op("signal.complex_ops:real", complex=True),
-    "RESHAPE": Op(
-        "tensor.shape:reshape", bit_exact=EXACT, complex="signal.complex_ops:complex_reshape"
-    ),
+    "RESHAPE": Op("tensor.shape:reshape", int8=EXACT, complex="signal.complex_ops:complex_reshape"),
     "RESIZE_BILINEAR": Op(
         "nn.resize:resize_bilinear",
-        kernel="exact.resize:resize_bilinear",
-        int16=INT16_DEFAULT,
         ranks=((4,), (4,)),
         operands=rules.resize,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.resize:resize_bilinear"),
+        int16=Kernel("exact.resize:resize_bilinear", BY_DEFAULT),
     ),
     "RESIZE_NEAREST_NEIGHBOR": Op(
         "nn.resize:resize_nearest_neighbor",
         ranks=((4,), (4,)),
         operands=rules.resize,
-        bit_exact=EXACT,
+        int8=EXACT,
     ),
-    "REVERSE_SEQUENCE": Op("tensor.space_batch:reverse_sequence", bit_exact=EXACT),
-    "REVERSE_V2": Op("tensor.slicing:reverse_v2", bit_exact=EXACT),
+    "REVERSE_SEQUENCE": Op("tensor.space_batch:reverse_sequence", int8=EXACT),
+    "REVERSE_V2": Op("tensor.slicing:reverse_v2", int8=EXACT),
     "RFFT2D": Op("signal.complex_ops:rfft2d", complex=True),
     "RIGHT_SHIFT": Op("arith.misc_builtins:right_shift"),
     "ROUND": Op("arith.elementwise:round_"),
     "RSQRT": Op(
         "arith.elementwise:rsqrt",
-        table="exact.unary:rsqrt",
-        int16=INT16_DEFAULT,
-        int16_kernel="exact.int16_interpolated:convert",
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:rsqrt", table=True),
+        int16=Kernel("exact.int16_interpolated:convert", BY_DEFAULT),
     ),
-    "SCATTER_ND": Op("tensor.scatter:scatter_nd", bit_exact=EXACT),
+    "SCATTER_ND": Op("tensor.scatter:scatter_nd", int8=EXACT),
     "SEGMENT_SUM": Op("tensor.scatter:segment_sum"),
-    "SELECT": Op("arith.elementwise:select", bit_exact=EXACT),
-    "SELECT_V2": Op("arith.elementwise:select", bit_exact=EXACT),
-    "SHAPE": Op("tensor.shape:shape", bit_exact=EXACT),
+    "SELECT": Op("arith.elementwise:select", int8=EXACT),
+    "SELECT_V2": Op("arith.elementwise:select", int8=EXACT),
+    "SHAPE": Op("tensor.shape:shape", int8=EXACT),
     "SIGN": Op("arith.elementwise:sign"),
     "SIN": Op("arith.elementwise:sin"),
-    "SLICE": Op("tensor.slicing:slice_", operands=rules.per_dimension(1, 2), bit_exact=EXACT),
+    "SLICE": Op("tensor.slicing:slice_", operands=rules.per_dimension(1, 2), int8=EXACT),
     "SOFTMAX": Op(
-        "nn.softmax:softmax", kernel="exact.entry:softmax", int16=INT16_DEFAULT, bit_exact=EMULATED
+        "nn.softmax:softmax",
+        int8=(  # onto int16: gemmlowp's fixed point, not the float table
+            Kernel("exact.softmax_int16_out:softmax", when="exact.softmax_int16_out:int16_output"),
+            Kernel("exact.softmax:softmax"),
+        ),
+        int16=Kernel("exact.softmax16:softmax", BY_DEFAULT),
     ),
-    "SPACE_TO_BATCH_ND": Op("tensor.space_batch:space_to_batch_nd", bit_exact=EXACT),
-    "SPACE_TO_DEPTH": Op("nn.conv:space_to_depth", ranks=((4,), (4,)), bit_exact=EXACT),
-    "SPARSE_TO_DENSE": Op("tensor.scatter:sparse_to_dense", bit_exact=EXACT),
-    "SPLIT": Op("tensor.slicing:split", operands=rules.split, bit_exact=EXACT),
-    "SPLIT_V": Op("tensor.slicing:split_v", operands=rules.split_v, bit_exact=EXACT),
+    "SPACE_TO_BATCH_ND": Op("tensor.space_batch:space_to_batch_nd", int8=EXACT),
+    "SPACE_TO_DEPTH": Op("nn.conv:space_to_depth", ranks=((4,), (4,)), int8=EXACT),
+    "SPARSE_TO_DENSE": Op("tensor.scatter:sparse_to_dense", int8=EXACT),
+    "SPLIT": Op("tensor.slicing:split", operands=rules.split, int8=EXACT),
+    "SPLIT_V": Op("tensor.slicing:split_v", operands=rules.split_v, int8=EXACT),
     "SQRT": Op("arith.stored_integer:sqrt", stored_integers=ANY_INTEGER),
     "SQUARE": Op("arith.elementwise:square"),
     "SQUARED_DIFFERENCE": Op(
-        "arith.elementwise:squared_difference",
-        kernel="exact.entry:squared_difference",
-        bit_exact=EMULATED,
+        "arith.elementwise:squared_difference", int8=Kernel("exact.entry:squared_difference")
     ),
-    "SQUEEZE": Op(
-        "tensor.shape:squeeze", bit_exact=EXACT, complex="signal.complex_ops:complex_reshape"
-    ),
+    "SQUEEZE": Op("tensor.shape:squeeze", int8=EXACT, complex="signal.complex_ops:complex_reshape"),
     "STRIDED_SLICE": Op(
-        "tensor.strided_slice:strided_slice", operands=rules.strided_slice, bit_exact=EXACT
+        "tensor.strided_slice:strided_slice", operands=rules.strided_slice, int8=EXACT
     ),
     "STABLEHLO_COMPOSITE": Op(
-        "control.composite:stablehlo_composite", bit_exact=EXACT
+        "control.composite:stablehlo_composite", int8=EXACT
     ),  # copies bytes to and from its decomposition, whose ops rounded_once counts
     "SUB": Op(
-        "arith.elementwise:sub", kernel="exact.entry:sub", int16=INT16_BIT_EXACT, bit_exact=EMULATED
+        "arith.elementwise:sub",
+        int8=Kernel("exact.entry:sub"),
+        int16=(
+            Kernel("exact.entry:sub_pot", when="exact.int16:pot_scaled"),
+            Kernel("exact.entry:sub"),
+        ),
     ),
     "SUM": Op(
         "arith.reduce:reduce_sum",
-        kernel="exact.entry:reduce_sum",
-        int16=INT16_BIT_EXACT,
         operands=rules.reduction,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.entry:reduce_sum"),
+        int16=Kernel("exact.entry:reduce_sum"),
     ),
-    "SVDF": Op("recurrent.svdf:svdf", ranks=((2, 2, 2, 1, 2), (2,)), bit_exact=EMULATED),
+    "SVDF": Op(
+        "recurrent.svdf:svdf",
+        ranks=((2, 2, 2, 1, 2), (2,)),
+        int8=Kernel("recurrent.svdf:integer_svdf", BY_DEFAULT),
+        hybrid=Kernel("recurrent.svdf:hybrid_svdf", BY_DEFAULT, when="recurrent.svdf:is_hybrid"),
+    ),
     "TANH": Op(
         "arith.elementwise:tanh",
-        int16_kernel="exact.sigmoid16:convert",
-        table="exact.unary:tanh",
-        int16=INT16_DEFAULT,
-        bit_exact=EMULATED,
+        int8=Kernel("exact.unary:tanh", table=True),
+        int16=Kernel("exact.sigmoid16:convert", BY_DEFAULT),
     ),
-    "TILE": Op("tensor.slicing:tile", operands=rules.per_dimension(1), bit_exact=EXACT),
-    "TOPK_V2": Op("tensor.topk:topk_v2", bit_exact=EXACT),
+    "TILE": Op("tensor.slicing:tile", operands=rules.per_dimension(1), int8=EXACT),
+    "TOPK_V2": Op("tensor.topk:topk_v2", int8=EXACT),
     "TRANSPOSE": Op(
-        "tensor.concat_pad_transpose:transpose", operands=rules.per_dimension(1), bit_exact=EXACT
+        "tensor.concat_pad_transpose:transpose", operands=rules.per_dimension(1), int8=EXACT
     ),
-    "TRANSPOSE_CONV": Op(  # its activation is input 2: the record's predicates read that
+    "TRANSPOSE_CONV": Op(
         "nn.conv:transpose_conv",
-        kernel="exact.entry:transpose_conv",
-        kernel_when="treatment:transpose_conv_integer",
-        int16_when="treatment:transpose_conv_int16",
-        int16=INT16_DEFAULT_INT64_BIAS,
         ranks=((None, 4, 4), (4,)),
-        bit_exact=EMULATED,
+        activation=2,
+        int8=Kernel("exact.entry:transpose_conv"),
+        int16=Kernel(
+            "exact.entry:transpose_conv_16x8",
+            DEFAULT_WHERE,
+            when="exact.tconv16:transpose_conv_bias",
+        ),
     ),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(
         "recurrent.sequence:unidirectional_sequence_lstm",
         ranks=((3, *_LSTM_DIRECTION, 2, 2, 1, 1, 1, 1), (3,)),
-        bit_exact=EMULATED,
+        int8=Kernel("recurrent.sequence:integer_unidirectional_lstm", BY_DEFAULT),
+        hybrid=Kernel(
+            "recurrent.sequence:hybrid_unidirectional_lstm",
+            BY_DEFAULT,
+            when="recurrent.sequence:hybrid_unidirectional",
+        ),
     ),
     "UNIDIRECTIONAL_SEQUENCE_RNN": Op(
-        "recurrent.sequence:unidirectional_sequence_rnn", ranks=((3, 2, 2, 1, 2), (3,))
+        "recurrent.sequence:unidirectional_sequence_rnn",
+        ranks=((3, 2, 2, 1, 2), (3,)),
+        hybrid=Kernel(
+            "recurrent.rnn_hybrid:hybrid_sequence_rnn",
+            BY_DEFAULT,
+            when="recurrent.rnn_hybrid:is_hybrid",
+        ),
     ),
     "VAR_HANDLE": Op("control.flow:var_handle"),
     "WHILE": Op("control.loop:while_"),
-    "UNIQUE": Op("tensor.scatter:unique", bit_exact=EXACT),
-    "UNPACK": Op("tensor.slicing:unpack", bit_exact=EXACT),
+    "UNIQUE": Op("tensor.scatter:unique", int8=EXACT),
+    "UNPACK": Op("tensor.slicing:unpack", int8=EXACT),
     "UNSORTED_SEGMENT_MAX": Op("tensor.scatter:unsorted_segment_max"),
     "UNSORTED_SEGMENT_MIN": Op("tensor.scatter:unsorted_segment_min"),
     "UNSORTED_SEGMENT_PROD": Op("tensor.scatter:unsorted_segment_prod"),

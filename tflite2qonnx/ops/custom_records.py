@@ -29,7 +29,7 @@ CUSTOM_OPERATORS: dict[str, Op] = {
     "SignalStacker": Op("signal.tflm_buffers:stacker"),
     "SignalWindow": Op("signal.tflm_frontend:window"),
     "TFLite_Detection_PostProcess": Op(
-        "detection.postprocess:detection_postprocess", bit_exact=DEQUANTIZES
+        "detection.postprocess:detection_postprocess", int8=DEQUANTIZES
     ),
     "TransformLandmarks": Op("detection.mediapipe_transform:transform_landmarks"),
     "TransformTensorBilinear": Op("detection.mediapipe_transform:transform_tensor_bilinear"),

@@ -1,12 +1,12 @@
 """The one dispatch: which function converts an operator, read from its record.
 
 The records (``tflite2qonnx.ops.OPERATORS``) are data; this module turns their references into
-functions (on first use) and composes them in one order: the record's int16 kernel on an int16
-input it emulates (``ops.treatment``), else under --bit-exact its table kernel
-(``ops.exact.unary``) where that applies or its integer kernel on an integer input, else its
-converter; a record's predicates (``int16_when``, ``kernel_when``) decide where the input's type
-alone does not. The converters hold the float graphs only: none picks a kernel or keeps its own
-list of operator names.
+functions (on first use) and composes them in one order. The activation's type picks the
+record's kernels: ``int16`` on a 16x8 int16 activation the record has kernels for, ``int8`` on
+any other integer-quantized one (whose own check refuses a type it does not take under
+--bit-exact), ``hybrid`` then ``float_input`` on a float one. The first kernel that applies
+runs (``Kernel.runs`` and ``Kernel.when``); else the converter. The converters hold the float
+graphs only: none picks a kernel or keeps its own list of operator names.
 """
 
 from __future__ import annotations
@@ -17,21 +17,27 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.model import Operator
+from tflite2qonnx.dtypes import INT8_TYPES
+from tflite2qonnx.model import Operator, Tensor
 from tflite2qonnx.ops import CUSTOM_OPERATORS, OPERATORS
 from tflite2qonnx.ops.common import is_complex
 from tflite2qonnx.ops.exact import unary as exact_unary
 from tflite2qonnx.ops.record import (
-    INT16_DEFAULT,
-    INT16_DEFAULT_INT64_BIAS,
+    BY_DEFAULT,
+    DEFAULT_WHERE,
+    UNDER_BIT_EXACT,
     Converter,
+    Kernel,
     Op,
     resolve,
 )
-from tflite2qonnx.ops.treatment import emulates, is_integer_op
 
 if TYPE_CHECKING:
     from tflite2qonnx.graph import GraphBuilder
+
+# the outcome of trying one kernel: it ran, it does not apply, or (a table) it declined
+# because the converter is already exact there
+_RAN, _SKIPPED, _DECLINED = "ran", "skipped", "declined"
 
 
 @cache
@@ -44,48 +50,78 @@ def converter(name: str) -> Converter | None:
 
 
 def dispatch(record: Op, load: Callable[[str], Callable] = resolve) -> Converter:
-    """``record``'s converter composed with its kernels, each reference loaded by ``load``:
-    the int16 kernel (``int16_kernel``, else ``kernel`` where int16 runs it by default) where
-    it applies (``int16_when``, else an int16 first input ``emulates`` takes); else under
-    --bit-exact the table kernel where it applies and the integer kernel where it applies
-    (``kernel_when``, else ``is_integer_op``); else ``convert``."""
+    """``record``'s converter composed with its kernels, each reference loaded by ``load``."""
     convert = _with_complex(record.complex, load(record.convert), load)
-    int16_ref = record.int16_kernel
-    if int16_ref is None and record.int16 in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS):
-        int16_ref = record.kernel  # one kernel for int8 / uint8 and int16, by default too
-    int16 = None if int16_ref is None else load(int16_ref)
-    int16_when = _int16_emulated if record.int16_when is None else load(record.int16_when)
-    table = record.table is not None
-    kernel = None if record.kernel is None else load(record.kernel)
-    kernel_when = is_integer_op if record.kernel_when is None else load(record.kernel_when)
-    if int16 is None and not table and kernel is None:
+    slots = {
+        name: [_Loaded(k, load) for k in kernels]
+        for name, kernels in (
+            ("int8", record.int8_kernels),
+            ("int16", record.int16_kernels),
+            ("hybrid", record.hybrid_kernels),
+            ("float", record.float_kernels),
+        )
+    }
+    if not any(slots.values()):
         return convert
+    wide_table = record.int16_table
 
     def dispatched(b: GraphBuilder, op: Operator) -> None:
-        if int16 is not None:
-            if int16_when(b, op):
-                return int16(b, op)
-            if b.bit_exact and _int16_input(b, op):  # nothing else emulates it
-                raise ConversionError(f"bit_exact: this int16 {op.name} is not emulated", op.where)
-        if table and b.bit_exact and exact_unary.convert(b, op):
-            return None
-        if kernel is not None and b.bit_exact and kernel_when(b, op):
-            return kernel(b, op)
+        x = op.inputs[record.activation] if len(op.inputs) > record.activation else -1
+        t = b.tensor(x) if x >= 0 else None
+        if t is None or not t.integer_quantized:
+            kernels = slots["hybrid"] + slots["float"]
+        elif t.dtype == "int16" and slots["int16"]:
+            kernels = slots["int16"]
+        else:
+            kernels = slots["int8"]
+        declined = False
+        for k in kernels:
+            outcome = k.try_run(b, op, t, wide_table, kernels is slots["int8"])
+            if outcome == _RAN:
+                return None
+            declined = declined or outcome == _DECLINED
+        if kernels is slots["int16"] and kernels and b.bit_exact and not declined:
+            raise ConversionError(f"bit_exact: this int16 {op.name} is not emulated", op.where)
         return convert(b, op)
 
     dispatched.__doc__ = convert.__doc__
     return dispatched
 
 
-def _int16_input(b: GraphBuilder, op: Operator) -> bool:
-    t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-    return t is not None and t.integer_quantized and t.dtype == "int16"
+class _Loaded:
+    """One record ``Kernel`` with its references loaded."""
 
+    def __init__(self, kernel: Kernel, load: Callable[[str], Callable]):
+        self.kernel = kernel
+        self.run = load(kernel.run)
+        self.when = None if kernel.when is None else load(kernel.when)
 
-def _int16_emulated(b: GraphBuilder, op: Operator) -> bool:
-    """An int16 first input the record's ``int16`` treatment emulates (``emulates``)."""
-    t = b.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-    return t is not None and t.dtype == "int16" and emulates(b, op)
+    def _applies(self, b: GraphBuilder, op: Operator) -> bool:
+        runs = self.kernel.runs
+        if runs == DEFAULT_WHERE:
+            return b.bit_exact or self.when(b, op)
+        assert runs in (BY_DEFAULT, UNDER_BIT_EXACT), runs
+        if runs == UNDER_BIT_EXACT and not b.bit_exact:
+            return False
+        return self.when is None or self.when(b, op)
+
+    def try_run(
+        self, b: GraphBuilder, op: Operator, t: Tensor | None, wide_table: bool, int8: bool
+    ) -> str:
+        """Run the kernel where it applies; ``int8``: it is one of the int8 kernels, which an
+        integer input of another type (int16 where the record has no int16 kernels, int32)
+        reaches only to be refused under --bit-exact (by the table's or ``when``'s own check)."""
+        if not self._applies(b, op):
+            return _SKIPPED
+        plain = self.when is None and not self.kernel.table
+        if int8 and plain and self.kernel.runs == UNDER_BIT_EXACT and t.dtype not in INT8_TYPES:
+            raise ConversionError(
+                f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
+            )
+        if self.kernel.table:
+            return _RAN if exact_unary.convert(b, op, self.run, wide_table) else _DECLINED
+        self.run(b, op)
+        return _RAN
 
 
 def _with_complex(

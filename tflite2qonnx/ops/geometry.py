@@ -35,6 +35,22 @@ def depthwise_layout(b: GraphBuilder, op: Operator) -> ConvLayout:
     return DEPTHWISE_TO_GROUPED, weights.shape[1:3], b.tensor(op.inputs[0]).shape[-1]
 
 
+def check_conv_filter(b: GraphBuilder, op: Operator) -> None:
+    """Refuse the filters no convolution kernel computes (the float and hybrid ones alike)."""
+    if b.tensor(op.inputs[1]).dtype == "int2":
+        # measured: LiteRT 2.3's reference, builtin and XNNPACK conv kernels all return
+        # values near 1e37 for ai-edge-quantizer's int2 filters: no reference to agree with
+        raise ConversionError(
+            "int2 filters: LiteRT's convolution kernels do not compute them (outputs ~1e37)",
+            op.where,
+        )
+    q = b.tensor(op.inputs[1]).quantization
+    if q is not None and q.block_size:
+        # no blockwise conv to measure (ai-edge-quantizer 0.10 leaves convolutions per
+        # channel): its kernel's on-the-fly quantization is unknown, so no exact form
+        raise ConversionError("blockwise-quantized filters are not supported", op.where)
+
+
 def transpose_conv_2d_attrs(b: GraphBuilder, op: Operator) -> dict:
     """TRANSPOSE_CONV(output_shape, weights, input[, bias])'s ConvTranspose attributes."""
     return transpose_conv_attrs(

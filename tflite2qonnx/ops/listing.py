@@ -14,12 +14,12 @@ from pathlib import Path
 from tflite2qonnx.ops import CONVERTERS, OPERATORS
 from tflite2qonnx.ops.record import (
     ANY_INTEGER,
+    BY_DEFAULT,
+    DEFAULT_WHERE,
     DEQUANTIZES,
     EMULATED,
     EXACT,
-    INT16_BIT_EXACT,
-    INT16_DEFAULT,
-    INT16_DEFAULT_INT64_BIAS,
+    UNDER_BIT_EXACT,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,11 +54,11 @@ def bit_exact() -> str:
 
 def int16() -> str:
     rows = [
-        ("kernel emulated by default", lambda op: op.int16 == INT16_DEFAULT),
+        ("kernel emulated by default", lambda op: op.int16_runs == BY_DEFAULT),
         ("kernel emulated by default with an int64 or int32 bias, under `--bit-exact` otherwise",
-         lambda op: op.int16 == INT16_DEFAULT_INT64_BIAS),
+         lambda op: op.int16_runs == DEFAULT_WHERE),
         ("kernel emulated under `--bit-exact` (one rounding is within a step by default)",
-         lambda op: op.int16 == INT16_BIT_EXACT),
+         lambda op: op.int16_runs == UNDER_BIT_EXACT),
         ("the stored integers, as the kernel (exact)",
          lambda op: op.stored_integers and op.stored_integers != ANY_INTEGER),
     ]  # fmt: skip
@@ -70,7 +70,7 @@ def int16() -> str:
 def convert_doc() -> str:
     """The paragraph of ``api.convert``'s docstring that names the emulated operators."""
     emulated = ", ".join(_names(lambda op: op.bit_exact == EMULATED))
-    by_default = ", ".join(_names(lambda op: op.int16 in (INT16_DEFAULT, INT16_DEFAULT_INT64_BIAS)))
+    by_default = ", ".join(_names(lambda op: op.int16_runs in (BY_DEFAULT, DEFAULT_WHERE)))
     text = (
         "``bit_exact`` emulates the builtin integer kernels' arithmetic bit for bit where a "
         f"record says so: {emulated} (see ``tflite2qonnx.fixed_point``); the default rounds "

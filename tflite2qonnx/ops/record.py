@@ -1,7 +1,9 @@
-"""One record per TFLite operator: its converter, its operand rules, how --bit-exact treats it.
+"""One record per TFLite operator: its converter, its operand rules and the kernels that
+replace the converter per input type (``Kernel``), from which its labels are derived.
 
 The table of records (``tflite2qonnx.ops.OPERATORS``) is the one place an operator is
-registered: the converter loop, the reader's operand checks and the bit-exact pass all read it.
+registered: the converter loop, the reader's operand checks, the dispatch (``ops.dispatch``:
+the one place a kernel is chosen), the bit-exact warning and the docs all read it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,17 @@ if TYPE_CHECKING:
 Converter = Callable[["GraphBuilder", Operator], None]
 OperandRule = Callable[[OperandView], "str | None"]
 
-# How --bit-exact treats an integer operator (see tflite2qonnx.fixed_point):
-ROUNDED_ONCE = "rounded once"  # converted as by default; the conversion warns about it
-EMULATED = "emulated"  # its own fixed-point kernel under ops.exact.int8
+# When a kernel runs (``Kernel.runs``)
+BY_DEFAULT = "kernel by default"  # no single rounding agrees with it: always emulated
+UNDER_BIT_EXACT = "kernel under --bit-exact"  # by default the converter rounds once
+# by default where ``Kernel.when`` holds (the 16x8 convolutions: an int64 or int32 bias, each its
+# own kernel instantiation), under --bit-exact everywhere
+DEFAULT_WHERE = "kernel by default for int64 biases"
+
+# How the converter meets int8 / uint8 integers where no kernel replaces it (``Op.int8`` as a
+# label; see tflite2qonnx.fixed_point). A record with int8 kernels is EMULATED.
+ROUNDED_ONCE = "rounded once"  # the default single rounding; --bit-exact warns about it
+EMULATED = "emulated"  # its own fixed-point kernels (``Op.int8``'s Kernels)
 EXACT = "exact"  # its int8 kernel only copies, compares or clamps the integers
 EXACT_ON_ONE_GRID = "exact on one grid"  # a clamp: exact when input and output share a grid
 DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes in float
@@ -31,58 +41,108 @@ DEQUANTIZES = "dequantizes"  # its kernel dequantizes the integers and computes 
 # ``Op.stored_integers``: every integer-quantized input type
 ANY_INTEGER = ("any integer",)
 
-# How an int16 (16x8) input is treated (``Op.int16``); without one of these --bit-exact
-# refuses an int16 input and the default rounds once
-INT16_DEFAULT = "kernel by default"  # no single rounding agrees with the kernel: always emulated
-# with an int64 or int32 bias (each its own kernel instantiation); without one: --bit-exact only
-INT16_DEFAULT_INT64_BIAS = "kernel by default for int64 biases"
-INT16_BIT_EXACT = "kernel under --bit-exact"  # a single rounding is within a step of it
+
+@dataclass(frozen=True)
+class Kernel:
+    """One TFLite kernel emulated in place of the record's converter.
+
+    ``run``: the kernel ``f(builder, operator)``. ``runs``: BY_DEFAULT, UNDER_BIT_EXACT or
+    DEFAULT_WHERE. ``when``: a predicate ``f(builder, operator)`` for a choice the input's type
+    alone does not make (an output type, the scales, which weights): with BY_DEFAULT and
+    UNDER_BIT_EXACT the kernel runs only where it holds; with DEFAULT_WHERE it says where the
+    kernel runs by default. ``table``: ``run`` names a 256-entry (int16: 65,536) table of
+    ``ops.exact.unary`` instead, which declines (the converter runs) where the default graph is
+    already exact. References are ``"subpackage.module:function"`` under ``tflite2qonnx.ops``.
+    """
+
+    run: str
+    runs: str = UNDER_BIT_EXACT
+    when: str | None = None
+    table: bool = False
+
+
+Kernels = tuple[Kernel, ...]
+
+
+def _kernels(slot: Kernel | Kernels | str | None) -> Kernels:
+    if isinstance(slot, Kernel):
+        return (slot,)
+    return slot if isinstance(slot, tuple) else ()
 
 
 @dataclass(frozen=True)
 class Op:
     """Everything about one TFLite operator kind.
 
-    ``convert``: the converter ``f(builder, operator)``, None for a kind that is only checked
-    (its operands are validated on reading, converting it is unsupported). ``ranks``: the
-    operand ranks its kernel requires, as (inputs, outputs), None for any rank; an absent or
-    omitted (-1) operand is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
-    ``bit_exact``: one of the constants above. ``int16``: one of the INT16_* constants, or
-    "" (no 16x8 kernel emulated). ``int16_kernel``: the kernel that replaces ``convert`` on an
-    int16 input where that treatment emulates it (``treatment.emulates``), or where
-    ``int16_when(builder, operator)`` says so; without one, a treatment that runs by default
-    runs ``kernel`` there (one kernel function for both). ``table``: under --bit-exact, the
-    one-input kernel's 256-entry table (``ops.exact.unary``), tried before ``convert`` on an
-    integer input. ``kernel``: under --bit-exact, the integer kernel ``f(builder, operator)``
-    run instead of ``convert`` on an integer input (``treatment.is_integer_op``), or where
-    ``kernel_when(builder, operator)`` says so. A choice that depends on more than the first
-    input's type (TRANSPOSE_CONV's activation is its third, QUANTIZE from float onto a zero
-    point, a uint8 CONCATENATION across grids) is such a predicate, never a converter's
-    branch: ``ops.dispatch`` is the one place that picks a kernel.
+    ``convert``: the converter ``f(builder, operator)`` for float operands (and, rounding once,
+    for integer ones no kernel takes); None for a kind that is only checked (its operands are
+    validated on reading, converting it is unsupported). ``ranks``: the operand ranks its
+    kernel requires, as (inputs, outputs), None for any rank; an absent or omitted (-1) operand
+    is not checked. ``operands``: a rule of ``tflite2qonnx.ops.operands``.
+
+    The kernels, by the type of the activation (input ``activation``), tried in order, the
+    first that applies running (``ops.dispatch``): ``int8`` on int8 / uint8 (and, refusing
+    them under --bit-exact, on other integer types ``int16`` does not take), else a label
+    (ROUNDED_ONCE, EXACT, EXACT_ON_ONE_GRID, DEQUANTIZES: what the converter is on them);
+    ``int16`` on 16x8 int16 (none: --bit-exact refuses an int16 input to an op with int8
+    kernels, the default rounds once); ``hybrid`` on float activations with integer weights
+    (dynamic range; ``when`` names the weights); ``float_input`` on other non-integer inputs.
+    ``stored_integers``: the input types on which TFLite's kernel computes on the stored
+    integers whatever the scales say (converted so, hence exact; --bit-exact does not warn).
     ``complex``: how it meets complex64 operands in their [real, imag] form
     (``ops.signal.complex_ops``): True if ``convert`` takes them, a reference to the converter
     that does (the others going to ``convert``), False to refuse them by name.
-    ``stored_integers``:
-    the input types on which TFLite's kernel computes on the stored integers whatever the
-    scales say (converted so, hence exact; --bit-exact does not warn about them).
 
-    ``convert``, ``int16_kernel``, ``table``, ``kernel`` and the predicates are references
-    ``"subpackage.module:function"`` under ``tflite2qonnx.ops``, imported on first use
-    (``resolve``, ``tflite2qonnx.ops.dispatch``), so that reading the table loads no converter.
+    References are imported on first use (``resolve``), so reading the table loads no converter.
     """
 
     convert: str | None
     ranks: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
     operands: OperandRule | None = None
-    bit_exact: str = ROUNDED_ONCE
-    int16: str = ""
-    int16_kernel: str | None = None
-    table: str | None = None
-    kernel: str | None = None
-    int16_when: str | None = None
-    kernel_when: str | None = None
+    int8: Kernel | Kernels | str = ROUNDED_ONCE
+    int16: Kernel | Kernels | None = None
+    hybrid: Kernel | Kernels | None = None
+    float_input: Kernel | Kernels | None = None
+    activation: int = 0
     stored_integers: tuple[str, ...] = ()
     complex: bool | str = False
+
+    def __post_init__(self) -> None:
+        if len({k.runs for k in self.int16_kernels}) > 1:
+            raise ValueError(f"{self.convert}: int16 kernels that run at different times")
+
+    @property
+    def int8_kernels(self) -> Kernels:
+        return _kernels(self.int8)
+
+    @property
+    def int16_kernels(self) -> Kernels:
+        return _kernels(self.int16)
+
+    @property
+    def hybrid_kernels(self) -> Kernels:
+        return _kernels(self.hybrid)
+
+    @property
+    def float_kernels(self) -> Kernels:
+        return _kernels(self.float_input)
+
+    @property
+    def bit_exact(self) -> str:
+        """How --bit-exact treats an int8 input: EMULATED where it has int8 kernels, else the
+        ``int8`` label."""
+        return EMULATED if self.int8_kernels else str(self.int8)
+
+    @property
+    def int16_runs(self) -> str:
+        """When its 16x8 kernels run (a ``Kernel.runs``), "" without any."""
+        return self.int16_kernels[0].runs if self.int16_kernels else ""
+
+    @property
+    def int16_table(self) -> bool:
+        """Whether its int16 kernel is a table (``ops.exact.unary``: the int8 arithmetic over
+        65,536 integers)."""
+        return any(k.table for k in self.int16_kernels)
 
     def runs_on_stored_integers(self, dtype: str) -> bool:
         """Whether TFLite's kernel ignores the quantization of a ``dtype`` input."""

@@ -1,6 +1,7 @@
-"""How the records' --bit-exact and int16 declarations decide, per operator: whether it runs
-as its kernel's integer arithmetic (``emulates``, ``is_integer_op``) and which operators
---bit-exact leaves rounding once (``rounded_once``). The records are the only list of names.
+"""How the records' kernels and labels decide, for any operator: whether an integer input is
+one the int8 kernels take (``is_integer_op``) and which operators --bit-exact leaves rounding
+once (``rounded_once``). The records are the only list of names; the predicates they name
+(``Kernel.when``) live beside their kernels.
 """
 
 from __future__ import annotations
@@ -11,78 +12,28 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.dtypes import INT8_TYPES
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops import OPERATORS
-from tflite2qonnx.ops.record import (
-    DEQUANTIZES,
-    EMULATED,
-    EXACT,
-    EXACT_ON_ONE_GRID,
-    INT16_DEFAULT,
-    INT16_DEFAULT_INT64_BIAS,
-    ROUNDED_ONCE,
-    Op,
-)
+from tflite2qonnx.ops.record import DEQUANTIZES, EMULATED, EXACT, EXACT_ON_ONE_GRID, Op
 
 if TYPE_CHECKING:
     from tflite2qonnx.graph import GraphBuilder
 
 
-def _int16(op: Operator) -> str:
-    record = OPERATORS.get(op.name)
-    return "" if record is None else record.int16
-
-
 def is_integer_op(b: GraphBuilder, op: Operator) -> bool:
     """Whether ``op`` runs an integer kernel: its first input is a quantized activation.
 
-    Under bit_exact an int16 activation is refused unless ``op``'s record declares an int16
-    kernel, and wider ones always: their kernels use other accumulators and multipliers.
+    Under bit_exact an int16 activation is refused unless ``op``'s record has int16 kernels,
+    and wider ones always: their kernels use other accumulators and multipliers.
     """
     t = b.tensor(op.inputs[0])
     if not t.integer_quantized:
         return False
-    int16_ok = t.dtype == "int16" and _int16(op) != ""
+    record = OPERATORS.get(op.name)
+    int16_ok = t.dtype == "int16" and record is not None and bool(record.int16_kernels)
     if t.dtype not in INT8_TYPES and not int16_ok:
         raise ConversionError(
             f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
         )
     return True
-
-
-def emulates(b: GraphBuilder, op: Operator) -> bool:
-    """Whether ``op`` converts as its kernel's integer arithmetic: under bit_exact any integer
-    op (``is_integer_op``), and always an int16 op whose record says its kernel runs by default
-    (the convolutions: with an int64 bias the 64-bit kernel, with an int32 one the int32 kernel;
-    without a bias they round once)."""
-    t = b.tensor(op.inputs[0])
-    treatment = _int16(op)
-    if t.integer_quantized and t.dtype == "int16":
-        if treatment == INT16_DEFAULT:
-            return True
-        if treatment == INT16_DEFAULT_INT64_BIAS:
-            return b.bit_exact or _bias_dtype(b, op) in ("int64", "int32")
-    return b.bit_exact and is_integer_op(b, op)
-
-
-def transpose_conv_int16(b: GraphBuilder, op: Operator) -> bool:
-    """TRANSPOSE_CONV's ``emulates`` for its 16x8 kernel: its activation is input 2, and the
-    kernel (int64 bias) runs by default with an int64 or no bias."""
-    if len(op.inputs) < 3 or op.inputs[2] < 0:
-        return False
-    x = b.tensor(op.inputs[2])
-    if not (x.integer_quantized and x.dtype == "int16"):
-        return False
-    bias = op.inputs[3] if len(op.inputs) > 3 else -1
-    return b.bit_exact or bias < 0 or b.tensor(bias).dtype in ("int64", "int32")
-
-
-def transpose_conv_integer(b: GraphBuilder, op: Operator) -> bool:
-    """TRANSPOSE_CONV's ``is_integer_op``: its activation (input 2) is integer-quantized."""
-    return b.tensor(op.inputs[2]).integer_quantized
-
-
-def _bias_dtype(b: GraphBuilder, op: Operator) -> str | None:
-    idx = op.inputs[2] if len(op.inputs) > 2 else -1
-    return b.tensor(idx).dtype if idx >= 0 else None
 
 
 def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
@@ -98,7 +49,7 @@ def rounded_once(b: GraphBuilder, operators: list[Operator]) -> list[str]:
         record: Op | None = OPERATORS.get(op.name)
         if record is not None and record.runs_on_stored_integers(t.dtype):
             continue
-        treatment = ROUNDED_ONCE if record is None else record.bit_exact
+        treatment = "" if record is None else record.bit_exact
         if treatment in (EMULATED, EXACT, DEQUANTIZES):
             continue
         out = b.tensor(op.outputs[0]).quantization if op.outputs else None

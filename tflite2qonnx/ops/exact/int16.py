@@ -4,10 +4,10 @@ FULLY_CONNECTED, AVERAGE_POOL_2D and QUANTIZE from int16 (``ops.exact.softmax16`
 ``ops.exact.int8`` MEAN), and, under --bit-exact, ADD / SUB with pot_scale_int16 on power-of-two
 scales.
 
-They run both by default and under --bit-exact (``ops.treatment.emulates``): the 16x8 kernels
-requantize with a multiplier rounded to 16 bits, which moves about one output in twenty by a
-step against any single rounding of the real product, so only their arithmetic agrees with the
-interpreter end to end.
+They run both by default and under --bit-exact (their records' int16 kernels run BY_DEFAULT):
+the 16x8 kernels requantize with a multiplier rounded to 16 bits, which moves about one output
+in twenty by a step against any single rounding of the real product, so only their arithmetic
+agrees with the interpreter end to end.
 
 * Convolutions and FULLY_CONNECTED accumulate ``x * w`` in int64, add the int64 bias and
   requantize with the 64-bit MultiplyByQuantizedMultiplier (``requantize_single_rounding``).
@@ -251,3 +251,11 @@ def _requantizable(x_t, y_t) -> bool:
     if y_t.dtype == "int16":
         return float(x_t.quant.zero_point) == 0 == float(y_t.quant.zero_point)
     return True
+
+
+def wide_bias(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``conv`` runs by default (its records' ``when``): the bias (input 2) is int64 or
+    int32, each the 16x8 convolution kernel's own instantiation, which no single rounding agrees
+    with; without a bias the default rounds once."""
+    idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    return idx >= 0 and b.tensor(idx).dtype in ("int64", "int32")

@@ -17,7 +17,7 @@ In the graph: the table built here from the op's scales; ``i`` and ``t`` from Fl
 two Gathers (``128 lut[i] + 64`` and the int16-wrapped slope), ``Floor((B + S t) / 128)``,
 every value an integer below 2^23 in float32 (exact), then the int16 wrap where the table's
 steps make the kernel's sum leave int16 (found over every input here; steep tables only).
-It runs by default too (their records: ``int16=INT16_DEFAULT``).
+It runs by default too (their records' ``int16`` kernel runs BY_DEFAULT).
 """
 
 from __future__ import annotations

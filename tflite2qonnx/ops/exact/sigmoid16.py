@@ -17,7 +17,8 @@ measured from the interpreter since no formula reproduces it), with linear inter
 In the graph: the rescale and the interpolation in float64 ops (every value an integer below
 2^31: exact), the two table reads a Gather each. The results fit int16 (the kernel's store
 would wrap 2^15, but ``T[254] < 65535`` keeps LOGISTIC's below it). They run by default too
-(their records: ``int16=INT16_DEFAULT``): a single rounding of sigmoid / tanh was 61-87% equal.
+(their records' ``int16`` kernel runs BY_DEFAULT): a single rounding of sigmoid / tanh was
+61-87% equal.
 """
 
 from __future__ import annotations

@@ -41,6 +41,12 @@ from tflite2qonnx.ops.exact.log_softmax import (
 _SCALED_DIFF_BITS = 5
 
 
+def int16_output(b: GraphBuilder, op: Operator) -> bool:
+    """Whether this kernel, not ``exact.softmax``'s table, runs (its record's ``when``): the
+    output is int16."""
+    return b.tensor(op.outputs[0]).dtype == "int16"
+
+
 def prepare(s_in: float, beta: float, where: str, name: str = "") -> tuple[int, int, int]:
     """SoftmaxPrepare's (M_in, left shift, diff_min) for the reference kernel."""
     real = min(beta * float(np.float32(s_in)) * (1 << (31 - _SCALED_DIFF_BITS)), (1 << 31) - 1.0)

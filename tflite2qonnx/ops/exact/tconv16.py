@@ -6,7 +6,7 @@ MultiplyByQuantizedMultiplier (multiplier rounded to 16 bits, one rounding).
 A single rounding of the real product is within a step of it but moves about one output in
 twelve; this runs by default too (any bias or none; an int32 bias selects the kernel's int32
 instantiation, a wrapped int32 accumulator and the 32-bit double-rounding multiply:
-``int8.finish_accumulator``, ``treatment.transpose_conv_int16``). The
+``int8.finish_accumulator``, ``transpose_conv_bias``). The
 int16 input is split into bytes as for CONV_2D (``exact_int16``) so every float32
 ConvTranspose sum stays exact.
 """
@@ -33,3 +33,10 @@ def transpose_conv(b: GraphBuilder, op: Operator, perm, attrs: dict) -> None:
     finish_accumulator(
         b, op, acc, bound, m0, shift, w.shape[1], g_out, where, bias_slot=3, single=True
     )
+
+
+def transpose_conv_bias(b: GraphBuilder, op: Operator) -> bool:
+    """Whether ``transpose_conv`` runs by default (its record's ``when``): ``int16.wide_bias``
+    for the bias at input 3, and with none the kernel runs too."""
+    bias = op.inputs[3] if len(op.inputs) > 3 else -1
+    return bias < 0 or b.tensor(bias).dtype in ("int64", "int32")

@@ -1,8 +1,8 @@
 """--bit-exact for the one-input int8 / uint8 kernels: LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU,
 the RELU family between differing grids, QUANTIZE between integer grids, EXP, LOG, ELU, GELU,
 RSQRT and ABS; int16 RELU, RELU6, LEAKY_RELU and ABS. Each operator's record names its table
-kernel here (``table="exact.unary:logistic"``); ``ops.dispatch`` runs ``convert`` under
---bit-exact before the operator's converter.
+kernel here (``Kernel("exact.unary:logistic", table=True)``); ``ops.dispatch`` runs
+``convert`` with it under --bit-exact before the operator's converter.
 
 Each becomes a Gather on the 256-entry (int16: 65,536-entry) table of
 ``tflite2qonnx.ops.exact.int8_tables``. ``convert`` returns False (nothing emitted) where the
@@ -22,12 +22,9 @@ from tflite2qonnx.dtypes import INT8_TYPES
 from tflite2qonnx.fixed_point import Grid
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
-from tflite2qonnx.ops import OPERATORS
 from tflite2qonnx.ops.exact import int8_math_tables as extra
 from tflite2qonnx.ops.exact import int8_tables as tables
 from tflite2qonnx.ops.exact.table_gather import unary_table
-from tflite2qonnx.ops.record import INT16_BIT_EXACT, resolve
-from tflite2qonnx.ops.treatment import is_integer_op
 
 TableFn = Callable[[np.ndarray, Grid, Grid], np.ndarray]
 # a record's ``table``: (op, input dtype, whether input and output share a grid) -> the table
@@ -82,17 +79,18 @@ def _per_tensor_int8(b: GraphBuilder, idx: int, int16: bool = False) -> bool:
     return t.dtype in types and t.quant is not None and t.quant.axis is None
 
 
-def convert(b: GraphBuilder, op: Operator) -> bool:
-    """Emit ``op`` as its record's table kernel (``ops.dispatch`` calls it under --bit-exact);
-    False if not emitted. int16 runs it where the record's int16 kernel is --bit-exact's
-    (QuantizedReluX, QuantizeLeakyRelu, AbsEvalQuantized on int16_t: the int8 arithmetic over
-    65,536 integers)."""
-    record = OPERATORS.get(op.name)
-    if record is None or record.table is None:
+def convert(b: GraphBuilder, op: Operator, table: TableKernel, int16: bool) -> bool:
+    """Emit ``op`` as the table kernel ``table`` (a record's ``Kernel(table=True)``, which
+    ``ops.dispatch`` runs under --bit-exact); False if not emitted. ``int16``: the record's
+    int16 kernel is this table (QuantizedReluX, QuantizeLeakyRelu, AbsEvalQuantized on
+    int16_t: the int8 arithmetic over 65,536 integers)."""
+    t = b.tensor(op.inputs[0])
+    if not t.integer_quantized:
         return False
-    if not is_integer_op(b, op):  # int16 and wider inputs are refused there
-        return False
-    int16 = record.int16 == INT16_BIT_EXACT
+    if t.dtype not in INT8_TYPES and not (int16 and t.dtype == "int16"):
+        raise ConversionError(
+            f"bit_exact: {t.dtype} {op.name} is not emulated (int8 and uint8 only)", op.where
+        )
     if not (_per_tensor_int8(b, op.inputs[0], int16) and _per_tensor_int8(b, op.outputs[0], int16)):
         raise ConversionError(
             f"bit_exact: {op.name} with a per-axis or non-8-bit side is not emulated", op.where
@@ -102,7 +100,7 @@ def convert(b: GraphBuilder, op: Operator) -> bool:
         float(dst.scale),
         float(dst.zero_point),
     )
-    fn = resolve(record.table)(op, b.tensor(op.inputs[0]).dtype, one_grid)
+    fn = table(op, t.dtype, one_grid)
     if fn is None:
         return False  # a copy or clamp of the integers: the default graph is exact
     unary_table(b, op, fn)

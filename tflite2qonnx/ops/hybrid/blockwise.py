@@ -20,6 +20,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
 from tflite2qonnx.ops.hybrid.quant import quantize_rows
 
 
@@ -32,6 +33,12 @@ def is_blockwise_fc(b: GraphBuilder, op: Operator) -> bool:
 
 def _c(b: GraphBuilder, value: np.ndarray, hint: str) -> str:
     return b.const(np.asarray(value), hint)
+
+
+def fully_connected(b: GraphBuilder, op: Operator) -> None:
+    """The blockwise kernel: its record's ``hybrid`` kernel where ``is_blockwise_fc``."""
+    check_fc_weights(op)
+    blockwise_fully_connected(b, op, flatten_fc(b, op, b.input(op.inputs[0])))
 
 
 def blockwise_fully_connected(b: GraphBuilder, op: Operator, x: str) -> None:

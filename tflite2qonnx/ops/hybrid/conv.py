@@ -26,6 +26,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.geometry import check_conv_filter, conv_2d_layout, depthwise_layout
 from tflite2qonnx.ops.hybrid.quant import quantize_rows, weight_integers
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -41,6 +42,18 @@ def is_hybrid_conv(b: GraphBuilder, op: Operator) -> bool:
     w = b.tensor(op.inputs[1])
     blockwise = w.quantization is not None and w.quantization.block_size > 0
     return b.tensor(op.inputs[0]).dtype == "float32" and w.dtype in _WEIGHTS and not blockwise
+
+
+def conv_2d(b: GraphBuilder, op: Operator) -> None:
+    """Hybrid CONV_2D (its record's ``hybrid`` kernel, where ``is_hybrid_conv``)."""
+    check_conv_filter(b, op)
+    hybrid_conv(b, op, *conv_2d_layout(b, op))
+
+
+def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
+    """Hybrid DEPTHWISE_CONV_2D (its record's ``hybrid`` kernel, where ``is_hybrid_conv``)."""
+    check_conv_filter(b, op)
+    hybrid_conv(b, op, *depthwise_layout(b, op))
 
 
 def _filter_scales(b: GraphBuilder, op: Operator, out_channels: int) -> np.ndarray:

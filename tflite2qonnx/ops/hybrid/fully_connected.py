@@ -19,6 +19,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
+from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
 from tflite2qonnx.ops.hybrid.quant import quantize_rows, weight_integers
 
 # constant weights the hybrid kernels take; blockwise ones go through the float layer
@@ -35,6 +36,12 @@ def is_hybrid_fc(b: GraphBuilder, op: Operator) -> bool:
 
 def _c(b: GraphBuilder, value, dtype, hint: str) -> str:
     return b.const(np.array(value, dtype), hint)
+
+
+def fully_connected(b: GraphBuilder, op: Operator) -> None:
+    """The hybrid kernel: its record's ``hybrid`` kernel where ``is_hybrid_fc``."""
+    check_fc_weights(op)
+    hybrid_fully_connected(b, op, flatten_fc(b, op, b.input(op.inputs[0])))
 
 
 def hybrid_fully_connected(b: GraphBuilder, op: Operator, x: str) -> None:

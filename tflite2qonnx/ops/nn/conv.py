@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.geometry import (
     OHWI_TO_IOHW,
+    check_conv_filter,
     conv_2d_layout,
     depthwise_layout,
     transpose_conv_2d_attrs,
 )
-from tflite2qonnx.ops.hybrid.conv import hybrid_conv, is_hybrid_conv
 from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -28,30 +27,17 @@ DHWIO_TO_OIDHW = (4, 3, 0, 1, 2)
 
 
 def conv_2d(b: GraphBuilder, op: Operator) -> None:
-    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
+    """Float CONV_2D; its record's kernels take integer activations and int8 filters."""
     _conv(b, op, *conv_2d_layout(b, op))
 
 
 def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
-    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
+    """Float DEPTHWISE_CONV_2D; its record's kernels take integer activations and int8 filters."""
     _conv(b, op, *depthwise_layout(b, op))
 
 
 def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
-    if b.tensor(op.inputs[1]).dtype == "int2":
-        # measured: LiteRT 2.3's reference, builtin and XNNPACK conv kernels all return
-        # values near 1e37 for ai-edge-quantizer's int2 filters: no reference to agree with
-        raise ConversionError(
-            "int2 filters: LiteRT's convolution kernels do not compute them (outputs ~1e37)",
-            op.where,
-        )
-    q = b.tensor(op.inputs[1]).quantization
-    if q is not None and q.block_size:
-        # no blockwise conv to measure (ai-edge-quantizer 0.10 leaves convolutions per
-        # channel): its kernel's on-the-fly quantization is unknown, so no exact form
-        raise ConversionError("blockwise-quantized filters are not supported", op.where)
-    if is_hybrid_conv(b, op):
-        return hybrid_conv(b, op, perm, kernel, groups)
+    check_conv_filter(b, op)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         inputs.append(kernel_bias(b, op, op.inputs[2], op.inputs[1]))
@@ -61,8 +47,8 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
 
 
 def transpose_conv(b: GraphBuilder, op: Operator) -> None:
-    """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose; integer kernels
-    (--bit-exact; int16 as its record's ``int16`` says): its record's ``kernel``."""
+    """TRANSPOSE_CONV(output_shape, weights, input[, bias]) as ConvTranspose; its record's
+    kernels take integer activations."""
     w_idx, x_idx = op.inputs[1], op.inputs[2]
     attrs = transpose_conv_2d_attrs(b, op)
     inputs = [b.input(x_idx), b.input(w_idx, perm=OHWI_TO_IOHW)]

@@ -6,20 +6,15 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
-from tflite2qonnx.ops.hybrid.blockwise import blockwise_fully_connected, is_blockwise_fc
-from tflite2qonnx.ops.hybrid.fully_connected import hybrid_fully_connected, is_hybrid_fc
 from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
-    """The integer kernel (--bit-exact; int16 as ``int16`` says) is its record's ``kernel``."""
+    """Float FULLY_CONNECTED; its record's kernels take integer activations (int8, 16x8) and
+    int8 or blockwise weights on float ones (hybrid)."""
     check_fc_weights(op)
     x_idx, w_idx = op.inputs[0], op.inputs[1]
     bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
-    if is_blockwise_fc(b, op):
-        return blockwise_fully_connected(b, op, flatten_fc(b, op, b.input(x_idx)))
-    if is_hybrid_fc(b, op):
-        return hybrid_fully_connected(b, op, flatten_fc(b, op, b.input(x_idx)))
     x = flatten_fc(b, op, b.input(x_idx))
     # W^T is folded at conversion time; per-axis weight scales move from axis 0 to axis 1.
     y = b.emit("MatMul", [x, b.input(w_idx, perm=(1, 0))])[0]

@@ -1,7 +1,8 @@
 """The sequence operators, unrolled by ``lstm``: UNIDIRECTIONAL_SEQUENCE_LSTM and
-BIDIRECTIONAL_SEQUENCE_LSTM (each direction's kernel picked here: float, hybrid -- int8
-weights on float activations, ``lstm_hybrid`` -- or, unidirectional only, integer) and
-UNIDIRECTIONAL_SEQUENCE_RNN (float, or hybrid: ``rnn_hybrid``, TFLite's only int8 one).
+BIDIRECTIONAL_SEQUENCE_LSTM (float; the entries of the kernels their records name: hybrid --
+int8 weights on float activations, ``lstm_hybrid`` -- and, unidirectional only, integer) and
+UNIDIRECTIONAL_SEQUENCE_RNN (float; its record's hybrid kernel: ``rnn_hybrid``, TFLite's only
+int8 one).
 
 BIDIRECTIONAL_SEQUENCE_LSTM runs two ``lstm`` directions over the sequence, the backward
 one from the last step to the first, each output at its own step; ``merge_outputs`` concatenates
@@ -16,6 +17,7 @@ from its variable's initial value (zero) as in ``lstm``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -32,7 +34,6 @@ from tflite2qonnx.ops.recurrent.lstm import (
 )
 from tflite2qonnx.ops.recurrent.lstm_hybrid import HybridLstm, is_hybrid_lstm
 from tflite2qonnx.ops.recurrent.lstm_operands import Direction, operand, unidirectional_direction
-from tflite2qonnx.ops.recurrent.rnn_hybrid import hybrid_sequence_rnn, is_hybrid
 from tflite2qonnx.state import state_after
 
 
@@ -62,34 +63,47 @@ def check_float(b: GraphBuilder, op: Operator, d: Direction) -> None:
             )
 
 
-def arithmetic(b: GraphBuilder, op: Operator, d: Direction) -> FloatLstm:
-    """The kernel a float-input LSTM direction runs: hybrid for int8 weights, else float."""
-    if is_hybrid_lstm(b, op, d):
-        return HybridLstm(b, op, d)
+def _float_direction(b: GraphBuilder, op: Operator, d: Direction) -> FloatLstm:
     check_float(b, op, d)
     return FloatLstm(b, op, d)
 
 
-def unidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
+def _unidirectional(b: GraphBuilder, op: Operator, kernel: type) -> None:
+    """A unidirectional LSTM run with ``kernel``'s arithmetic (float, hybrid or integer)."""
     d = unidirectional_direction(op)
     x_idx = op.inputs[0]
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
-    if b.tensor(x_idx).integer_quantized:
-        from tflite2qonnx.ops.recurrent.lstm_int import IntegerLstm
-
-        arith = IntegerLstm(b, op, d)
-    else:
-        arith = arithmetic(b, op, d)
+    arith = _float_direction(b, op, d) if kernel is FloatLstm else kernel(b, op, d)
     outputs = run_sequence(b, op, d, arith, b.input(x_idx), shape, time_major)
     y = stack(b, outputs, time_major)
     b.set_output(op.outputs[0], arith.output(y, op.outputs[0]) if hasattr(arith, "output") else y)
 
 
-def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
+def unidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
+    """Float weights throughout; its record's kernels take int8 weights on float activations
+    (hybrid) and integer activations."""
+    _unidirectional(b, op, FloatLstm)
+
+
+def hybrid_unidirectional(b: GraphBuilder, op: Operator) -> bool:
+    """Whether the hybrid kernel runs: float input, int8 input-to-output weights."""
+    return is_hybrid_lstm(b, op, unidirectional_direction(op))
+
+
+def hybrid_unidirectional_lstm(b: GraphBuilder, op: Operator) -> None:
+    _unidirectional(b, op, HybridLstm)
+
+
+def integer_unidirectional_lstm(b: GraphBuilder, op: Operator) -> None:
+    """The 8x8_16 kernel on any integer-quantized input (``IntegerLstm`` refuses all but int8)."""
+    from tflite2qonnx.ops.recurrent.lstm_int import IntegerLstm
+
+    _unidirectional(b, op, IntegerLstm)
+
+
+def _directions(op: Operator) -> tuple[Direction, Direction]:
     g = [operand(op, k) for k in range(48)]
-    if g[39] >= 0 or any(k >= 0 for k in g[40:48]):
-        raise ConversionError(f"{op.name} with an auxiliary input is not supported", op.where)
     forward = Direction(
         tuple(g[1:5]), tuple(g[5:9]), tuple(g[9:12]), tuple(g[12:16]), (g[16], g[17]),
         (g[35], g[36]),
@@ -98,13 +112,40 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
         tuple(g[18:22]), tuple(g[22:26]), tuple(g[26:29]), tuple(g[29:33]), (g[33], g[34]),
         (g[37], g[38]),
     )  # fmt: skip
+    return forward, backward
+
+
+def hybrid_bidirectional(b: GraphBuilder, op: Operator) -> bool:
+    """Whether the hybrid kernel runs: float input, int8 input-to-output weights in a direction
+    (``hybrid_bidirectional_lstm`` refuses them in one only)."""
+    return any(is_hybrid_lstm(b, op, d) for d in _directions(op))
+
+
+def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
+    """Float weights throughout; its record's hybrid kernel takes int8 weights."""
+    _bidirectional(b, op, lambda d: _float_direction(b, op, d))
+
+
+def hybrid_bidirectional_lstm(b: GraphBuilder, op: Operator) -> None:
+    def direction(d: Direction) -> FloatLstm:
+        return HybridLstm(b, op, d) if is_hybrid_lstm(b, op, d) else _float_direction(b, op, d)
+
+    _bidirectional(b, op, direction)
+
+
+def _bidirectional(b: GraphBuilder, op: Operator, direction: Callable) -> None:
+    """Both directions, each's arithmetic made by ``direction``."""
+    g = [operand(op, k) for k in range(48)]
+    if g[39] >= 0 or any(k >= 0 for k in g[40:48]):
+        raise ConversionError(f"{op.name} with an auxiliary input is not supported", op.where)
+    forward, backward = _directions(op)
     x_idx = op.inputs[0]
     if b.tensor(x_idx).dtype != "float32":
         raise ConversionError(f"{b.tensor(x_idx).dtype} {op.name} is not supported", op.where)
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)
     x = b.input(x_idx)
-    kernels = [arithmetic(b, op, d) for d in (forward, backward)]
+    kernels = [direction(d) for d in (forward, backward)]
     if type(kernels[0]) is not type(kernels[1]):
         raise ConversionError(f"{op.name} with int8 weights in one direction only", op.where)
     merged = bool(op.options.get("merge_outputs", False))
@@ -137,10 +178,8 @@ def bidirectional_sequence_lstm(b: GraphBuilder, op: Operator) -> None:
 
 
 def unidirectional_sequence_rnn(b: GraphBuilder, op: Operator) -> None:
+    """Float; its record's hybrid kernel (``rnn_hybrid``) takes int8 weights."""
     x_idx, w_idx, r_idx, bias_idx, h_idx = (operand(op, k) for k in range(5))
-    if is_hybrid(b, op):
-        hybrid_sequence_rnn(b, op)
-        return
     _float_only(b, op, [w_idx, r_idx])
     time_major = bool(op.options.get("time_major", False))
     shape = sequence_shape(b, op, x_idx)

@@ -86,7 +86,8 @@ def _group_matrix(w_last: np.ndarray, rank: int, dtype) -> np.ndarray:
     return g
 
 
-def svdf(b: GraphBuilder, op: Operator) -> None:
+def _checked(b: GraphBuilder, op: Operator) -> tuple:
+    """The operands, rank, filters and memory, the state's shape checked."""
     x, wf, wt, bias, state = _operands(b, op)
     rank, filters, memory = _shape(b, op, wf, wt)
     if b.tensor(state).shape[-1:] != (filters * memory,):
@@ -95,17 +96,42 @@ def svdf(b: GraphBuilder, op: Operator) -> None:
             f"{list(b.tensor(state).shape)}, not [batch, {filters * memory}]",
             op.where,
         )
+    return x, wf, wt, bias, state, rank, memory
+
+
+def _unsupported(b: GraphBuilder, op: Operator, x: int, wf: int) -> ConversionError:
     x_type, w_type = b.tensor(x).dtype, b.tensor(wf).dtype
-    if x_type == "float32" and w_type in ("float32", "float16"):
-        _float(b, op, x, wf, wt, bias, state, rank, memory)
-    elif x_type == "float32" and w_type == "int8":
-        _hybrid(b, op, x, wf, wt, bias, state, rank, memory)
-    elif x_type == "int8":
-        _integer(b, op, x, wf, wt, bias, state, rank, memory)
-    else:
-        raise ConversionError(
-            f"SVDF with {x_type} input and {w_type} weights is not supported", op.where
-        )
+    return ConversionError(
+        f"SVDF with {x_type} input and {w_type} weights is not supported", op.where
+    )
+
+
+def svdf(b: GraphBuilder, op: Operator) -> None:
+    """Float SVDF; its record's kernels take int8 weights (hybrid) and int8 activations."""
+    x, wf, wt, bias, state, rank, memory = _checked(b, op)
+    if b.tensor(x).dtype != "float32" or b.tensor(wf).dtype not in ("float32", "float16"):
+        raise _unsupported(b, op, x, wf)
+    _float(b, op, x, wf, wt, bias, state, rank, memory)
+
+
+def is_hybrid(b: GraphBuilder, op: Operator) -> bool:
+    """Float input with int8 weights: the hybrid kernel."""
+    if len(op.inputs) != 5 or min(op.inputs[:2]) < 0:
+        return False  # ``svdf`` refuses it by name
+    x, wf = op.inputs[0], op.inputs[1]
+    return b.tensor(x).dtype == "float32" and b.tensor(wf).dtype == "int8"
+
+
+def hybrid_svdf(b: GraphBuilder, op: Operator) -> None:
+    _hybrid(b, op, *_checked(b, op))
+
+
+def integer_svdf(b: GraphBuilder, op: Operator) -> None:
+    """The int8 kernel on any integer-quantized input (others refused by name)."""
+    x, wf, wt, bias, state, rank, memory = _checked(b, op)
+    if b.tensor(x).dtype != "int8":
+        raise _unsupported(b, op, x, wf)
+    _integer(b, op, x, wf, wt, bias, state, rank, memory)
 
 
 def _shifted(b: GraphBuilder, before: str, feature: str, filters: int, memory: int) -> str:
