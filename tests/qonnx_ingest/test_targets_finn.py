@@ -229,3 +229,13 @@ def test_cli_format_finn_writes_the_thresholds(tmp_path) -> None:
     assert run(parser, lambda args: model, [str(source), "--format", "finn"]) == 0
     written = onnx.load(source.with_suffix(".onnx"))
     assert [n.op_type for n in written.graph.node] == ["MultiThreshold", "Mul"]
+
+
+def test_the_finn_form_is_the_same_bytes_on_every_run() -> None:
+    """qonnx's shape inference names the copies of shared constants at random; the saved form
+    must not change from one run to the next (reviews diff it, caches hash it)."""
+    import tflite2qonnx
+
+    source = support.CORPUS / "tflite" / "tflm__hello_world_int8.tflite"
+    first, second = (tflite2qonnx.convert(source, format="finn") for _ in range(2))
+    assert first.SerializeToString() == second.SerializeToString()
