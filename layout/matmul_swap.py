@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from layout.collapse import per_tensor_quantizer
 from layout.graph import get_attr, is_default_domain, set_attr
-from qonnx_ingest.graph_edit import set_nodes
+from qonnx_ingest.graph_edit import readers_of, set_nodes
 from qonnx_ingest.passes import PassResult
 
 
@@ -21,10 +21,7 @@ def swap_transposed_matmuls(model: onnx.ModelProto) -> PassResult:
     """Rewrite ``model`` in place; modified when it removed a Transpose."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for t in node.input:
-            readers.setdefault(t, []).append(node)
+    readers = readers_of(graph)
     producer = {t: node for node in graph.node for t in node.output}
     outputs = {vi.name for vi in graph.output}
 

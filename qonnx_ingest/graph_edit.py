@@ -1,4 +1,4 @@
-"""In-place edits of an ONNX graph's repeated fields that several rewrites share."""
+"""The graph queries and in-place edits of its repeated fields that several rewrites share."""
 
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ def replace_nodes(graph: onnx.GraphProto, nodes: Iterable[onnx.NodeProto]) -> No
         copies.append(copy)
     del graph.node[:]
     graph.node.extend(copies)
+
+
+def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Each tensor name's reading nodes, in graph order (a node reading it twice, twice)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    return readers

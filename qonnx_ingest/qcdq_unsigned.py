@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from qonnx_ingest.finish import remove_unused_tensors, subgraph_reads
-from qonnx_ingest.graph_edit import replace_nodes
+from qonnx_ingest.graph_edit import readers_of, replace_nodes
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.passes import PassResult
 
@@ -40,10 +40,7 @@ def store_int8_as_uint8(model: onnx.ModelProto) -> PassResult:
         return model, False
     graph = model.graph
     values = _constant_values(graph)
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output} | subgraph_reads(graph)
     inits = {t.name: t for t in graph.initializer}
     chains = []  # (zero-point readers, clips, int8 tensors, int8 initializers)

@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.graph_edit import readers_of
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
 
@@ -38,10 +39,7 @@ def image_ends_channels_last(model: onnx.ModelProto) -> PassResult:
     graph = model.graph
     taken = graph_names(graph)
     constants = {i.name: i for i in graph.initializer}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)
     producers = {out: node for node in graph.node for out in node.output}
     outputs = {o.name for o in graph.output}
     rank = _ranks(graph)

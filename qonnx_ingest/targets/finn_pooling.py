@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.graph_edit import readers_of
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
 
@@ -138,10 +139,7 @@ def one_pixel_heads_as_matmul(model: onnx.ModelProto) -> PassResult:
     graph = model.graph
     constants = {i.name: i for i in graph.initializer}
     producers = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)
     dims = {
         i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
         for i in (*graph.input, *graph.value_info, *graph.output)

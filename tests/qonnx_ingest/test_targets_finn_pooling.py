@@ -14,21 +14,23 @@ from qonnx_ingest.targets.finn import to_finn
 STEP = np.float32(0.125)  # a power of two: window sums exact in float32, ties exact
 
 
+def quant(x: str, y: str, s: str = "s", bits: str = "b"):
+    """An int8-style Quant rounding half away from zero, as TFLite does."""
+    return helper.make_node(
+        "Quant",
+        [x, s, "z", bits],
+        [y],
+        domain="qonnx.custom_op.general",
+        signed=1,
+        narrow=0,
+        rounding_mode="HALF_UP",
+    )
+
+
 def _pool_model(k: int):
     """x (1, 2, 6, 6) -> Quant(1/8, int8) -> AveragePool k x k / k -> Quant(1/8, int8,
     HALF_UP) -> Reshape (1, 2, n) -> Reshape (1, 2n)."""
     n = (6 // k) ** 2
-
-    def quant(x: str, y: str):
-        return helper.make_node(
-            "Quant",
-            [x, "s", "z", "b"],
-            [y],
-            domain="qonnx.custom_op.general",
-            signed=1,
-            narrow=0,
-            rounding_mode="HALF_UP",
-        )
 
     nodes = [
         quant("x", "q"),
@@ -85,17 +87,6 @@ def test_a_one_pixel_classifier_head_is_a_matmul_behind_its_reshape() -> None:
     w_scale = np.float32([0.25, 0.5, 0.125]).reshape(3, 1, 1, 1)
     bias = rng.integers(-20, 21, 3).astype(np.float32)
     b_scale = STEP * w_scale.reshape(3)
-
-    def quant(x, y, s="s", bits="b"):
-        return helper.make_node(
-            "Quant",
-            [x, s, "z", bits],
-            [y],
-            domain="qonnx.custom_op.general",
-            signed=1,
-            narrow=0,
-            rounding_mode="HALF_UP",
-        )
 
     nodes = [
         quant("x", "q"),
