@@ -45,8 +45,12 @@ def make_float_quant(
     max_val: float,
     name: str,
     scale: float = 1.0,
+    has_inf: bool = False,
+    has_nan: bool = False,
 ) -> QuantNode:
-    """A FloatQuant node (ROUND: ties to even; subnormals; saturating) and its parameters."""
+    """A FloatQuant node (ROUND: ties to even; subnormals; saturating) and its parameters.
+    ``has_inf`` / ``has_nan`` describe the format to backends (OCP FP8: E5M2 has both, E4M3FN
+    NaN only); qonnx's executor reads them only when not saturating."""
     if exponent_bits < 1 or mantissa_bits < 0 or max_val <= 0 or scale <= 0:
         raise ConversionError(
             f"FloatQuant needs E >= 1, M >= 0 and a positive scale and max_val, got "
@@ -71,8 +75,8 @@ def make_float_quant(
         name=name,
         domain=QONNX_DOMAIN,
         rounding_mode="ROUND",
-        has_inf=0,
-        has_nan=0,
+        has_inf=int(has_inf),
+        has_nan=int(has_nan),
         has_subnormal=1,
         saturation=1,
     )

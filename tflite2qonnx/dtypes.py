@@ -50,11 +50,16 @@ TENSOR_TYPES: dict[str, TensorType] = {
     "INT4": TensorType("int4", bits=4),
     "INT2": TensorType("int2", bits=2),  # LiteRT's schema (ai-edge-quantizer's wi2 recipes)
     "UINT4": TensorType("uint4", bits=4, signed=False),
+    # OCP FP8 (ml_dtypes' float8 types decode them): constants only, as FloatQuant (minifloat.py)
+    "FLOAT8_E4M3FN": TensorType("float8_e4m3fn"),
+    "FLOAT8_E5M2": TensorType("float8_e5m2"),
     "STRING": TensorType(None),
     "RESOURCE": TensorType(None),
     "VARIANT": TensorType(None),
 }
 
+# the float types whose values the graph reads as float32 (float16 widened, FLOAT8 decoded)
+FLOAT_TYPES = frozenset({"float32", "float16", "float8_e4m3fn", "float8_e5m2"})
 # Tensor.dtype (the lower-cased name) -> (bit width, signed) of the quantizable integers
 INTEGER_TYPES: dict[str, tuple[int, bool]] = {
     name.lower(): (t.bits, t.signed) for name, t in TENSOR_TYPES.items() if t.bits is not None
@@ -75,6 +80,10 @@ PACKED_TYPES: dict[str, tuple[int, bool]] = {
 
 def numpy_dtype(type_name: str) -> Any:
     spec = TENSOR_TYPES[type_name].numpy
+    if spec in ("float8_e4m3fn", "float8_e5m2"):
+        import ml_dtypes  # onnx depends on it
+
+        return np.dtype(getattr(ml_dtypes, spec))
     if spec == "bfloat16":
         try:
             import ml_dtypes  # optional; ships with onnx

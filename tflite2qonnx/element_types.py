@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.symbolic_dims import dynamic_dim_name
-from tflite2qonnx.dtypes import ONNX_TYPES
+from tflite2qonnx.dtypes import FLOAT_TYPES, ONNX_TYPES
 from tflite2qonnx.model import Tensor
 
 _QUANTIZERS = ("Quant", "IntQuant")
@@ -25,7 +25,7 @@ INTEGER_ELEM_TYPES = frozenset(
      TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
 )  # fmt: skip
 # the TFLite types whose ONNX value has one known element type (not string, resource, ...)
-_TYPED = frozenset({"float32", "float16", *ONNX_TYPES})
+_TYPED = frozenset({*FLOAT_TYPES, *ONNX_TYPES})
 
 
 def elem_type(tensor: Tensor) -> int:
@@ -33,7 +33,7 @@ def elem_type(tensor: Tensor) -> int:
     follows: float for float32 / float16 and for any quantized integer tensor (its real values
     on the grid), TFLite's own type for the rest (an unquantized int32 shape stays int32);
     complex64 is float pairs [..., 2] (``ops.signal.complex_ops``)."""
-    if tensor.dtype in ("float32", "float16", "complex64") or tensor.quant is not None:
+    if tensor.dtype in FLOAT_TYPES or tensor.dtype == "complex64" or tensor.quant is not None:
         return TensorProto.FLOAT
     if tensor.dtype in ONNX_TYPES:
         return ONNX_TYPES[tensor.dtype]

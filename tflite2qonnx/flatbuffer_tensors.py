@@ -15,6 +15,8 @@ import tflite
 
 from qonnx_ingest.errors import ConversionError, InputError
 from tflite2qonnx.dtypes import PACKED_TYPES, TENSOR_TYPES, numpy_dtype, unpack_sub_byte
+from tflite2qonnx.minifloat import FORMATS
+from tflite2qonnx.minifloat import check as check_minifloat
 from tflite2qonnx.model import DimensionMetadata, Quantization, Shape, Sparsity, Tensor
 from tflite2qonnx.schema import (
     DIMENSION_TYPES,
@@ -113,10 +115,6 @@ class TensorDecoder(Cursor):
         type_name = TENSOR_TYPE_NAMES.get(type_code)
         if type_name is None:
             raise self.fail(f"unknown tensor type {type_code}")
-        if type_name not in TENSOR_TYPES:  # LiteRT's FLOAT8 types: no kernel here reads them
-            raise ConversionError(
-                f"{type_name} tensors are not supported", where=f"{self.name}: {self.loc}"
-            )
         dtype = type_name.lower()
 
         self.count(t, "Shape")
@@ -173,7 +171,7 @@ class TensorDecoder(Cursor):
             data = self.tensor_data(raw, type_name, shape, static, sparse=sparsity is not None)
 
         where = f"tensor {index} {quote(name)}"
-        return Tensor(
+        tensor = Tensor(
             index=index,
             name=name,
             shape=Shape(shape, where),
@@ -185,6 +183,9 @@ class TensorDecoder(Cursor):
             is_variable=bool(t.IsVariable()),
             sparsity=sparsity,
         )
+        if dtype in FORMATS:  # FLOAT8: constants only (minifloat.py)
+            check_minifloat(tensor, f"{self.name}: {self.loc}")
+        return tensor
 
     def tensor_data(
         self, raw: np.ndarray, type_name: str, shape: tuple[int, ...], static: bool, sparse: bool

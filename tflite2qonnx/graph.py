@@ -26,6 +26,7 @@ from tflite2qonnx.element_types import (
     tensor_value_info,
 )
 from tflite2qonnx.graph_io import io_record, unique_tensor_names
+from tflite2qonnx.minifloat import FORMATS, float_quant_constant
 from tflite2qonnx.model import Operator, Subgraph, Tensor
 from tflite2qonnx.quantization import dequantize
 from tflite2qonnx.state import StateIO
@@ -259,6 +260,12 @@ class GraphBuilder:
         args = tensor.quant if tensor.data is not None else None
         hint = self.tensor_name(idx) if perm is None else f"{self.tensor_name(idx)}_perm"
         claimed = self._claim(idx, perm)
+        if tensor.dtype in FORMATS and tensor.data is not None:  # FLOAT8: FloatQuant
+            out = claimed or self.fresh(hint)
+            for node in float_quant_constant(self.const, self.fresh, tensor, perm, hint, out):
+                self.nodes.append(node)
+                self._producer[node.output[0]] = node
+            return out
         if args is None:
             if claimed is None:
                 return self.const(value, hint)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError, InputError
-from tflite2qonnx.dtypes import INTEGER_TYPES
+from tflite2qonnx.dtypes import FLOAT_TYPES, INTEGER_TYPES
 
 # TFLite quantizes with std::round (ties away from zero), which qonnx calls HALF_UP.
 ROUNDING_MODE = "HALF_UP"
@@ -183,7 +183,7 @@ class Tensor:
     def integer_quantized(self) -> bool:
         """Quantized and stored as integers, not float32 / float16: TFLite runs an integer
         kernel on it (int16, int32 and int4 included)."""
-        return self.quantization is not None and self.dtype not in ("float32", "float16")
+        return self.quantization is not None and self.dtype not in FLOAT_TYPES
 
     @cached_property
     def quant(self) -> QuantArgs | None:

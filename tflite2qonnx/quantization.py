@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from qonnx_ingest.errors import ConversionError
+from tflite2qonnx.minifloat import FORMATS, scaled
 from tflite2qonnx.model import Tensor
 
 
@@ -20,6 +21,8 @@ def dequantize(tensor: Tensor) -> np.ndarray:
         raise ConversionError(
             "expected a constant tensor", f"tensor {tensor.index} '{tensor.name}'"
         )
+    if tensor.dtype in FORMATS:  # FLOAT8: the decoded values times the scale, if any
+        return scaled(tensor)
     args = tensor.quant
     if args is None:
         return np.asarray(tensor.data, dtype=np.float32)

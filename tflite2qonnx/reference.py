@@ -1,6 +1,8 @@
 """--verify for TFLite: the interpreter (ai-edge-litert) against the converted model.
 
-The reference is the interpreter's builtin kernels, the semantics the file defines. Quantized
+The reference is the interpreter's builtin kernels, the semantics the file defines (or the
+first runtime that runs the model, cross-checked against the others: reference_paths,
+reference_trust). Quantized
 outputs are held to the TFLite issue's end-to-end rule: agreement with the builtin kernels at
 least as good as the interpreter's own XNNPACK path achieves on the same inputs (on deep int8
 networks the two TFLite paths differ by several steps), and argmax as often equal. Float
@@ -44,6 +46,7 @@ from tflite2qonnx.reference_paths import (
     repair_note,
     spread_paths,
 )
+from tflite2qonnx.reference_trust import cross_checked
 from tflite2qonnx.state import initial_state, read_pairs
 
 FLOAT_RTOL = 1e-4
@@ -101,30 +104,34 @@ def verify(
     ref_run = interpreter_for(reference, reference_name)
     # the user's samples failing is their input's fault; seeded ones failing, the reference's
     unusable = InputError if inputs_path is not None else ReferenceUnavailable
-    ref_outs = invoke_all(ref_run)
-    xnn_cache: list = []
-    spread: list[str] = []  # the runtime measuring TFLite's own spread, once chosen
 
-    def xnn_outs() -> list[Feeds]:  # run only when an output needs TFLite's spread
-        if not xnn_cache:
-            if reference_name == XNNPACK:
-                spread.append(XNNPACK)
-                xnn_cache.append(ref_outs)
-                return ref_outs
-            for kind in spread_paths(reference_name):
-                try:
-                    other = open_path(source, kind, model)
-                except ReferenceUnavailable:  # XNNPACK fails to build a runtime (OSNet)
-                    continue
-                spread.append(kind)
-                xnn_cache.append(invoke_all(interpreter_for(other, kind)))
-                break
-            else:
-                raise ReferenceUnavailable(
-                    f"only TFLite's {reference_name} run this model: no second runtime to "
-                    "measure TFLite's own spread on its quantized outputs"
-                )
-        return xnn_cache[0]
+    def run_other(kind: str) -> list[Feeds] | None:
+        try:
+            other = open_path(source, kind, model)
+        except ReferenceUnavailable:  # XNNPACK fails to build a runtime (OSNet)
+            return None
+        return invoke_all(interpreter_for(other, kind))
+
+    details = {d["name"]: d for d in out_details}
+    runs = cross_checked(
+        reference_name,
+        invoke_all(ref_run),
+        spread_paths(reference_name),
+        run_other,
+        lambda name, x: _real(x, details[name]),
+    )
+    reference_name, ref_outs = runs.reference, runs.outputs
+
+    if runs.spread is None and reference_name == XNNPACK:  # MediaPipe's custom ops
+        runs.spread, runs.spread_outputs = XNNPACK, ref_outs  # XNNPACK is its own spread
+
+    def xnn_outs() -> list[Feeds]:  # TFLite's spread, where an output needs it
+        if runs.spread_outputs is None:
+            raise ReferenceUnavailable(
+                f"only TFLite's {reference_name} run this model: no second runtime to "
+                "measure TFLite's own spread on its quantized outputs"
+            )
+        return runs.spread_outputs
 
     perms = stored_perms(model)
     feeds = [
@@ -158,12 +165,14 @@ def verify(
             xnns = [_real(o[name], d) for o in xnn_outs()]
             xnn = measure(name, refs, xnns, grid)
             _against_xnnpack(agreement, xnn, _paired_noise(refs, ours, xnns, grid))
-        if spread and agreement.baseline_name:
-            agreement.baseline_name = baseline_name(reference_name, spread[0])
+        if runs.spread and agreement.baseline_name:
+            agreement.baseline_name = baseline_name(reference_name, runs.spread)
         results.append(agreement)
     note = repair_note(source) if reference_name != TFLM else ""
     return Verification(
-        results, len(samples), f"{runner}; TFLite reference: {reference_name}{note}"
+        results,
+        len(samples),
+        f"{runner}; TFLite reference: {reference_name}{note}{runs.note}",
     )
 
 

@@ -15,6 +15,8 @@ The spread (how far TFLite's own CPU paths differ, the allowance for quantized o
 XNNPACK against the reference, or the other builtin resolver where XNNPACK fails to build
 (OSNet); XNNPACK as the reference is its own. A model with quantized outputs that no second
 runtime runs is reported as unverifiable (ReferenceUnavailable), not held to no spread.
+Whether the reference and the spread runtime can be trusted is reference_trust's: a runtime
+computing something else than the two others is passed over.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ BUILTIN_REF = "builtin kernels"
 BUILTIN = "optimized builtin kernels"
 XNNPACK = "XNNPACK"
 TFLM = "TFLM interpreter"
+# --verify's reference: the first of these that runs the model
+REFERENCE_ORDER = (BUILTIN_REF, BUILTIN, XNNPACK)
 _SHORT = {BUILTIN_REF: "builtin", BUILTIN: "optimized builtin", XNNPACK: "XNNPACK", TFLM: "TFLM"}
 # ops whose one kernel the reference resolver registers only up to an older version than the
 # optimized one (register_ref.cc: TILE 1-2; version 3 adds no kernel of its own), by code
@@ -191,7 +195,7 @@ def _has_litert() -> bool:
 def choose_reference(source, model: onnx.ModelProto):
     """The first runtime that runs ``source`` (module docstring), and its name."""
     first_failure = None
-    for kind in (BUILTIN_REF, BUILTIN, XNNPACK):
+    for kind in REFERENCE_ORDER:
         try:
             it = open_path(source, kind, model)
         except ReferenceUnavailable as exc:

@@ -83,3 +83,30 @@ def conv_foreign_bias_scale(seed: int = 5) -> bytes:
     )
     ops = [{"op": "CONV_2D", "inputs": [0, 1, 2], "outputs": [3], "options": options}]
     return build_model(tensors, ops, [0], [3])
+
+
+def accumulator_rounding(depthwise: bool = False) -> bytes:
+    """A 1x1 CONV_2D (one input channel) or DEPTHWISE_CONV_2D (three) with per-channel int8
+    weights whose multipliers ``s_in * s_w / s_out`` (0.225, 0.15, 0.1125) shift right by 2, 2
+    and 3: the kernels' second rounding moves an eighth to a quarter of the values."""
+    s_w = [0.9, 0.6, 0.45]
+    channels = 3 if depthwise else 1
+    shape = (1, 1, 1, 3) if depthwise else (3, 1, 1, 1)
+    weights = np.array([77, -93, 121], np.int8).reshape(shape)
+    tensors = [
+        _i8("x", (1, 16, 16, channels), ([0.05], [-7])),
+        _i8("w", shape, (s_w, [0, 0, 0], 3 if depthwise else 0), weights),
+        {"name": "bias", "shape": (3,), "dtype": "int32",
+         "data": np.array([1234, -567, 89], np.int32),
+         "quant": ([0.05 * s for s in s_w], [0, 0, 0])},
+        _i8("y", (1, 16, 16, 3), ([0.2], [5])),
+    ]  # fmt: skip
+    options = {"Padding": 1, "StrideW": 1, "StrideH": 1, "DilationWFactor": 1,
+               "DilationHFactor": 1}  # fmt: skip
+    if depthwise:
+        op, table = "DEPTHWISE_CONV_2D", "DepthwiseConv2DOptions"
+        options["DepthMultiplier"] = 1
+    else:
+        op, table = "CONV_2D", "Conv2DOptions"
+    ops = [{"op": op, "inputs": [0, 1, 2], "outputs": [3], "options": (table, options)}]
+    return build_model(tensors, ops, [0], [3])

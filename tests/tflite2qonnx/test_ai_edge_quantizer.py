@@ -10,12 +10,15 @@ What each recipe writes, and what the converter makes of it (docs/tflite.md):
 - int2 convolution filters and blockwise int2 weights: refused, LiteRT's kernels do not
   compute them (values near 1e37; 0.7 off the dequantized weights).
 Blockwise int4 models are compared with the builtin optimized kernels: the reference kernel
-(BUILTIN_REF) returns the bias alone for a blockwise FULLY_CONNECTED.
+(BUILTIN_REF) returns the bias alone for a blockwise FULLY_CONNECTED, and --verify distrusts
+it (tflite2qonnx/reference_trust.py): a wrong conversion fails instead of hiding in the
+allowance that kernel's distance from XNNPACK used to give.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -24,10 +27,12 @@ from litert_compare import run_ours
 from onnx import numpy_helper
 
 import tflite2qonnx
-from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.errors import ConversionError, ReferenceUnavailable
 from qonnx_ingest.quant_lowering import lower_quants
+from tflite2qonnx import reference_paths
 from tflite2qonnx.api import convert_subgraph, slice_subgraph
 from tflite2qonnx.reader import read_model
+from tflite2qonnx.reference import verify
 from tflite2qonnx.verified import convert_and_verify
 
 if importlib.util.find_spec("ai_edge_quantizer") is None:  # the test command installs it
@@ -171,3 +176,47 @@ def test_blockwise_weights_in_qcdq_are_a_blocked_dequantize_linear(models, name)
     (ours,) = session.run(None, {qcdq.graph.input[0].name: x})
     expected = run_ours(qonnx, {qonnx.graph.input[0].name: x})[qonnx.graph.output[0].name]
     assert float(np.max(np.abs(ours - expected))) <= 1e-6
+
+
+@pytest.mark.parametrize("name", BLOCKWISE)
+def test_verify_distrusts_the_reference_kernels_that_return_the_bias_alone(models, name):
+    """The builtin reference kernels are a median 0.7 of the output's spread from both other
+    runtimes, which agree within 1e-7: verify holds the model to the optimized kernels."""
+    _, figures = convert_and_verify(models[name])
+    assert re.search(
+        r"; TFLite reference: optimized builtin kernels \(builtin kernels distrusted: on "
+        r"StatefulPartitionedCall:0 they are a median 0\.(69|7) of the output's spread from "
+        r"optimized builtin kernels and XNNPACK, which agree within [0-9.]+e-0[78]\)$",
+        figures.runner,
+    ), figures.runner
+    (out,) = figures.outputs
+    assert out.reference == "TFLite's optimized builtin kernels" and out.max_abs_error <= 1e-6
+
+
+def test_a_blockwise_conversion_ten_percent_off_fails_verify(models):
+    """The broken reference used to pass this: XNNPACK is 0.57 from it, ours within 1.5x."""
+    model = tflite2qonnx.convert(models["dynamic_wi4b32_afp32"])
+    (quant,) = [n for n in model.graph.node if n.op_type == "Quant"]
+    (scale,) = [t for t in model.graph.initializer if t.name == quant.input[1]]
+    scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * 1.1, scale.name))
+    figures = verify(models["dynamic_wi4b32_afp32"], model)
+    assert not figures.passed
+    assert "from TFLite's optimized builtin kernels" in figures.as_text()
+
+
+def test_without_an_arbiter_the_disagreeing_runtimes_make_verify_unavailable(models, monkeypatch):
+    """Only the broken reference kernels and XNNPACK run: no majority, so no verdict."""
+    opened = reference_paths.open_path
+
+    def no_optimized(source, kind, model=None):
+        if kind == reference_paths.BUILTIN:
+            raise ReferenceUnavailable("the optimized kernels are unavailable")
+        return opened(source, kind, model)
+
+    monkeypatch.setattr("tflite2qonnx.reference.open_path", no_optimized)
+    with pytest.raises(ReferenceUnavailable, match="disagree beyond rounding") as exc:
+        convert_and_verify(models["dynamic_wi4b32_afp32"])
+    assert re.search(
+        r"on StatefulPartitionedCall:0: builtin kernels and XNNPACK are a median 0\.(69|7) ",
+        str(exc.value),
+    ), str(exc.value)

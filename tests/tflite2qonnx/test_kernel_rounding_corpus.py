@@ -2,8 +2,9 @@
 now rounds as the builtin kernels do (or reads its bias in the kernel's unit), converted on
 its own and fed the builtin kernels' own input tensors (``experimental_preserve_all_tensors``).
 
-Rounding once, the gesture model's PRELUs were 70-99% equal; MediaPipe Model Maker's QAT
-export's requantizing QUANTIZEs 53-84% and MULs 98.4-99.5%, and four of its RetinaNet-head
+Rounding once, the gesture model's PRELUs were 70-99% equal (its convolutions rounded once,
+as XNNPACK does, until they too rounded twice); MediaPipe Model Maker's QAT export's
+requantizing QUANTIZEs 53-84% and MULs 98.4-99.5%, and four of its RetinaNet-head
 convolutions (a bias shared among five input grids) 0-56% equal, up to 33 steps apart;
 OSNet's 35 int8 MEANs 94-100%.
 """
@@ -57,11 +58,18 @@ def _op_steps(name: str, keep) -> dict[tuple[int, str], np.ndarray]:
     return steps
 
 
-def test_gesture_prelus_equal_the_builtin_kernel():
-    steps = _op_steps(GESTURE, lambda op: op.name == "PRELU")
-    assert len(steps) == 26
+def test_gesture_prelus_and_convolutions_equal_the_builtin_kernel():
+    """Its 53 convolutions rounded once left the regressors 0.7 pt below XNNPACK end to end;
+    rounded twice, four of them differ on one value in ~65,000 (float32
+    accumulation at a tie) and the model passes --verify (75.8% equal, XNNPACK 69.3%)."""
+    kinds = ("PRELU", "CONV_2D", "DEPTHWISE_CONV_2D")
+    steps = _op_steps(GESTURE, lambda op: op.name in kinds)
+    assert [name for _, name in steps].count("PRELU") == 26 and len(steps) == 26 + 53
     for key, s in steps.items():
-        assert s.max() == 0, f"{key}: {np.mean(s > 0):.2%} differ"
+        if key[1] == "PRELU":
+            assert s.max() == 0, f"{key}: {np.mean(s > 0):.2%} differ"
+        else:
+            assert s.max() <= 1 and np.mean(s == 0) >= 0.9999, f"{key}: {np.mean(s > 0):.4%}"
 
 
 @pytest.fixture(scope="module")

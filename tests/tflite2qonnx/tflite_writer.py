@@ -27,8 +27,8 @@ _TYPES = {
 
 
 def _quantization(b: flatbuffers.Builder, quant: tuple) -> int:
-    """QuantizationParameters from (scales, zero_points)."""
-    scales, zero_points = quant
+    """QuantizationParameters from (scales, zero_points[, quantized_dimension])."""
+    scales, zero_points = quant[:2]
     b.StartVector(4, len(scales), 4)
     for v in reversed(list(scales)):
         b.PrependFloat32(float(v))
@@ -37,6 +37,8 @@ def _quantization(b: flatbuffers.Builder, quant: tuple) -> int:
     tflite.QuantizationParametersStart(b)
     tflite.QuantizationParametersAddScale(b, scale_vec)
     tflite.QuantizationParametersAddZeroPoint(b, zp_vec)
+    if len(quant) > 2:
+        tflite.QuantizationParametersAddQuantizedDimension(b, quant[2])
     return tflite.QuantizationParametersEnd(b)
 
 

@@ -19,6 +19,7 @@ from tflite2qonnx.ops.geometry import (
     depthwise_layout,
     transpose_conv_2d_attrs,
 )
+from tflite2qonnx.ops.kernel_rounding import requantize_accumulator
 from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -43,6 +44,7 @@ def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
         inputs.append(kernel_bias(b, op, op.inputs[2], op.inputs[1]))
     attrs = spatial_attrs(b, op, kernel)
     y = b.emit("Conv", inputs, group=groups, kernel_shape=list(kernel), **attrs)[0]
+    y = requantize_accumulator(b, op, y)  # int8: the kernels' two roundings
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 

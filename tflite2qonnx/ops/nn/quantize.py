@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflite2qonnx.graph import GraphBuilder
+from tflite2qonnx.minifloat import FORMATS
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.kernel_rounding import int8_scales, round_as_kernel
 
@@ -30,7 +31,8 @@ def dequantize(b: GraphBuilder, op: Operator) -> None:
     are what FINN / hls4ml read."""
     src = op.inputs[0]
     tensor = b.tensor(src)
-    if tensor.data is not None and tensor.quant is not None and tensor.sparsity is None:
+    quantized = tensor.quant is not None or tensor.dtype in FORMATS  # FLOAT8: FloatQuant
+    if tensor.data is not None and quantized and tensor.sparsity is None:
         b.alias(op.outputs[0], b.input(src))
         return
     value = b.constant(src)
