@@ -15,7 +15,7 @@ import functools
 import inspect
 from typing import Any
 
-from qkeras2qonnx.backend import keras
+from qkeras2qonnx.environment.backend import keras
 from qkeras2qonnx.quantizers import makes_node
 from qkeras2qonnx.stripped import Slot, Stripped, config_of
 from qonnx_ingest.errors import ConversionError

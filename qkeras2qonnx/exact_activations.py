@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.backend import qkeras_call
 from qkeras2qonnx.composite import Builder, Composite
+from qkeras2qonnx.environment.backend import qkeras_call
 from qkeras2qonnx.spec import BIPOLAR, QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 

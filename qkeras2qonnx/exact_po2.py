@@ -217,7 +217,7 @@ def _predict_path(q: Any):
     value repeated ``_TILE`` times so that TensorFlow takes its vectorised path."""
     import tensorflow as tf
 
-    from qkeras2qonnx.backend import keras
+    from qkeras2qonnx.environment.backend import keras
 
     keras()
     spec = [tf.TensorSpec([None], tf.float32)]

@@ -32,8 +32,8 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from qkeras2qonnx.backend import keras
 from qkeras2qonnx.compat import qkeras as compat_qkeras
+from qkeras2qonnx.environment.backend import keras
 from qkeras2qonnx.stripped import Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.passes import PassResult

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx import pruning
-from qkeras2qonnx.backend import is_qkeras_object, keras
 from qkeras2qonnx.batchnorm import strip_qbatchnorm
 from qkeras2qonnx.bidirectional import strip_bidirectional
 from qkeras2qonnx.compat import qkeras as compat_qkeras
+from qkeras2qonnx.environment.backend import is_qkeras_object, keras
 from qkeras2qonnx.grouped_transpose import strip_depthwise_transpose, strip_separable_transpose
 from qkeras2qonnx.pooling import pooling_rule
 from qkeras2qonnx.recurrent import strip_recurrent

@@ -83,7 +83,7 @@ def mark(tensor: Any, marker: int) -> Any:
 @functools.cache
 def marked_output_class() -> type:
     """The Keras layer that runs a stripped layer and marks its output (built lazily: TF)."""
-    from qkeras2qonnx.backend import keras
+    from qkeras2qonnx.environment.backend import keras
 
     class MarkedOutput(keras().layers.Layer):
         """``inner`` under the original layer's name, followed by output marker ``marker``."""

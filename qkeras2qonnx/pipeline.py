@@ -12,10 +12,10 @@ import onnx
 
 from layout.channels_last import fuse_channels_last
 from layout.global_pool import source_global_pools
-from qkeras2qonnx import flavour
 from qkeras2qonnx.channels_last import explicit_pads
+from qkeras2qonnx.environment import flavour
+from qkeras2qonnx.environment.load import load_model
 from qkeras2qonnx.grouped_transpose import set_groups
-from qkeras2qonnx.load import load_model
 from qkeras2qonnx.output_shapes import fill_output_shapes, keras_output_dims
 from qkeras2qonnx.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
@@ -85,7 +85,7 @@ def convert(
     options = {"opset": opset, "batch_size": batch_size, "int_quant": int_quant}
     options["channels_last"] = channels_last
     if not flavour.can_run(needed):  # the other QKeras generation: in a subprocess
-        from qkeras2qonnx.isolated import convert_elsewhere
+        from qkeras2qonnx.environment.isolated import convert_elsewhere
 
         elsewhere = {"allow_lambda": allow_lambda, "verify": verify, "format": format}
         proto = convert_elsewhere(model_or_path, needed, weights=weights, **options, **elsewhere)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.backend import keras, qkeras_call
+from qkeras2qonnx.environment.backend import keras, qkeras_call
 from qkeras2qonnx.quantizers import describe
 from qkeras2qonnx.stripped import Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.backend import qkeras_call
+from qkeras2qonnx.environment.backend import qkeras_call
 from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx import quantizer_proof
-from qkeras2qonnx.backend import is_qkeras_object
 from qkeras2qonnx.composite import Builder
-from qkeras2qonnx.flavour import KERAS3, model_flavour
+from qkeras2qonnx.environment.backend import is_qkeras_object
+from qkeras2qonnx.environment.flavour import KERAS3, model_flavour
 from qkeras2qonnx.quantizers import describe, rule_for
 from qkeras2qonnx.spec import LOST, QuantSpec
 from qkeras2qonnx.stripped import Stripped, config_of
@@ -261,7 +261,7 @@ def placeholder_class() -> type:
     """A layer with the recurrent layer's output shape between two markers (lazily: TF)."""
     import tensorflow as tf
 
-    from qkeras2qonnx.backend import keras
+    from qkeras2qonnx.environment.backend import keras
 
     class RecurrentPlaceholder(keras().layers.Layer):
         def __init__(self, units: int, return_sequences: bool, marker: int, **kwargs: Any):

@@ -31,7 +31,7 @@ def strip_scale_shift(layer: Any, where: str) -> Stripped:
 @functools.cache
 def scale_shift_class() -> type:
     """The plain layer (lazily: it needs Keras)."""
-    from qkeras2qonnx.backend import keras
+    from qkeras2qonnx.environment.backend import keras
 
     k = keras()
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkeras2qonnx.backend import is_qkeras_object
+from qkeras2qonnx.environment.backend import is_qkeras_object
 from qkeras2qonnx.quantizers import rule_for
 
 ACTIVATION = "activation"

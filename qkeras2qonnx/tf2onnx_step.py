@@ -66,7 +66,7 @@ def source_order_optimizers() -> dict:
 def _functional(model: Any) -> Any:
     """tf2onnx 1.17 cannot name the outputs of a Keras 3 Sequential (KeyError 'keras_tensor_N');
     the same layers as a functional model convert."""
-    from qkeras2qonnx.flavour import KERAS3, model_flavour
+    from qkeras2qonnx.environment.flavour import KERAS3, model_flavour
 
     if model_flavour(model) != KERAS3 or not hasattr(model, "inputs"):
         return model

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from qkeras3_support import run_qkeras3
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 
 pytestmark = [pytest.mark.keras, pytest.mark.hls4ml]
 

@@ -66,7 +66,7 @@ def converted():
 def _model():
     import qkeras
 
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()  # restores the names QKeras's cells call before they run
     k = keras()
@@ -145,7 +145,7 @@ def test_bidirectional_without_merge_is_refused_by_name():
     import qkeras
 
     import qkeras2qonnx
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()
     k = keras()

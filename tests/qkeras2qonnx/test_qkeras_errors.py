@@ -166,7 +166,7 @@ def test_qbidirectional_around_a_plain_lstm_is_refused_by_name():
     QBidirectional around anything else is refused."""
     import qkeras
 
-    from qkeras2qonnx.backend import keras
+    from qkeras2qonnx.environment.backend import keras
     from qkeras2qonnx.layers import rule_for_layer
 
     rnn = qkeras.QBidirectional(keras().layers.LSTM(3), name="culprit")

@@ -35,7 +35,7 @@ def pruned(tmp_path_factory):
 
 def test_pruned_model_converts_with_masked_weights(pruned):
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     model = load_model(pruned)  # loaded without any tfmot import by the caller's code
     kernels = {
@@ -54,7 +54,7 @@ def test_pruned_model_converts_with_masked_weights(pruned):
 def test_unmasked_weights_would_not_match(pruned):
     """The comparison above can fail: the same model with the masks set to one computes
     something else (so the conversion really applied the saved masks)."""
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     model = load_model(pruned)
     x = np.random.default_rng(0).uniform(-2, 2, (4, 16, 2)).astype(np.float32)
@@ -106,7 +106,7 @@ def pruned_folded(tmp_path_factory):
 
 def test_pruned_qconv2dbatchnorm_folds_the_masked_kernel(pruned_folded):
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     model = load_model(pruned_folded)
     wrapper = model.get_layer("prune_low_magnitude_conv_bn")

@@ -26,7 +26,7 @@ PER_STEP = {
 def _build(layer_name: str, return_sequences: bool, implementation: int = 1, seed: int = 7):
     import qkeras
 
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()  # restores the names before QKeras's layers are called
     k = keras()
@@ -111,7 +111,7 @@ def test_plain_activations_in_the_cell_match_qkeras():
     import qkeras
 
     import qkeras2qonnx
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()
     k = keras()

@@ -1,10 +1,11 @@
 """Run one conversion in a subprocess of the other QKeras flavour (see ``flavour``).
 
 A process that imported QKeras 0.9 cannot import qkeras-v3 (same package name) and vice versa,
-so ``convert`` hands a model of the other flavour to ``python -m qkeras2qonnx.isolated_worker``
-with that flavour's environment. The child converts (and verifies, if asked) with the ordinary
-pipeline and writes the ONNX model; errors and warnings come back as the same classes. An
-in-memory model is saved as a ``.keras`` archive first.
+so ``convert`` hands a model of the other flavour to
+``python -m qkeras2qonnx.environment.isolated_worker`` with that flavour's environment. The child
+converts (and verifies, if asked) with the ordinary pipeline and writes the ONNX model; errors
+and warnings come back as the same classes. An in-memory model is saved as a ``.keras`` archive
+first.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import onnx
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 from qonnx_ingest.errors import ConversionError
 
 
@@ -63,7 +64,7 @@ def _elsewhere(
         }
         (work / "request.pkl").write_bytes(pickle.dumps(request))
         done = subprocess.run(
-            [sys.executable, "-m", "qkeras2qonnx.isolated_worker", str(work)],
+            [sys.executable, "-m", "qkeras2qonnx.environment.isolated_worker", str(work)],
             env=env,
             capture_output=True,
             text=True,

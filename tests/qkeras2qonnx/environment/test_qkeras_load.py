@@ -131,7 +131,7 @@ def test_separable_and_transpose_layers_convert_from_h5(tmp_path):
     )
 
     import qkeras2qonnx
-    from qkeras2qonnx.backend import keras as converter_keras
+    from qkeras2qonnx.environment.backend import keras as converter_keras
 
     converter_keras()  # QKeras's QConv2DTranspose cannot even be built without the alias
     k = keras()
@@ -219,7 +219,7 @@ def test_load_failure_names_the_root_cause(tmp_path):
 
     from qkeras import QDense, quantized_bits
 
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     k = keras()
     inp = k.Input((4,))

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.backend import keras
 from qkeras2qonnx.compat import keras as compat_keras
-from qkeras2qonnx.revived import is_revived, replay_trace
+from qkeras2qonnx.environment.backend import keras
+from qkeras2qonnx.environment.revived import is_revived, replay_trace
 from qonnx_ingest.errors import ConversionError
 
 _CHECK_SAMPLES = 4

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from qkeras2qonnx import flavour
-from qkeras2qonnx.backend import custom_objects, keras
+from qkeras2qonnx.environment import flavour
+from qkeras2qonnx.environment.backend import custom_objects, keras
 from qkeras2qonnx.pruning import wrapper_objects
 from qonnx_ingest.errors import ConversionError, InputError
 
@@ -176,7 +176,7 @@ def _load_args(config: str | bytes) -> dict[str, Any]:
 def _keras_load(path: Path, load: Callable[[], Any]) -> Any:
     try:
         if flavour.process_flavour() == flavour.KERAS3 and flavour.qkeras3_available():
-            from qkeras2qonnx.keras3_compat import fixed_classes
+            from qkeras2qonnx.environment.keras3_compat import fixed_classes
 
             with fixed_classes():
                 return load()

@@ -46,7 +46,7 @@ def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
     """Call the revived sublayers on ``inputs`` in the order and wiring of the traced call; a
     raw op between them (``raw_ops.RAW_OPS``: a mean over a set, a relu, an add) is called as
     its TensorFlow function on the symbolic tensors, which Keras records as a layer."""
-    from qkeras2qonnx.raw_ops import RAW_OPS, constant, raw_call
+    from qkeras2qonnx.environment.raw_ops import RAW_OPS, constant, raw_call
 
     graph = _call_graph(model, inputs)
     children = {layer.name: layer for layer in compat_keras.flatten_layers(model, recursive=False)}
@@ -68,7 +68,7 @@ def replay_trace(model: Any, inputs: list[Any], where: str) -> Any:
             elif op.type not in _SKIPPED:
                 raise ConversionError(
                     f"op '{op.name}' ({op.type}) in the subclassed model's own call, between its "
-                    "layers: no rule rebuilds it (qkeras2qonnx/raw_ops.py)",
+                    "layers: no rule rebuilds it (qkeras2qonnx/environment/raw_ops.py)",
                     where,
                 )
             continue

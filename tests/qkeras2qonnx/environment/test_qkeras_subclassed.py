@@ -55,7 +55,7 @@ def test_in_memory_subclassed_model_with_a_nested_functional_matches_qkeras(mode
 
 def test_saved_subclassed_model_converts_through_its_traced_call(models):
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     path = models["folder"] / "residual"
     revived = load_model(path)
@@ -85,7 +85,7 @@ def test_saved_deep_sets_model_with_a_mean_between_layers_matches_qkeras(models)
     """tf.reduce_mean over the set axis in the model's own call: rebuilt from the traced Mean
     op (its axis a constant of the trace), the quantizers of phi and rho still in place."""
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     path = models["folder"] / "deep_sets"
     onnx_model = qkeras2qonnx.convert(path)
@@ -227,7 +227,7 @@ def test_saved_functional_model_holding_revived_subclassed_block_and_custom_laye
     """From the SavedModel, the block and the dense-block layer come back as revived classes
     without Python code: each is rebuilt from its traced call's name scopes."""
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     path = outer_models["folder"] / "deep"
     revived = load_model(path)
@@ -272,7 +272,7 @@ def test_saved_subclassed_model_holding_subclassed_functional_and_sequential_mod
     saved_nesting,
 ):
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     path = saved_nesting["folder"] / "holder"
     onnx_model = qkeras2qonnx.convert(path)

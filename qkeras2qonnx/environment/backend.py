@@ -16,7 +16,7 @@ def keras() -> Any:
     QKeras 0.9 subclasses ``tensorflow.keras`` layers; if TensorFlow was imported before this
     package without TF_USE_LEGACY_KERAS=1, that name is Keras 3 and QKeras 0.9 cannot work.
     """
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     if flavour.process_flavour() == flavour.KERAS3:
         return _keras3()
@@ -37,7 +37,7 @@ def keras() -> Any:
 def _keras3() -> Any:
     """Keras 3, with qkeras-v3 (not QKeras 0.9) as ``qkeras`` when it is installed: HGQ2
     models need only Keras 3 and hgq2, so without qkeras-v3 no ``qkeras`` is imported."""
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     flavour.enter(flavour.KERAS3)
     import keras as keras3
@@ -58,7 +58,7 @@ def _keras3() -> Any:
 def custom_objects() -> dict[str, Any]:
     """QKeras's layers and quantizers by name, as Keras deserialization needs them."""
     keras()
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     objects: dict[str, Any] = {}
     keras3 = flavour.process_flavour() == flavour.KERAS3
@@ -68,7 +68,7 @@ def custom_objects() -> dict[str, Any]:
         add_supported_quantized_objects(objects)
     if keras3:
         if flavour.qkeras3_available():
-            from qkeras2qonnx.keras3_compat import loading_objects
+            from qkeras2qonnx.environment.keras3_compat import loading_objects
 
             objects.update(loading_objects())
         _register_hgq2()

@@ -1,5 +1,5 @@
-"""Which QKeras generation a model is routed to (``qkeras2qonnx.flavour``), decided from the
-file's content or the model's class, and the in-memory route to a subprocess."""
+"""Which QKeras generation a model is routed to (``qkeras2qonnx.environment.flavour``), decided
+from the file's content or the model's class, and the in-memory route to a subprocess."""
 
 import shutil
 
@@ -9,7 +9,7 @@ import pytest
 from qkeras3_support import made_models
 from qkeras_helpers import keras
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 from qonnx_ingest.execute import execute_qonnx
 
 pytestmark = pytest.mark.keras

@@ -1,4 +1,4 @@
-"""The child process of ``isolated``: ``python -m qkeras2qonnx.isolated_worker WORKDIR``.
+"""The child process of ``isolated``: ``python -m qkeras2qonnx.environment.isolated_worker DIR``.
 
 Reads ``request.pkl`` (flavour, source, weights, output, ``convert`` keywords), enters the
 flavour before anything imports TensorFlow, converts with ``pipeline.convert`` and writes
@@ -13,7 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 from qonnx_ingest.errors import ConversionError
 
 

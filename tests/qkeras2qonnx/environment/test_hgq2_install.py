@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from qkeras2qonnx import apart, flavour, load
+from qkeras2qonnx import apart
+from qkeras2qonnx.environment import flavour, load
 from qonnx_ingest.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_setup_installs_the_hgq2_extra_and_the_pinned_hgq2_apart():
