@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.composite import Builder, Composite
+from qkeras2qonnx.emit.composite import Builder, Composite
+from qkeras2qonnx.emit.spec import BIPOLAR, QUANT, QuantSpec
 from qkeras2qonnx.environment.backend import qkeras_call
-from qkeras2qonnx.spec import BIPOLAR, QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 
 _F32 = np.float32

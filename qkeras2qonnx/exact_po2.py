@@ -42,9 +42,9 @@ import numpy as np
 
 from qkeras2qonnx import exact_activations
 from qkeras2qonnx.compat import qkeras as compat_qkeras
-from qkeras2qonnx.composite import Builder, Composite
+from qkeras2qonnx.emit.composite import Builder, Composite
+from qkeras2qonnx.emit.spec import QUANT, QuantSpec
 from qkeras2qonnx.exact_activations import InexactAtTies, float32_from_key, float32_key
-from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
 _F32 = np.float32
@@ -118,7 +118,7 @@ def ulaw_activation(q: Any, where: str) -> QuantSpec:
     j = np.arange(int(m) + 1)
     slope = 0.5 if name == "hard" else 0.1875
     probe = (m_i * (j / m - 0.5) / slope).astype(_F32)
-    from qkeras2qonnx import composite
+    from qkeras2qonnx.emit import composite
 
     found = composite.run(Composite("index", index, probe), probe)
     if not np.array_equal(found, j):

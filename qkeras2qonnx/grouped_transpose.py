@@ -186,7 +186,7 @@ def grouped_transpose_class() -> type:
     """The plain layer (lazily: it needs TensorFlow)."""
     import tensorflow as tf
 
-    from qkeras2qonnx.markers import mark
+    from qkeras2qonnx.emit.markers import mark
 
     k = keras()
 

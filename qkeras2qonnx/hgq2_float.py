@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.spec import FLOAT, QuantSpec
+from qkeras2qonnx.emit.spec import FLOAT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
 # HGQ2's float32 exponent: log2(|x| + 1e-7), TensorFlow's log2 off within this relative span.

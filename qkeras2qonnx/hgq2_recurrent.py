@@ -158,8 +158,8 @@ def _order(steps: int, backwards: bool) -> range:
 
 def _apply(x: Any, step: tuple[Fixed | None, int | None]) -> Any:
     """One recorded quantizer step (``hgq2_strip``): its TF ops, then its marker."""
+    from qkeras2qonnx.emit.markers import mark
     from qkeras2qonnx.hgq2_quantizer import tf_apply
-    from qkeras2qonnx.markers import mark
 
     computed, marker = step
     if computed is not None:

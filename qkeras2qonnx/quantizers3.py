@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from qkeras2qonnx.emit.spec import QUANT, QuantSpec
 from qkeras2qonnx.environment.backend import qkeras_call
-from qkeras2qonnx.spec import QUANT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 
 

@@ -15,11 +15,11 @@ import numpy as np
 import onnx
 
 from qkeras2qonnx.bidirectional import Bidirectional
-from qkeras2qonnx.composite import Builder
-from qkeras2qonnx.layer_map import LayerMap
+from qkeras2qonnx.emit.composite import Builder
+from qkeras2qonnx.emit.layer_map import LayerMap
+from qkeras2qonnx.emit.reinsert import spec_quant_node
+from qkeras2qonnx.emit.spec import QuantSpec
 from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, quant_name
-from qkeras2qonnx.reinsert import spec_quant_node
-from qkeras2qonnx.spec import QuantSpec
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.passes import PassResult
 

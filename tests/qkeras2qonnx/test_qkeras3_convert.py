@@ -47,7 +47,7 @@ def test_in_memory_keras3_model_matches_qkeras3_predict(made, name):
 
 def test_keras3_conv1d_layers_are_rank3_ops(made):
     """qkeras-v3's QConv1D / QSeparableConv1D come out as 1-D Conv on rank-3 tensors, with
-    rank-3 weights, not tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze (qonnx_ingest.conv1d)."""
+    rank-3 weights, not tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze (qkeras2qonnx.emit.conv1d)."""
     graph = onnx.load(made / "mixed_1d.inmemory.onnx").graph
     ops = [n.op_type for n in graph.node]
     assert "Unsqueeze" not in ops and "Squeeze" not in ops, ops

@@ -120,7 +120,7 @@ def test_separable_and_transpose_weight_scales_follow_the_qkeras_axis():
         for layer, role, to_onnx, channels in checks:
             scale = inits[nodes[f"{layer}/{role}"].input[1]]
             expand = build is qseparable_conv1d_auto_alpha
-            # the 1-D separable conv's weights are rank 3 (qonnx_ingest.conv1d)
+            # the 1-D separable conv's weights are rank 3 (qkeras2qonnx.emit.conv1d)
             shape = (channels, 1, 1) if expand else (channels, 1, 1, 1)
             assert scale.shape == shape, (layer, role, scale.shape)
             expected = to_onnx(_qkeras_scale(model.get_layer(layer), role, expand).ravel())

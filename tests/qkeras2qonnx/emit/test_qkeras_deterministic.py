@@ -1,6 +1,6 @@
 """One model, one result: converting the same model again (in this process or another) gives
 the same bytes. tf2onnx's own output varies from run to run (node and initializer order, the
-numbers of the nodes it inserts); qkeras2qonnx.canonical puts it in one form."""
+numbers of the nodes it inserts); qkeras2qonnx.emit.canonical puts it in one form."""
 
 import os
 import subprocess
@@ -13,7 +13,7 @@ import pytest
 from onnx import helper, numpy_helper
 from qkeras_helpers import CORPUS
 
-from qkeras2qonnx.canonical import canonicalize
+from qkeras2qonnx.emit.canonical import canonicalize
 from support import ROOT, requires_corpus
 
 AD03 = CORPUS / "AD03_autoqkeras_qbestModel.h5"

@@ -1,5 +1,5 @@
 """channels_last=True on Conv1D-family models: the rank-3 1-D form with each bias inside its
-Conv (qonnx_ingest.conv1d_bias), on which qonnx 1.0's ConvertToChannelsLastAndClean returns
+Conv (qkeras2qonnx.emit.conv1d_bias), on which qonnx 1.0's ConvertToChannelsLastAndClean returns
 (a quantized bias as an Add after a rank-3 Conv made it loop forever), computing exactly what
 QKeras computes."""
 
@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from qkeras_helpers import keras, set_seeded_weights
 
-from qonnx_ingest.conv1d_bias import fold_conv1d_bias
+from qkeras2qonnx.emit.conv1d_bias import fold_conv1d_bias
 from qonnx_ingest.execute import execute_qonnx
 
 CHANNELS_LAST = "qonnx.custom_op.channels_last"

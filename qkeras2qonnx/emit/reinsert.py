@@ -8,10 +8,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from qkeras2qonnx.composite import Builder
-from qkeras2qonnx.layer_map import LayerMap, MapEntry
-from qkeras2qonnx.markers import decode_weight_markers, marker_id
-from qkeras2qonnx.spec import BIPOLAR, FLOAT, QuantSpec
+from qkeras2qonnx.emit.composite import Builder
+from qkeras2qonnx.emit.layer_map import LayerMap, MapEntry
+from qkeras2qonnx.emit.markers import decode_weight_markers, marker_id
+from qkeras2qonnx.emit.spec import BIPOLAR, FLOAT, QuantSpec
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import QUANT_OP_TYPES, subgraph_reads
 from qonnx_ingest.passes import PassResult

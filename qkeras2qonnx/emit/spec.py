@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from qkeras2qonnx.composite import Composite
+    from qkeras2qonnx.emit.composite import Composite
 
 QUANT, BIPOLAR = "quant", "bipolar"
 # qonnx 1.0's FloatQuant (a minifloat; ``minifloat`` holds its E, M, bias and max_val).

@@ -1,5 +1,5 @@
 """Conv1D-family layers come out as ONNX's 1-D Conv / MaxPool / AveragePool on rank-3
-tensors (qonnx_ingest.conv1d), not tf2onnx's Unsqueeze -> 2-D op -> Squeeze, and compute what
+tensors (qkeras2qonnx.emit.conv1d), not tf2onnx's Unsqueeze -> 2-D op -> Squeeze, and compute what
 QKeras computes; chains that are not an exact 1-D form are left alone."""
 
 import numpy as np
@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from qkeras_helpers import assert_matches_qkeras, keras, set_seeded_weights
 
-from qonnx_ingest.conv1d import conv1d_as_rank3
+from qkeras2qonnx.emit.conv1d import conv1d_as_rank3
 from qonnx_ingest.quant import QUANT_OP_TYPES
 
 SPATIAL = ("Conv", "MaxPool", "AveragePool")

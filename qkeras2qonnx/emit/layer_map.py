@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.spec import QuantSpec
+from qkeras2qonnx.emit.spec import QuantSpec
 
 
 @dataclass(eq=False)

@@ -6,9 +6,9 @@ from typing import Any
 
 import onnx
 
-from qkeras2qonnx.canonical import canonicalize
 from qkeras2qonnx.compat import tf2onnx as compat_tf2onnx
-from qkeras2qonnx.markers import tf2onnx_handler
+from qkeras2qonnx.emit.canonical import canonicalize
+from qkeras2qonnx.emit.markers import tf2onnx_handler
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.symbolic_dims import dynamic_dim_name
 
