@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qkeras2qonnx.qkeras_layers.stripped import Stripped, config_of
 from qkeras2qonnx.recurrent import (
     Recurrent,
     input_shape,
@@ -19,7 +20,6 @@ from qkeras2qonnx.recurrent import (
     placeholder_class,
     recurrent_plan,
 )
-from qkeras2qonnx.stripped import Stripped, config_of
 from qonnx_ingest.errors import ConversionError
 
 MERGE_MODES = ("concat", "sum", "mul", "ave")

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import quantizer_proof
 from qkeras2qonnx.emit.composite import Builder
 from qkeras2qonnx.emit.spec import LOST, QuantSpec
 from qkeras2qonnx.environment.backend import is_qkeras_object
 from qkeras2qonnx.environment.flavour import KERAS3, model_flavour
-from qkeras2qonnx.quantizers import describe, rule_for
-from qkeras2qonnx.stripped import Stripped, config_of
+from qkeras2qonnx.qkeras_layers import quantizer_proof
+from qkeras2qonnx.qkeras_layers.quantizers import describe, rule_for
+from qkeras2qonnx.qkeras_layers.stripped import Stripped, config_of
 from qonnx_ingest.errors import ConversionError
 
 MESSAGE = "qkeras2qonnx marker rnn {} {}"  # tf2onnx_handler turns it into a Clip marker

@@ -17,7 +17,7 @@ from typing import Any
 
 from qkeras2qonnx.environment import flavour
 from qkeras2qonnx.environment.backend import custom_objects, keras
-from qkeras2qonnx.pruning import wrapper_objects
+from qkeras2qonnx.qkeras_layers.pruning import wrapper_objects
 from qonnx_ingest.errors import ConversionError, InputError
 
 # Modules a configuration may name (``module`` keys): the frameworks' own, and builtins,

@@ -81,7 +81,7 @@ def test_one_node_per_quantizer(converted):
 
 def test_ad03_warns_about_each_lost_po2_annotation():
     import qkeras2qonnx
-    from qkeras2qonnx.quantizers import QuantizerAnnotationLost
+    from qkeras2qonnx.qkeras_layers.quantizers import QuantizerAnnotationLost
 
     with pytest.warns(QuantizerAnnotationLost) as record:
         qkeras2qonnx.convert(CORPUS / "AD03_autoqkeras_qbestModel.h5")

@@ -167,7 +167,7 @@ def test_real_sigmoid_and_tanh_differ_only_next_to_a_tie_and_warn():
     from qkeras import quantized_sigmoid, quantized_tanh
 
     import qkeras2qonnx
-    from qkeras2qonnx.exact_activations import InexactAtTies
+    from qkeras2qonnx.qkeras_layers.exact_activations import InexactAtTies
 
     rng = np.random.default_rng(7)
     x = rng.uniform(-6, 6, (8, 2048)).astype(F32)
@@ -236,7 +236,7 @@ def test_composite_as_dense_activation_matches_qkeras(activation):
     h = QDense(8, kernel_quantizer=quantized_bits(6, 0, alpha=1), activation=activation)(inp)
     model = k.Model(inp, k.layers.Dense(3)(h))
     set_seeded_weights(model, 5)
-    from qkeras2qonnx.exact_activations import InexactAtTies
+    from qkeras2qonnx.qkeras_layers.exact_activations import InexactAtTies
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", InexactAtTies)  # exact forms: no such warning

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qkeras2qonnx.environment.backend import is_qkeras_object
-from qkeras2qonnx.quantizers import rule_for
+from qkeras2qonnx.qkeras_layers.quantizers import rule_for
 
 ACTIVATION = "activation"
 

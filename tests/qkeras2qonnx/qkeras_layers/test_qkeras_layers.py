@@ -28,7 +28,7 @@ pytestmark = pytest.mark.keras
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def converted(request):
     import qkeras2qonnx
-    from qkeras2qonnx.quantizers import QuantizerAnnotationLost
+    from qkeras2qonnx.qkeras_layers.quantizers import QuantizerAnnotationLost
 
     model = FAMILIES[request.param]()
     with warnings.catch_warnings():

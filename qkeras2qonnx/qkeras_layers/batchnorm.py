@@ -16,8 +16,8 @@ import inspect
 from typing import Any
 
 from qkeras2qonnx.environment.backend import keras
-from qkeras2qonnx.quantizers import makes_node
-from qkeras2qonnx.stripped import Slot, Stripped, config_of
+from qkeras2qonnx.qkeras_layers.quantizers import makes_node
+from qkeras2qonnx.qkeras_layers.stripped import Slot, Stripped, config_of
 from qonnx_ingest.errors import ConversionError
 
 _FUSED_MIN_EPSILON = 1.001e-5  # tf.nn.fused_batch_norm raises smaller epsilons to this

@@ -158,7 +158,7 @@ def test_po2_warns_that_tf_log_is_position_dependent_next_to_thresholds():
     from qkeras import quantized_po2
 
     import qkeras2qonnx
-    from qkeras2qonnx.exact_activations import InexactAtTies
+    from qkeras2qonnx.qkeras_layers.exact_activations import InexactAtTies
 
     with pytest.warns(InexactAtTies, match="position in the tensor"):
         qkeras2qonnx.convert(_model(quantized_po2(4)))

@@ -45,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import exact_activations, exact_po2, quantizers3
-from qkeras2qonnx.activations import LINEAR, RELU, PlainActivation
 from qkeras2qonnx.emit.spec import BIPOLAR, LOST, QUANT, QuantSpec
 from qkeras2qonnx.environment.backend import qkeras_call
+from qkeras2qonnx.qkeras_layers import exact_activations, exact_po2, quantizers3
+from qkeras2qonnx.qkeras_layers.activations import LINEAR, RELU, PlainActivation
 from qonnx_ingest.errors import ConversionError, ConversionWarning
 
 

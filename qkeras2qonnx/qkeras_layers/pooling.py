@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.environment.backend import keras, qkeras_call
-from qkeras2qonnx.quantizers import describe
-from qkeras2qonnx.stripped import Stripped, activation_slot, config_of
+from qkeras2qonnx.qkeras_layers.quantizers import describe
+from qkeras2qonnx.qkeras_layers.stripped import Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from qkeras2qonnx.stripped import Slot, Stripped, activation_slot, config_of
+from qkeras2qonnx.qkeras_layers.stripped import Slot, Stripped, activation_slot, config_of
 
 
 def strip_scale_shift(layer: Any, where: str) -> Stripped:

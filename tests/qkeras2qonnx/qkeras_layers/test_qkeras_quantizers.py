@@ -201,7 +201,7 @@ def test_non_uniform_weights_become_constants_with_a_loud_warning(kernel, bias):
     import json
 
     import qkeras2qonnx
-    from qkeras2qonnx.quantizers import QuantizerAnnotationLost
+    from qkeras2qonnx.qkeras_layers.quantizers import QuantizerAnnotationLost
 
     model = dense_model(kernel, bias, qact="quantized_relu(6,2)", seed=5)
     with pytest.warns(QuantizerAnnotationLost) as record:

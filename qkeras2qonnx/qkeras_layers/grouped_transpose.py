@@ -34,7 +34,7 @@ from onnx import helper
 
 from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.environment.backend import keras
-from qkeras2qonnx.stripped import Slot, Stripped, activation_slot, config_of
+from qkeras2qonnx.qkeras_layers.stripped import Slot, Stripped, activation_slot, config_of
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.passes import PassResult
 

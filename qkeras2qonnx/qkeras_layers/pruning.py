@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.stripped import LayerRule, Stripped
+from qkeras2qonnx.qkeras_layers.stripped import LayerRule, Stripped
 
 WRAPPERS = frozenset({"PruneLowMagnitude"})
 

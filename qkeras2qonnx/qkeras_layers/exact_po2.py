@@ -40,11 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import exact_activations
 from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.emit.composite import Builder, Composite
 from qkeras2qonnx.emit.spec import QUANT, QuantSpec
-from qkeras2qonnx.exact_activations import InexactAtTies, float32_from_key, float32_key
+from qkeras2qonnx.qkeras_layers import exact_activations
+from qkeras2qonnx.qkeras_layers.exact_activations import (
+    InexactAtTies,
+    float32_from_key,
+    float32_key,
+)
 from qonnx_ingest.errors import ConversionError
 
 _F32 = np.float32

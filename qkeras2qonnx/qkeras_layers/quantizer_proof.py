@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkeras2qonnx.activations import PlainActivation
 from qkeras2qonnx.emit import composite
 from qkeras2qonnx.emit.spec import BIPOLAR, QuantSpec
 from qkeras2qonnx.environment.backend import qkeras_call
+from qkeras2qonnx.qkeras_layers.activations import PlainActivation
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.quant import int_range
 
