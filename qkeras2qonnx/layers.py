@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.bidirectional import strip_bidirectional
 from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.environment.backend import is_qkeras_object, keras
 from qkeras2qonnx.qkeras_layers import pruning
@@ -31,7 +30,8 @@ from qkeras2qonnx.qkeras_layers.stripped import (
     activation_slot,
     config_of,
 )
-from qkeras2qonnx.recurrent import strip_recurrent
+from qkeras2qonnx.qkeras_recurrent.bidirectional import strip_bidirectional
+from qkeras2qonnx.qkeras_recurrent.recurrent import strip_recurrent
 from qonnx_ingest.errors import ConversionError
 
 # Config keys of QKeras layers that the plain Keras classes do not accept.

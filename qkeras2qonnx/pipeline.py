@@ -21,7 +21,7 @@ from qkeras2qonnx.emit.tf2onnx_step import source_order_optimizers, to_onnx
 from qkeras2qonnx.environment import flavour
 from qkeras2qonnx.environment.load import load_model
 from qkeras2qonnx.qkeras_layers.grouped_transpose import set_groups
-from qkeras2qonnx.recurrent_cells import unroll_recurrent
+from qkeras2qonnx.qkeras_recurrent.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.strip import LayerMap, strip_model
 from qonnx_ingest.errors import (
     ConversionError,

@@ -272,7 +272,7 @@ MODELS = {
     "qseparableconv2d": (_separable("QSeparableConv2D", (13, 21, 20)), "q8"),
 }
 
-# What the converter refuses, and the reason it gives (qkeras2qonnx/recurrent.py).
+# What the converter refuses, and the reason it gives (qkeras2qonnx/qkeras_recurrent/recurrent.py).
 
 
 def _inputs(recipe: str, shape: tuple[int, ...], batch: int, seed: int) -> np.ndarray:

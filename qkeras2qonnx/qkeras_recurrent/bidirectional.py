@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qkeras2qonnx.qkeras_layers.stripped import Stripped, config_of
-from qkeras2qonnx.recurrent import (
+from qkeras2qonnx.qkeras_recurrent.recurrent import (
     Recurrent,
     input_shape,
     next_marker,

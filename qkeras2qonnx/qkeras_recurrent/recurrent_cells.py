@@ -14,12 +14,18 @@ from collections import Counter
 import numpy as np
 import onnx
 
-from qkeras2qonnx.bidirectional import Bidirectional
 from qkeras2qonnx.emit.composite import Builder
 from qkeras2qonnx.emit.layer_map import LayerMap
 from qkeras2qonnx.emit.reinsert import spec_quant_node
 from qkeras2qonnx.emit.spec import QuantSpec
-from qkeras2qonnx.recurrent import PER_STEP, CellFunction, Recurrent, Weight, quant_name
+from qkeras2qonnx.qkeras_recurrent.bidirectional import Bidirectional
+from qkeras2qonnx.qkeras_recurrent.recurrent import (
+    PER_STEP,
+    CellFunction,
+    Recurrent,
+    Weight,
+    quant_name,
+)
 from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.passes import PassResult
 
