@@ -17,7 +17,7 @@ from qkeras2qonnx.emit.markers import WEIGHT_CAPACITY, marked_output_class, weig
 from qkeras2qonnx.emit.spec import LOST
 from qkeras2qonnx.environment.backend import custom_objects, keras, qkeras_call
 from qkeras2qonnx.environment.subclassed import as_functional
-from qkeras2qonnx.hgq2_strip import clone_hgq2_layer, is_hgq2
+from qkeras2qonnx.hgq2_layers.hgq2_strip import clone_hgq2_layer, is_hgq2
 from qkeras2qonnx.layers import rule_for_layer
 from qkeras2qonnx.op_nodes import is_operation_node, keep_operation
 from qkeras2qonnx.qkeras_layers import quantizer_proof

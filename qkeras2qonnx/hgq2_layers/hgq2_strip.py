@@ -19,10 +19,10 @@ import numpy as np
 from qkeras2qonnx.emit.layer_map import LayerMap, MapEntry
 from qkeras2qonnx.emit.markers import WEIGHT_CAPACITY, weight_markers
 from qkeras2qonnx.emit.reinsert import node_name
-from qkeras2qonnx.hgq2_attention import check_einsums
-from qkeras2qonnx.hgq2_layers import rule_for_hgq2
-from qkeras2qonnx.hgq2_quantizer import Fixed, covering_spec, plain_spec
-from qkeras2qonnx.hgq2_sums import check_sums
+from qkeras2qonnx.hgq2_layers.hgq2_attention import check_einsums
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed, covering_spec, plain_spec
+from qkeras2qonnx.hgq2_layers.hgq2_registry import rule_for_hgq2
+from qkeras2qonnx.hgq2_layers.hgq2_sums import check_sums
 from qonnx_ingest.errors import ConversionError
 
 Step = tuple[Fixed | None, int | None]  # (computed with TF ops, marker id)
@@ -112,7 +112,7 @@ def wrapper_class() -> type:
     import keras
 
     from qkeras2qonnx.emit.markers import mark
-    from qkeras2qonnx.hgq2_quantizer import tf_apply
+    from qkeras2qonnx.hgq2_layers.hgq2_quantizer import tf_apply
 
     def step(x: Any, plan: Step) -> Any:
         fixed, marker = plan

@@ -7,7 +7,7 @@ in ``test_hgq2_convert`` (the ``modes`` model)."""
 import numpy as np
 import pytest
 
-from qkeras2qonnx.hgq2_quantizer import Fixed, covering_spec, plain_spec, reference
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed, covering_spec, plain_spec, reference
 from qonnx_ingest.errors import ConversionError
 
 
@@ -88,7 +88,7 @@ def test_covering_quant_refuses_a_weight_it_would_change():
 
 def test_table_grid_is_the_union_of_the_per_element_grids():
     """A table's rows: every value any element of the quantizer can output, step 2^-F."""
-    from qkeras2qonnx.hgq2_tables import grid
+    from qkeras2qonnx.hgq2_layers.hgq2_tables import grid
 
     assert grid(fixed(1, 1, 2), "t") == (-2.0, 2, 16)  # -2 .. 1.75 by 1/4
     # unsigned 0 .. 3.5 by 1/2 and signed -1 .. 0.875 by 1/8: -1 .. 3.5 by 1/8
@@ -100,7 +100,7 @@ def test_table_grid_is_the_union_of_the_per_element_grids():
 
 
 def test_table_over_a_too_wide_grid_is_refused_naming_it():
-    from qkeras2qonnx.hgq2_tables import grid
+    from qkeras2qonnx.hgq2_layers.hgq2_tables import grid
 
     with pytest.raises(ConversionError, match="lut table.*524288 values"):
         grid(fixed(1, 10, 8), "lut table")

@@ -1,5 +1,5 @@
 """HGQ2's QMultiHeadAttention as its parts: four QEinsumDense projections, two einsums and a
-QSoftmax, each stripped by its own rule (``hgq2_layers``) under ``<layer>/<part>``;
+QSoftmax, each stripped by its own rule (``hgq2_registry``) under ``<layer>/<part>``;
 QLinformerAttention adds two QEinsumDense projecting key and value along the sequence first.
 
 HGQ2 computes (``hgq.layers.attn.mha``, inference): ``q, k, v = query(Q), key(K), value(V)``,
@@ -20,7 +20,7 @@ from typing import Any
 
 from qkeras2qonnx.compat import hgq2 as compat_hgq2
 from qkeras2qonnx.compat import keras as compat_keras
-from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed, read_quantizer
 from qonnx_ingest.errors import ConversionError
 
 PARTS = ("query", "key", "value", "softmax", "output")
@@ -28,7 +28,7 @@ PARTS = ("query", "key", "value", "softmax", "output")
 
 def attention(layer: Any, where: str) -> tuple[dict[str, Any], dict, Fixed | None]:
     """A QMultiHeadAttention's parts to strip, its plain layer's config and its output
-    quantizer (``hgq2_layers`` makes the Plan)."""
+    quantizer (``hgq2_registry`` makes the Plan)."""
     _refuse_masks(layer, where)
     inverse_sqrt_key_dim, fuse = compat_hgq2.attention_options(layer)
     if inverse_sqrt_key_dim != 1.0:  # HGQ2 moved it into the softmax
@@ -66,7 +66,7 @@ def _refuse_masks(layer: Any, where: str) -> None:
 
 def check_einsums(layer: Any, path: str, inexact: dict[str, str]) -> None:
     """The two einsums' partial sums (q . k, attention . v) fit float32, or warn."""
-    from qkeras2qonnx.hgq2_sums import check_einsum
+    from qkeras2qonnx.hgq2_layers.hgq2_sums import check_einsum
 
     def oq(sub: Any, role: str) -> Any:
         return read_quantizer(sub.oq, f"{path}/{role} output")

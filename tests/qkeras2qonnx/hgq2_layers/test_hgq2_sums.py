@@ -95,6 +95,6 @@ def test_models_within_the_bound_convert_without_the_warning(made, name):
     [([0.75, 2.0, -0.125], 3), ([3 * 2.0**-20, 1.0], 20), ([4.0, 12.0], -2), ([1.5], 1)],
 )
 def test_value_step_is_the_finest_power_of_two_the_values_are_multiples_of(values, exponent):
-    from qkeras2qonnx.hgq2_sums import value_exponent
+    from qkeras2qonnx.hgq2_layers.hgq2_sums import value_exponent
 
     assert value_exponent(np.array(values, np.float32)) == exponent

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.hgq2_quantizer import Fixed
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed
 from qonnx_ingest.errors import ConversionError
 
 MAX_ROWS = 1 << 16  # grid points of one input quantizer
@@ -127,7 +127,7 @@ def softmax_class() -> type:
     import keras
     import tensorflow as tf
 
-    from qkeras2qonnx.hgq2_quantizer import tf_apply
+    from qkeras2qonnx.hgq2_layers.hgq2_quantizer import tf_apply
 
     class HGQ2Softmax(keras.layers.Layer):
         def __init__(self, tables: SoftmaxTables, **kwargs: Any):

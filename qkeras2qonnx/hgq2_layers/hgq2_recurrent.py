@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.compat import hgq2 as compat_hgq2
-from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer, reference
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed, read_quantizer, reference
 from qonnx_ingest.errors import ConversionError
 
 # As hgq2_layers.EXACT_ACTIVATIONS: activations exact in float32 on every runtime.
@@ -30,7 +30,7 @@ _EXACT = frozenset({"linear", "relu", "relu6", "leaky_relu"})
 
 @dataclass
 class RecurrentPlan:
-    """``hgq2_layers.Plan`` plus ``inner``: the quantizers applied inside the unrolled layer,
+    """``hgq2_registry.Plan`` plus ``inner``: the quantizers applied inside the unrolled layer,
     (role, quantizer) in the order ``hgq2_strip`` hands their steps to the layer."""
 
     layer_class: type
@@ -159,7 +159,7 @@ def _order(steps: int, backwards: bool) -> range:
 def _apply(x: Any, step: tuple[Fixed | None, int | None]) -> Any:
     """One recorded quantizer step (``hgq2_strip``): its TF ops, then its marker."""
     from qkeras2qonnx.emit.markers import mark
-    from qkeras2qonnx.hgq2_quantizer import tf_apply
+    from qkeras2qonnx.hgq2_layers.hgq2_quantizer import tf_apply
 
     computed, marker = step
     if computed is not None:

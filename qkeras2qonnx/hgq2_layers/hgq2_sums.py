@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx.hgq2_quantizer import Fixed
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed
 from qonnx_ingest.errors import ConversionWarning
 
 SIGNIFICAND_BITS = 24  # float32: every integer of magnitude <= 2^24 is exact

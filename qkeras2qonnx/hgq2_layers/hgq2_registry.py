@@ -22,9 +22,9 @@ import numpy as np
 
 from qkeras2qonnx.compat import hgq2 as compat_hgq2
 from qkeras2qonnx.compat import keras as compat_keras
-from qkeras2qonnx.hgq2_attention import attention, attention_class
-from qkeras2qonnx.hgq2_quantizer import Fixed, read_quantizer
-from qkeras2qonnx.hgq2_recurrent import gru, simple_rnn
+from qkeras2qonnx.hgq2_layers.hgq2_attention import attention, attention_class
+from qkeras2qonnx.hgq2_layers.hgq2_quantizer import Fixed, read_quantizer
+from qkeras2qonnx.hgq2_layers.hgq2_recurrent import gru, simple_rnn
 from qonnx_ingest.errors import ConversionError
 
 # Keras activations that are exact in float32 on every runtime (no transcendental function or
@@ -173,7 +173,7 @@ def _op(kind: str) -> Rule:
     the quantizers."""
 
     def strip(layer: Any, where: str) -> Plan:
-        from qkeras2qonnx.hgq2_ops import op_class
+        from qkeras2qonnx.hgq2_layers.hgq2_ops import op_class
 
         if kind == "sum":
             params = {"axes": list(layer.axes), "keepdims": layer.keepdims}
@@ -206,7 +206,7 @@ def _unary_lut(layer: Any, where: str) -> Plan:
             "a float function has no exact table there",
             where,
         )
-    from qkeras2qonnx.hgq2_tables import build_table, lookup_class
+    from qkeras2qonnx.hgq2_layers.hgq2_tables import build_table, lookup_class
 
     (iq,) = _input_quantizers(layer, where)
     if iq is None:
@@ -232,7 +232,7 @@ def _input_shape(layer: Any, where: str) -> tuple:
 
 def _softmax(layer: Any, where: str) -> Plan:
     """QSoftmax: HGQ2's exp and inverse tables (``hgq2_tables.SoftmaxTables``)."""
-    from qkeras2qonnx.hgq2_tables import SoftmaxTables, build_table, softmax_class
+    from qkeras2qonnx.hgq2_layers.hgq2_tables import SoftmaxTables, build_table, softmax_class
 
     (iq,) = _input_quantizers(layer, where)
     exp_iq = read_quantizer(layer.exp_table.iq, f"{where} exp input") if layer.stable else None

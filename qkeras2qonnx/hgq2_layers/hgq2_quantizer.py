@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import hgq2_float
 from qkeras2qonnx.compat import hgq2 as compat_hgq2
 from qkeras2qonnx.emit.spec import QUANT, QuantSpec
-from qkeras2qonnx.hgq2_float import Minifloat, read_float
+from qkeras2qonnx.hgq2_layers import hgq2_float
+from qkeras2qonnx.hgq2_layers.hgq2_float import Minifloat, read_float
 from qonnx_ingest.errors import ConversionError
 
 ROUND_MODES = ("TRN", "RND", "RND_CONV", "TRN_ZERO", "RND_ZERO", "RND_MIN_INF", "RND_INF")
