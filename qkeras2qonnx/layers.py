@@ -15,6 +15,7 @@ import numpy as np
 
 from qkeras2qonnx.compat import qkeras as compat_qkeras
 from qkeras2qonnx.environment.backend import is_qkeras_object, keras
+from qkeras2qonnx.environment.load import PRUNING_WRAPPERS
 from qkeras2qonnx.qkeras_layers import pruning
 from qkeras2qonnx.qkeras_layers.batchnorm import strip_qbatchnorm
 from qkeras2qonnx.qkeras_layers.grouped_transpose import (
@@ -53,7 +54,7 @@ def rule_for_layer(layer: Any, where: str) -> LayerRule:
     name = type(layer).__name__
     if name in LAYERS:
         return LAYERS[name]
-    if name in pruning.WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
+    if name in PRUNING_WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
         return pruning.unwrapped(rule_for_layer(layer.layer, where))
     wrapped = getattr(layer, "forward_layer", None)
     if name == "QBidirectional" or (wrapped is not None and is_qkeras_object(wrapped)):

@@ -17,7 +17,6 @@ from typing import Any
 
 from qkeras2qonnx.environment import flavour
 from qkeras2qonnx.environment.backend import custom_objects, keras
-from qkeras2qonnx.qkeras_layers.pruning import wrapper_objects
 from qonnx_ingest.errors import ConversionError, InputError
 
 # Modules a configuration may name (``module`` keys): the frameworks' own, and builtins,
@@ -170,7 +169,22 @@ def _load_json(path: Path, allow_lambda: bool, has_weights: bool) -> Any:
 
 def _load_args(config: str | bytes) -> dict[str, Any]:
     """QKeras's objects, plus the pruning wrappers' when the configuration names one."""
-    return {"custom_objects": {**custom_objects(), **wrapper_objects(config)}, "compile": False}
+    return {"custom_objects": {**custom_objects(), **_pruning_objects(config)}, "compile": False}
+
+
+# tensorflow-model-optimization's wrappers (converted by ``qkeras_layers.pruning``)
+PRUNING_WRAPPERS = frozenset({"PruneLowMagnitude"})
+
+
+def _pruning_objects(config: str | bytes) -> dict[str, Any]:
+    """Custom objects for the pruning wrappers a model configuration names (else nothing): the
+    library is imported only then (its import takes seconds)."""
+    text = config.decode("utf-8", "replace") if isinstance(config, bytes) else str(config)
+    if not any(f'"{name}"' in text for name in PRUNING_WRAPPERS):
+        return {}
+    from tensorflow_model_optimization.python.core.sparsity.keras import pruning_wrapper
+
+    return {"PruneLowMagnitude": pruning_wrapper.PruneLowMagnitude}
 
 
 def _keras_load(path: Path, load: Callable[[], Any]) -> Any:

@@ -2,8 +2,8 @@
 
 ``PruneLowMagnitude.call`` assigns ``weight = weight * mask`` to every pruned weight on each
 call, inference included, before running the inner layer; so the inner layer with those masked
-weights is what the model computes. tensorflow-model-optimization is imported only for models
-whose configuration names one of its wrappers (its import takes seconds).
+weights is what the model computes. Loading imports tensorflow-model-optimization only for
+models whose configuration names one of its wrappers (``environment.load``, ``PRUNING_WRAPPERS``).
 """
 
 from __future__ import annotations
@@ -13,18 +13,6 @@ from typing import Any
 import numpy as np
 
 from qkeras2qonnx.qkeras_layers.stripped import LayerRule, Stripped
-
-WRAPPERS = frozenset({"PruneLowMagnitude"})
-
-
-def wrapper_objects(config: str | bytes) -> dict[str, Any]:
-    """Custom objects for the pruning wrappers a model configuration names (else nothing)."""
-    text = config.decode("utf-8", "replace") if isinstance(config, bytes) else str(config)
-    if not any(f'"{name}"' in text for name in WRAPPERS):
-        return {}
-    from tensorflow_model_optimization.python.core.sparsity.keras import pruning_wrapper
-
-    return {"PruneLowMagnitude": pruning_wrapper.PruneLowMagnitude}
 
 
 def unwrapped(inner_rule: LayerRule) -> LayerRule:
