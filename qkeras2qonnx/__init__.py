@@ -1,10 +1,12 @@
 """Convert quantized QKeras models (QKeras 0.9, qkeras-v3) and HGQ2 models to QONNX.
 
-Pipeline (one module per step): ``load`` the Keras model, ``strip`` it into plain Keras layers
-while recording every quantizer as a ``QuantSpec`` in a layer map, convert the plain model with
-tf2onnx (``tf2onnx_step``), ``reinsert`` one Quant/BipolarQuant node per recorded quantizer, then
-``qonnx_ingest.finish.finish_model``. Quantizers and layers are translated by the registries in
-``quantizers`` and ``layers``; HGQ2 layers by ``hgq2_layers`` (see ``hgq2_strip``).
+Pipeline (one module per step): ``environment.load`` the Keras model, ``strip`` it into plain
+Keras layers while recording every quantizer as a ``QuantSpec`` in a layer map, convert the
+plain model with tf2onnx (``emit.tf2onnx_step``), ``emit.reinsert`` one Quant/BipolarQuant node
+per recorded quantizer, then ``qonnx_ingest.finish.finish_model``. Quantizers and layers are
+translated by the registries in ``qkeras_layers.quantizers`` and ``layers``; HGQ2 layers by
+``hgq2_layers.hgq2_registry`` (see ``hgq2_layers.hgq2_strip``). The rooms, lowest first:
+``environment``, ``emit``, ``qkeras_layers`` and ``hgq2_layers``, ``qkeras_recurrent``.
 
 Importing this package (and ``qkeras2qonnx --help``) never imports TensorFlow; the functions
 below import it on first use.

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 
 # name -> (pin, directory beside the venv, what is kept: its package and its dist-info prefix)
 LIBRARIES = {

@@ -16,7 +16,7 @@ from qonnx_ingest.cli.versions import BASE, KERAS
 
 def _isolated_versions() -> dict:
     """qkeras-v3 and hgq2 live in directories of their own (each ships a ``qkeras``)."""
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     return {"qkeras-v3": flavour.qkeras3_dir(), "hgq2": flavour.hgq2_dir()}
 
@@ -86,7 +86,7 @@ def _worker_kind(model: str) -> str:
     QKeras flavour: a process cannot import both (``flavour``)."""
     from pathlib import Path
 
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     path = Path(model)
     return flavour.file_flavour(path) if path.exists() else flavour.KERAS2
@@ -96,10 +96,10 @@ def warm_up(kind: str) -> None:
     """A reused worker's imports (TensorFlow, QKeras, tf2onnx) for models of flavour ``kind``,
     made before its first model's clock starts."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     flavour.enter(kind)
-    from qkeras2qonnx.backend import custom_objects
+    from qkeras2qonnx.environment.backend import custom_objects
     from qkeras2qonnx.pipeline import convert  # noqa: F401  (the layer table)
 
     custom_objects()
@@ -120,13 +120,13 @@ def between_models() -> None:
     Keras's session (generated layer names, graphs) and tf2onnx's node-name counter."""
     import sys
 
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     utils = sys.modules.get("tf2onnx.utils")
     if utils is not None:
         utils.INTERNAL_NAME = _FRESH_NAME_COUNTER  # names like Relu__5 come from it
-    if flavour.process_flavour() is not None and "qkeras2qonnx.backend" in sys.modules:
-        from qkeras2qonnx.backend import keras
+    if flavour.process_flavour() is not None and "qkeras2qonnx.environment.backend" in sys.modules:
+        from qkeras2qonnx.environment.backend import keras
 
         keras().backend.clear_session()
 
@@ -146,7 +146,7 @@ def _convert(args: argparse.Namespace):
     _require_keras_extra(args.input)
     if status is not None:
         status.phase(f"converting {args.input}")
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
     from qkeras2qonnx.pipeline import convert
 
     # Loaded once: --verify runs this same Keras model as the reference.
@@ -223,7 +223,7 @@ def _hgq2_apart_hint() -> str:
     import shlex
     import sys
 
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     if flavour.hgq2_dir() is not None:
         return ""

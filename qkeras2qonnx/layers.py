@@ -13,16 +13,26 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import pruning
-from qkeras2qonnx.backend import is_qkeras_object, keras
-from qkeras2qonnx.batchnorm import strip_qbatchnorm
-from qkeras2qonnx.bidirectional import strip_bidirectional
 from qkeras2qonnx.compat import qkeras as compat_qkeras
-from qkeras2qonnx.grouped_transpose import strip_depthwise_transpose, strip_separable_transpose
-from qkeras2qonnx.pooling import pooling_rule
-from qkeras2qonnx.recurrent import strip_recurrent
-from qkeras2qonnx.scale_shift import strip_scale_shift
-from qkeras2qonnx.stripped import LayerRule, Slot, Stripped, activation_slot, config_of
+from qkeras2qonnx.environment.backend import is_qkeras_object, keras
+from qkeras2qonnx.environment.load import PRUNING_WRAPPERS
+from qkeras2qonnx.qkeras_layers import pruning
+from qkeras2qonnx.qkeras_layers.batchnorm import strip_qbatchnorm
+from qkeras2qonnx.qkeras_layers.grouped_transpose import (
+    strip_depthwise_transpose,
+    strip_separable_transpose,
+)
+from qkeras2qonnx.qkeras_layers.pooling import pooling_rule
+from qkeras2qonnx.qkeras_layers.scale_shift import strip_scale_shift
+from qkeras2qonnx.qkeras_layers.stripped import (
+    LayerRule,
+    Slot,
+    Stripped,
+    activation_slot,
+    config_of,
+)
+from qkeras2qonnx.qkeras_recurrent.bidirectional import strip_bidirectional
+from qkeras2qonnx.qkeras_recurrent.recurrent import strip_recurrent
 from qonnx_ingest.errors import ConversionError
 
 # Config keys of QKeras layers that the plain Keras classes do not accept.
@@ -44,7 +54,7 @@ def rule_for_layer(layer: Any, where: str) -> LayerRule:
     name = type(layer).__name__
     if name in LAYERS:
         return LAYERS[name]
-    if name in pruning.WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
+    if name in PRUNING_WRAPPERS:  # tensorflow-model-optimization: the inner layer, masked
         return pruning.unwrapped(rule_for_layer(layer.layer, where))
     wrapped = getattr(layer, "forward_layer", None)
     if name == "QBidirectional" or (wrapped is not None and is_qkeras_object(wrapped)):

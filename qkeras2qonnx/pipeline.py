@@ -12,17 +12,17 @@ import onnx
 
 from layout.channels_last import fuse_channels_last
 from layout.global_pool import source_global_pools
-from qkeras2qonnx import flavour
-from qkeras2qonnx.channels_last import explicit_pads
-from qkeras2qonnx.grouped_transpose import set_groups
-from qkeras2qonnx.load import load_model
-from qkeras2qonnx.output_shapes import fill_output_shapes, keras_output_dims
-from qkeras2qonnx.recurrent_cells import unroll_recurrent
-from qkeras2qonnx.reinsert import check_quantizer_count, node_name, reinsert
+from qkeras2qonnx.emit.conv1d import conv1d_as_rank3
+from qkeras2qonnx.emit.conv1d_bias import fold_conv1d_bias
+from qkeras2qonnx.emit.explicit_pads import explicit_pads
+from qkeras2qonnx.emit.output_shapes import fill_output_shapes, keras_output_dims
+from qkeras2qonnx.emit.reinsert import check_quantizer_count, node_name, reinsert
+from qkeras2qonnx.emit.tf2onnx_step import source_order_optimizers, to_onnx
+from qkeras2qonnx.environment import flavour
+from qkeras2qonnx.environment.load import load_model
+from qkeras2qonnx.qkeras_layers.grouped_transpose import set_groups
+from qkeras2qonnx.qkeras_recurrent.recurrent_cells import unroll_recurrent
 from qkeras2qonnx.strip import LayerMap, strip_model
-from qkeras2qonnx.tf2onnx_step import source_order_optimizers, to_onnx
-from qonnx_ingest.conv1d import conv1d_as_rank3
-from qonnx_ingest.conv1d_bias import fold_conv1d_bias
 from qonnx_ingest.errors import ConversionError, ConversionWarning, NoQuantizerWarning
 from qonnx_ingest.finish import DEFAULT_OPSET, MIN_OPSET, QUANT_OP_TYPES, finish_model
 from qonnx_ingest.output import OutputOptions, finish_output, save_output
@@ -81,7 +81,7 @@ def convert(
     options = {"opset": opset, "batch_size": out.batch, "int_quant": int_quant}
     options["channels_last"] = channels_last
     if not flavour.can_run(needed):  # the other QKeras generation: in a subprocess
-        from qkeras2qonnx.isolated import convert_elsewhere
+        from qkeras2qonnx.environment.isolated import convert_elsewhere
 
         elsewhere = {"allow_lambda": allow_lambda, "verify": verify, "format": format}
         proto = convert_elsewhere(model_or_path, needed, weights=weights, **options, **elsewhere)
@@ -199,7 +199,7 @@ def convert_keras(
 def conv1d_rank3(model: onnx.ModelProto) -> PassResult:
     """tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze as a 1-D Conv with its bias inside: the
     form qonnx's channels-last pass returns on (a quantized bias Add after a rank-3 Conv
-    made it loop, see qonnx_ingest.conv1d_bias) and hls4ml's ONNX frontend parses."""
+    made it loop, see qkeras2qonnx.emit.conv1d_bias) and hls4ml's ONNX frontend parses."""
     model, modified = conv1d_as_rank3(model)
     if modified:
         model, _ = fold_conv1d_bias(model)

@@ -97,7 +97,7 @@ def verify(
 
 def _source(keras_model: Any) -> str:
     """What ran the reference: HGQ2 when any layer is HGQ2's, else QKeras."""
-    from qkeras2qonnx.hgq2_strip import is_hgq2
+    from qkeras2qonnx.hgq2_layers.hgq2_strip import is_hgq2
 
     return (
         "HGQ2" if any(is_hgq2(layer) for layer in getattr(keras_model, "layers", ())) else "QKeras"

@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from qkeras2qonnx import quantizer_proof
-from qkeras2qonnx.backend import custom_objects, keras, qkeras_call
-from qkeras2qonnx.hgq2_strip import clone_hgq2_layer, is_hgq2
-from qkeras2qonnx.layer_map import LayerMap, MapEntry
+from qkeras2qonnx.emit.layer_map import LayerMap, MapEntry
+from qkeras2qonnx.emit.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
+from qkeras2qonnx.emit.spec import LOST
+from qkeras2qonnx.environment.backend import custom_objects, keras, qkeras_call
+from qkeras2qonnx.environment.subclassed import as_functional
+from qkeras2qonnx.hgq2_layers.hgq2_strip import clone_hgq2_layer, is_hgq2
 from qkeras2qonnx.layers import rule_for_layer
-from qkeras2qonnx.markers import WEIGHT_CAPACITY, marked_output_class, weight_markers
 from qkeras2qonnx.op_nodes import is_operation_node, keep_operation
-from qkeras2qonnx.quantizers import QuantizerAnnotationLost, describe, rule_for
-from qkeras2qonnx.spec import LOST
-from qkeras2qonnx.stripped import Slot
-from qkeras2qonnx.subclassed import as_functional
+from qkeras2qonnx.qkeras_layers import quantizer_proof
+from qkeras2qonnx.qkeras_layers.quantizers import QuantizerAnnotationLost, describe, rule_for
+from qkeras2qonnx.qkeras_layers.stripped import Slot
 from qonnx_ingest.errors import ConversionError
 
 

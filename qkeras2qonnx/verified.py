@@ -36,8 +36,8 @@ def convert_and_verify(
     model of the other QKeras generation is converted and verified in a subprocess, as
     ``convert`` does.
     """
-    from qkeras2qonnx import flavour
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment import flavour
+    from qkeras2qonnx.environment.load import load_model
     from qkeras2qonnx.pipeline import convert
     from qkeras2qonnx.reference import verify
     from qonnx_ingest.errors import InputError
@@ -51,7 +51,7 @@ def convert_and_verify(
     figures = {"inputs": inputs, "seed": seed, "inputs_path": inputs_path}
     needed = flavour.needed(model_or_path)
     if not flavour.can_run(needed):
-        from qkeras2qonnx.isolated import verify_elsewhere
+        from qkeras2qonnx.environment.isolated import verify_elsewhere
 
         options.update(weights=weights, allow_lambda=allow_lambda)
         model, checked = verify_elsewhere(model_or_path, needed, figures, **options)

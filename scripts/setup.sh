@@ -28,7 +28,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # qkeras-v3 (QKeras for Keras 3) and hgq2 (HGQ2) both ship a top-level package `qkeras` that
   # would replace QKeras 0.9, so each lives in a directory of its own (.venv/qkeras-v3,
   # .venv/hgq2), outside site-packages; qkeras2qonnx puts them on sys.path only in processes
-  # that convert Keras 3 models (qkeras2qonnx/flavour.py). qkeras2qonnx.apart installs the pins
+  # that convert Keras 3 models (qkeras2qonnx/environment/flavour.py). qkeras2qonnx.apart installs the pins
   # of constraints.txt with --no-deps (their dependencies are the pinned stack above) and keeps
   # only their own package (`qkeras`, `hgq`).
   .venv/bin/python -m qkeras2qonnx.apart qkeras-v3 hgq2

@@ -2,8 +2,8 @@
 and saves an HGQ2 model with the page's train.py, and its conversion command converts it with
 ``--verify`` (HGQ2's predict against the converted model) without qkeras-v3. The install line
 is not run (it would reinstall the shared venv); it is checked to name the project's hgq2
-extra and ``qkeras2qonnx.apart``, whose pip command tests/qkeras2qonnx/test_hgq2_install.py
-pins."""
+extra and ``qkeras2qonnx.apart``, whose pip command
+tests/qkeras2qonnx/environment/test_hgq2_install.py pins."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from qkeras2qonnx import apart, flavour
+from qkeras2qonnx import apart
+from qkeras2qonnx.environment import flavour
 from support import ROOT
 
 pytestmark = pytest.mark.keras

@@ -1,6 +1,7 @@
 """The packages' import graph has no cycle, deferred imports included; the TFLite converters
 see the data model, never the parser; the parser loads no converter; the integer back end
-(``tflite2qonnx.ops.exact``) imports no float converter."""
+(``tflite2qonnx.ops.exact``) imports no float converter; qkeras2qonnx's rooms import only
+lower floors."""
 
 import ast
 import subprocess
@@ -134,3 +135,53 @@ def test_integer_back_end_imports_no_float_converter():
                 "tflite2qonnx.ops.exact"
             ):
                 assert target in shared, f"{name} imports {target}"
+
+
+# qkeras2qonnx's rooms, lowest first; a room imports (at module level) only itself and lower
+# floors. Same-floor rooms do not import each other. Modules outside a room (the entry points,
+# the strip step and the layer registry that joins the QKeras rooms) stand above them all.
+KERAS_FLOORS = (
+    ("compat",),
+    ("environment",),
+    ("emit",),
+    ("qkeras_layers", "hgq2_layers"),
+    ("qkeras_recurrent",),
+)
+
+
+def _top_level_imports(name: str, tree: ast.Module, modules) -> set[str]:
+    """Like ``_imports``, for the module body only: a deferred import inside a function (the
+    isolated worker running the pipeline, compat asking which QKeras runs) is taken at call
+    time, when every room is loaded, and cannot make a room depend on a higher one at import."""
+    body = ast.Module(
+        body=[n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.ClassDef)],
+        type_ignores=[],
+    )
+    return _imports(name, body, modules)
+
+
+def _floor(name: str) -> tuple[int, str] | None:
+    parts = name.split(".")
+    if parts[0] != "qkeras2qonnx" or len(parts) < 2:
+        return None
+    for level, rooms in enumerate(KERAS_FLOORS):
+        if parts[1] in rooms:
+            return level, parts[1]
+    return None
+
+
+def test_keras_rooms_import_only_lower_floors():
+    modules = _modules()
+    keras = [name.split(".") for name in modules if name.startswith("qkeras2qonnx.")]
+    keras_rooms = {parts[1] for parts in keras if len(parts) > 2}
+    assert keras_rooms == {r for rooms in KERAS_FLOORS for r in rooms}, "a room with no floor"
+    for name, tree in modules.items():
+        here = _floor(name)
+        if here is None:
+            continue
+        for target in _top_level_imports(name, tree, modules):
+            there = _floor(target)
+            if target.startswith("qkeras2qonnx") and there is None and target != "qkeras2qonnx":
+                raise AssertionError(f"{name} (a room) imports {target} (above the rooms)")
+            if there is not None and there[1] != here[1]:
+                assert there[0] < here[0], f"{name} imports {target} (not a lower floor)"

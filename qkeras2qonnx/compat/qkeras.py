@@ -12,7 +12,7 @@ QKERAS3 = Pin("qkeras-v3", "qkeras", "1.2.1")
 
 
 def _pin() -> Pin:
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     return QKERAS3 if flavour.process_flavour() == flavour.KERAS3 else QKERAS09
 

@@ -83,7 +83,7 @@ def qkeras_imports() -> tuple[Any, ...]:
     from tf2onnx import convert as tf2onnx_convert
 
     import qkeras2qonnx
-    from qkeras2qonnx.backend import keras
+    from qkeras2qonnx.environment.backend import keras
     from qkeras2qonnx.strip import strip_model
     from qonnx_ingest.finish import DEFAULT_OPSET
 

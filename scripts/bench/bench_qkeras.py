@@ -78,8 +78,8 @@ def main() -> int:
     warnings.simplefilter("ignore")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     import qkeras2qonnx
-    from qkeras2qonnx.backend import keras
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.backend import keras
+    from qkeras2qonnx.environment.load import load_model
     from qonnx_ingest.finish import QUANT_OP_TYPES
 
     k = keras()

@@ -96,7 +96,7 @@ def measure_qkeras(model: Any, name: str, repeat: int, budget: float = math.inf)
 def worker_qkeras(names: list[str], repeat: int) -> dict[str, Any]:
     """Ours and the floor on the QKeras corpus models, loaded as bench_qkeras loads them."""
     qkeras_imports()
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     rows: dict[str, Any] = {}
     for name in names:

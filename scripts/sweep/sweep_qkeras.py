@@ -41,7 +41,7 @@ def builders(K, Q):
 def worker(gen: str, only: list[str] | None, files: bool, cli: bool, out: Path) -> None:
     """Sweep one generation; ``out`` gets the rows so far after each model (a crash of the
     process keeps the finished rows)."""
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     flavour.enter(gen)
     import onnx
@@ -124,7 +124,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, only, not args.no_files, args.cli, Path(args.json))
         return
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     rows: list[dict] = []
     for gen in args.gen or ("keras2", "keras3"):

@@ -135,7 +135,7 @@ TINY = (3, 4, -14)
 def tiny_differences() -> int:
     """How many values near 2^-20 HGQ2's TINY quantizer puts elsewhere than the minifloat
     with the same (m, e, e0) does (``hgq2_float.reference``): why it is refused."""
-    from qkeras2qonnx.hgq2_float import Minifloat, reference
+    from qkeras2qonnx.hgq2_layers.hgq2_float import Minifloat, reference
 
     x = (np.arange(1, 4097) * 2.0**-30).astype(np.float32)[None, :]  # (0, 2^-18]
     q = FloatPointQuantizer(*TINY, homogeneous_axis=(0, 1))

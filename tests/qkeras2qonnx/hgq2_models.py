@@ -52,7 +52,7 @@ from hgq.layers import (
 from hgq.quantizer import Quantizer
 
 import qkeras2qonnx
-from qkeras2qonnx.hgq2_sums import InexactSum
+from qkeras2qonnx.hgq2_layers.hgq2_sums import InexactSum
 from qonnx_ingest.errors import ConversionError
 
 ROUNDS = ("TRN", "RND", "RND_CONV", "TRN_ZERO", "RND_ZERO", "RND_MIN_INF", "RND_INF")

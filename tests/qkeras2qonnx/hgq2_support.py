@@ -15,7 +15,7 @@ import onnx
 import pytest
 from qkeras3_support import run_qkeras3
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 from qonnx_ingest.execute import execute_qonnx
 
 _made: list[Path] = []

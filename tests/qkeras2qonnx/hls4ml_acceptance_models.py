@@ -81,7 +81,7 @@ def build(name: str, seed: int = 3):
     """The seeded QKeras model ``name`` (QKeras's recurrent cells need the TF names restored)."""
     import qkeras
 
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()
     model = BUILT[name][0](qkeras)

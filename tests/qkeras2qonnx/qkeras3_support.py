@@ -2,7 +2,8 @@
 
 One process can hold only one ``qkeras``, so the Keras 3 side (building models, qkeras-v3's
 own predict, in-memory conversion) runs as a subprocess with the environment
-``qkeras2qonnx.flavour.qkeras3_environment`` gives, and hands back files (.keras, .npz, .onnx).
+``qkeras2qonnx.environment.flavour.qkeras3_environment`` gives, and hands back files (.keras,
+.npz, .onnx).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 from qonnx_ingest.execute import execute_qonnx
 
 HERE = Path(__file__).resolve().parent

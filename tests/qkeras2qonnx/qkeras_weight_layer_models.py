@@ -274,7 +274,7 @@ def qconv2d_transpose_auto_alpha():
 def _restore_qkeras_conv2d_transpose():
     """QKeras's QConv2DTranspose needs an alias TensorFlow 2.19 lacks; the converter's backend
     restores it (see ``backend``), and QKeras must have it before the model is built."""
-    from qkeras2qonnx.backend import keras as converter_keras
+    from qkeras2qonnx.environment.backend import keras as converter_keras
 
     converter_keras()
 

@@ -322,7 +322,7 @@ def _hls4ml_test_model(name: str) -> tuple[onnx.ModelProto, InputGrid]:
     from test_hls4ml_qkeras_models import MODELS as HLS4ML_TEST_MODELS
 
     import qkeras2qonnx
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()
     k = keras()

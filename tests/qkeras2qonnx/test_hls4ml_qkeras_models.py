@@ -192,7 +192,7 @@ def _separable(layer, shape):
 
 
 def _jet_tagger(q, k):
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     return load_model(CORPUS / "qkeras_3layer.json", weights=CORPUS / "qkeras_3layer_weights.h5")
 
@@ -272,7 +272,7 @@ MODELS = {
     "qseparableconv2d": (_separable("QSeparableConv2D", (13, 21, 20)), "q8"),
 }
 
-# What the converter refuses, and the reason it gives (qkeras2qonnx/recurrent.py).
+# What the converter refuses, and the reason it gives (qkeras2qonnx/qkeras_recurrent/recurrent.py).
 
 
 def _inputs(recipe: str, shape: tuple[int, ...], batch: int, seed: int) -> np.ndarray:
@@ -298,7 +298,7 @@ def test_hls4ml_test_model_converts_exactly(name):
     import qkeras
 
     from qkeras2qonnx import convert
-    from qkeras2qonnx.backend import keras as backend_keras
+    from qkeras2qonnx.environment.backend import keras as backend_keras
 
     backend_keras()  # restores the TensorFlow names QKeras's recurrent cells call
     if name.startswith("accuracy") and not CORPUS.is_dir():

@@ -1,6 +1,6 @@
 """Keras 3 models (qkeras-v3) convert exactly, in memory, from a .keras or Keras-3 HDF5 file
 and on the command line, although this test process imported QKeras 0.9 (a file of the other
-generation is converted in a subprocess; see ``qkeras2qonnx.flavour``).
+generation is converted in a subprocess; see ``qkeras2qonnx.environment.flavour``).
 
 The models are built, run (qkeras-v3's own predict) and converted in memory by
 ``qkeras3_models.py`` under qkeras-v3; this process only compares files.
@@ -47,7 +47,7 @@ def test_in_memory_keras3_model_matches_qkeras3_predict(made, name):
 
 def test_keras3_conv1d_layers_are_rank3_ops(made):
     """qkeras-v3's QConv1D / QSeparableConv1D come out as 1-D Conv on rank-3 tensors, with
-    rank-3 weights, not tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze (qonnx_ingest.conv1d)."""
+    rank-3 weights, not tf2onnx's Unsqueeze -> 2-D Conv -> Squeeze (qkeras2qonnx.emit.conv1d)."""
     graph = onnx.load(made / "mixed_1d.inmemory.onnx").graph
     ops = [n.op_type for n in graph.node]
     assert "Unsqueeze" not in ops and "Squeeze" not in ops, ops
@@ -66,7 +66,7 @@ def test_keras_file_converts_in_a_subprocess_from_a_qkeras09_process(made, name)
     import qkeras
 
     import qkeras2qonnx
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     assert qkeras.__version__.startswith("0.9")  # this process cannot import qkeras-v3
     assert flavour.file_flavour(made / f"{name}.keras") == flavour.KERAS3
@@ -86,7 +86,7 @@ def test_batchnorm_folded_layers_keep_no_batchnorm(made):
 def test_keras3_hdf5_converts_through_the_keras3_path(made, tmp_path):
     """An HDF5 model written by Keras 3 (here with QDenseBatchnorm, which QKeras 0.9 lacks)."""
     import qkeras2qonnx
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     assert flavour.file_flavour(made / "dense_bn.h5") == flavour.KERAS3
     converted = qkeras2qonnx.convert(made / "dense_bn.h5", tmp_path / "out.onnx")
@@ -102,7 +102,7 @@ def test_keras2_era_hdf5_with_qdensebatchnorm_converts_through_the_keras3_path(m
     from qkeras.utils import load_qmodel
 
     import qkeras2qonnx
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     path = keras2_era_hdf5(made / "dense_bn.h5", tmp_path / "fork.h5")
     with h5py.File(path, "r") as f:
@@ -145,7 +145,7 @@ def test_recurrent_quantizers_are_nodes_on_every_step(made):
 
 
 def test_load_model_refuses_a_keras3_file_in_a_qkeras09_process(made):
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     with pytest.raises(ConversionError, match="qkeras-v3 on Keras 3.*subprocess"):
         load_model(made / "dense.keras")

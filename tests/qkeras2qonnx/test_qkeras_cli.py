@@ -100,7 +100,7 @@ def test_bad_batch_size_is_a_usage_error(files, argv):
 
 @requires_corpus
 def test_json_with_weights(tmp_path):
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     out = tmp_path / "3layer.onnx"
     weights = CORPUS / "qkeras_3layer_weights.h5"

@@ -188,7 +188,7 @@ def test_convert_and_verify_brings_the_figures_back_from_the_other_qkeras_genera
     import keras as keras3
 
     import qkeras2qonnx
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
     from qonnx_ingest.verification import run_converted
 
     assert flavour.process_flavour() == flavour.KERAS2

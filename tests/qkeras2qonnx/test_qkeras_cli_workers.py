@@ -143,7 +143,7 @@ def _unnamed(path: Path) -> bytes:
 
 KERAS3_MODEL = """
 import sys
-from qkeras2qonnx import flavour
+from qkeras2qonnx.environment import flavour
 flavour.enter(flavour.KERAS3)
 import keras
 from qkeras import QActivation, QDense, quantized_bits
@@ -159,7 +159,7 @@ def test_models_of_both_qkeras_generations_go_to_workers_of_their_own(tmp_path):
     import subprocess
     import sys
 
-    from qkeras2qonnx import flavour
+    from qkeras2qonnx.environment import flavour
 
     # the README's test command installs qkeras-v3 (scripts/setup.sh): missing, this fails
     assert flavour.qkeras3_dir() is not None, "qkeras-v3 is missing: run scripts/setup.sh"

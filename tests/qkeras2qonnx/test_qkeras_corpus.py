@@ -50,7 +50,7 @@ def converted(request):
     import warnings
 
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     source, weights, value_range = CONVERTIBLE[request.param]
     weights = CORPUS / weights if weights else None
@@ -81,7 +81,7 @@ def test_one_node_per_quantizer(converted):
 
 def test_ad03_warns_about_each_lost_po2_annotation():
     import qkeras2qonnx
-    from qkeras2qonnx.quantizers import QuantizerAnnotationLost
+    from qkeras2qonnx.qkeras_layers.quantizers import QuantizerAnnotationLost
 
     with pytest.warns(QuantizerAnnotationLost) as record:
         qkeras2qonnx.convert(CORPUS / "AD03_autoqkeras_qbestModel.h5")
@@ -93,7 +93,7 @@ def test_ad03_warns_about_each_lost_po2_annotation():
 def test_legacy_weights_named_like_keras3_weights(tmp_path):
     """hls4ml-era weights in the legacy HDF5 layout still load when named *.weights.h5."""
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     link = tmp_path / "qkeras_3layer.weights.h5"
     link.symlink_to(CORPUS / "qkeras_3layer_weights.h5")

@@ -42,8 +42,8 @@ def model():
 @pytest.fixture(scope="module")
 def stripped(model):
     """The tf2onnx graph with markers still in, and its layer map."""
+    from qkeras2qonnx.emit.tf2onnx_step import to_onnx
     from qkeras2qonnx.strip import strip_model
-    from qkeras2qonnx.tf2onnx_step import to_onnx
 
     plain, layer_map = strip_model(model)
     return to_onnx(plain, opset=13), layer_map
@@ -162,8 +162,8 @@ def test_from_keras_raises_opset_9_to_13_with_one_warning(model):
 
 def test_lost_output_marker_is_an_error(stripped):
     """If tf2onnx ever drops a quantized layer's output, the conversion fails naming it."""
-    from qkeras2qonnx.markers import marker_id
-    from qkeras2qonnx.reinsert import reinsert
+    from qkeras2qonnx.emit.markers import marker_id
+    from qkeras2qonnx.emit.reinsert import reinsert
 
     proto, layer_map = stripped
     proto = _copy(proto)
@@ -181,8 +181,8 @@ def test_changed_weight_is_an_error(stripped):
     """A weight tf2onnx altered arithmetically (e.g. folded) cannot silently lose its Quant."""
     from onnx import numpy_helper
 
-    from qkeras2qonnx.markers import decode_weight_markers
-    from qkeras2qonnx.reinsert import reinsert
+    from qkeras2qonnx.emit.markers import decode_weight_markers
+    from qkeras2qonnx.emit.reinsert import reinsert
 
     proto, layer_map = stripped
     proto = _copy(proto)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.keras
 
 @pytest.fixture(scope="module")
 def converted():
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
     from qkeras2qonnx.pipeline import convert
 
     return load_model(MODEL), convert(MODEL)

@@ -20,7 +20,7 @@ MASKED = CORPUS / "schaefes_TrainTagger_masking_bool_input.h5"
 def masked():
     import warnings
 
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
     from qkeras2qonnx.pipeline import convert
 
     with warnings.catch_warnings():

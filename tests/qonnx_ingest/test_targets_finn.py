@@ -126,7 +126,7 @@ MAPPED = {
 def through_finn(request):
     """QKeras predict and FINN's run of the model's FINN form, on the same seeded inputs."""
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     corpus = support.CORPUS / "qkeras"
     source, weights, (low, high) = MAPPED[request.param]

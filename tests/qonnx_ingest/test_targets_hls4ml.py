@@ -196,7 +196,7 @@ def compiled(request, tmp_path_factory):
     from qonnx.util.cleanup import cleanup_model
 
     from qkeras2qonnx import convert
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     name = request.param
     source = CORPUS / "qkeras" / name
