@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import onnx
@@ -41,25 +42,21 @@ def convert_and_verify(
     from qkeras2qonnx.pipeline import convert
     from qkeras2qonnx.reference import verify
     from qonnx_ingest.errors import InputError
-    from qonnx_ingest.save import check_output_path, save_model
+    from qonnx_ingest.output import OutputOptions, finish_output, save_output
 
     if "verify" in options:
         raise InputError("convert_and_verify always verifies: drop verify=")
-    given = [str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike)]
-    if output_path is not None:
-        check_output_path(output_path, given)  # fail before the expensive part
+    given = tuple(str(p) for p in (model_or_path, weights) if isinstance(p, str | os.PathLike))
+    out = OutputOptions(verify=True, output_path=output_path, inputs=given)
+    out.check_output()  # fail before the expensive part
     figures = {"inputs": inputs, "seed": seed, "inputs_path": inputs_path}
     needed = flavour.needed(model_or_path)
-    if not flavour.can_run(needed):
+    if not flavour.can_run(needed):  # verified in the subprocess; what remains is the save
         from qkeras2qonnx.environment.isolated import verify_elsewhere
 
         options.update(weights=weights, allow_lambda=allow_lambda)
         model, checked = verify_elsewhere(model_or_path, needed, figures, **options)
-    else:
-        keras_model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
-        model = convert(keras_model, **options)
-        checked = verify(keras_model, model, **figures)
-        checked.require_pass()
-    if output_path is not None:
-        save_model(model, output_path, inputs=given)
-    return model, checked
+        return save_output(model, out), checked
+    keras_model = load_model(model_or_path, weights=weights, allow_lambda=allow_lambda)
+    model = convert(keras_model, **options)  # in the asked form; what remains is verify and save
+    return finish_output(model, out, reference=partial(verify, keras_model, **figures))
