@@ -16,7 +16,9 @@ Both steps are passes (``qonnx_ingest.passes``):
   BatchNormalization of rank 3 or 4 becomes the op of qonnx's ``qonnx.custom_op.channels_last``
   domain on the NHWC tensors (a Conv weight is stored OHWI, as qonnx folds it), and a
   Transpose back to channels-last followed by one to channels-first cancels. Ops with no
-  channels-last form (AveragePool, Resize, ...) keep their Transposes, as qonnx leaves them.
+  channels-last form (AveragePool, Resize, ...) keep their Transposes, as qonnx leaves them;
+  so does a MaxPool padded more on one side (Keras's ``padding='same'`` with an odd total:
+  qonnx's channels-last MaxPool asserts even padding), exact as plain ONNX.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def fuse_channels_last(model: onnx.ModelProto) -> PassResult:
             or _perm(afters[0]) != to_last(rank)
             or len(consumers[before.output[0]]) != 1
             or node.output[0] in outputs
+            or not _even_pool_pads(node)
         ):
             continue
         if node.op_type == "Conv":
@@ -180,6 +183,16 @@ def _split_chains(graph: onnx.GraphProto) -> None:
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
+
+
+def _even_pool_pads(node: onnx.NodeProto) -> bool:
+    """False for a MaxPool padded unevenly, which qonnx's channels-last MaxPool refuses
+    ("Uneven padding not supported" in its shape inference)."""
+    if node.op_type != "MaxPool":
+        return True
+    pads = next((list(a.ints) for a in node.attribute if a.name == "pads"), [])
+    half = len(pads) // 2
+    return pads[:half] == pads[half:]
 
 
 def _elem_type(vi: onnx.ValueInfoProto) -> int:

@@ -82,9 +82,11 @@ CORPUS_REFUSED = {
         Refusal(
             "Uneven padding not supported",
             "qonnx/custom_op/channels_last/max_pool.py:75",
-            "its MaxPooling1D(padding='same') pads one side only; qonnx's channels-last 1-D "
-            "MaxPool (qonnx/custom_op/channels_last/max_pool.py:75) asserts even padding, so "
-            "qkeras2qonnx.convert(channels_last=True) stops with a ConversionError naming it",
+            "its MaxPooling1D(padding='same') pads one side only; qkeras2qonnx.convert("
+            "channels_last=True) keeps that MaxPool plain ONNX between Transposes, but hls4ml's "
+            "preparation (qonnx's ConvertToChannelsLastAndClean) makes it qonnx's channels-last "
+            "1-D MaxPool, which asserts even padding (qonnx/custom_op/channels_last/"
+            "max_pool.py:75)",
         ),
     ),
 }

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from qkeras_helpers import (
     CORPUS,
@@ -102,16 +103,39 @@ def test_legacy_weights_named_like_keras3_weights(tmp_path):
     assert_matches_qkeras(model, onnx_model, batch=8)
 
 
-def test_mitbih_channels_last_refusal_names_the_max_pooling_layer():
-    """qonnx's channels-last MaxPool asserts even padding without naming its node; mitbih's
-    MaxPooling1D(padding='same') pads one side only, and the error now says which layer."""
+def test_mitbih_channels_last_keeps_its_one_sided_max_pool_plain_and_equals_qkeras():
+    """mitbih's first MaxPooling1D(4, padding='same') on 319 samples pads one side only
+    (pads [0, 1]), which qonnx's channels-last MaxPool refuses ("Uneven padding not
+    supported"): it stays a plain ONNX MaxPool between Transposes, the even one and the
+    three Conv1Ds become channels-last ops, and the outputs equal QKeras's predict."""
     import warnings
 
-    import qkeras2qonnx
-    from qonnx_ingest.errors import ConversionError
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
 
-    with warnings.catch_warnings(), pytest.raises(ConversionError) as caught:
+    import qkeras2qonnx
+    from qkeras2qonnx.load import load_model
+
+    source = CORPUS / "mitbih_Conv1D_int8_pqmodel.h5"
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        qkeras2qonnx.convert(CORPUS / "mitbih_Conv1D_int8_pqmodel.h5", channels_last=True)
-    assert caught.value.where == "model_1/prune_low_magnitude_max_pooling1d_4/MaxPool"
-    assert str(caught.value).endswith("Uneven padding not supported")
+        model = load_model(source)
+        last = qkeras2qonnx.convert(source, channels_last=True)
+    pools = [
+        (n.domain, *(list(a.ints) for a in n.attribute if a.name == "pads"))
+        for n in last.graph.node
+        if n.op_type == "MaxPool"
+    ]
+    assert pools == [("", [0, 1]), ("qonnx.custom_op.channels_last", [0, 0])]
+    convs = [n.domain for n in last.graph.node if n.op_type == "Conv"]
+    assert convs == ["qonnx.custom_op.channels_last"] * 3
+    rng = np.random.default_rng(0)
+    wrapper = ModelWrapper(last)
+    name, out = last.graph.input[0].name, last.graph.output[0].name
+    for _ in range(4):
+        x = (np.round(rng.uniform(-2, 2, (1, 319, 1)) * 16) / 16).astype(np.float32)
+        expected = model.predict(x, verbose=0)
+        got = execute_onnx(wrapper, {name: x})[out]
+        np.testing.assert_allclose(
+            got, expected, rtol=1e-6, atol=1e-6 * float(np.abs(expected).max())
+        )

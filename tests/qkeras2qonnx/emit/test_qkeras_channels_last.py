@@ -95,3 +95,39 @@ def test_channels_last_keeps_bias_in_conv_and_global_pool_and_equals_qkeras(pool
     expected = model.predict(x, verbose=0)
     got = np.concatenate([_run(last, row[None]) for row in x])
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * float(np.abs(expected).max()))
+
+
+@pytest.fixture(scope="module")
+def one_sided_pool():
+    """QConv2D -> MaxPooling2D(2, padding='same') on 5x5: Keras pads the bottom and right
+    only (pads [0, 0, 1, 1]); no ReLU before the pool, so negative maxima meet the padding."""
+    from qkeras import QConv2D, quantized_bits
+    from qkeras_helpers import keras, set_seeded_weights
+
+    k = keras()
+    inp = k.Input((5, 5, 2), name="x")
+    h = QConv2D(3, 3, padding="same", kernel_quantizer=quantized_bits(6, 0, alpha=1))(inp)
+    model = k.Model(inp, k.layers.MaxPooling2D(2, padding="same", name="pool")(h))
+    set_seeded_weights(model, 31)
+    return model
+
+
+def test_channels_last_keeps_a_one_sided_max_pool_plain_and_equals_qkeras(one_sided_pool):
+    """qonnx's channels-last MaxPool asserts even padding ("Uneven padding not supported"),
+    so a MaxPool padded on one side stays a plain ONNX MaxPool between Transposes (the Conv
+    still channels-last) instead of failing shape inference; values equal QKeras's."""
+    import qkeras2qonnx
+
+    model = one_sided_pool
+    last = qkeras2qonnx.convert(model, channels_last=True)
+    (pool,) = [n for n in last.graph.node if n.op_type == "MaxPool"]
+    pads = [list(a.ints) for a in pool.attribute if a.name == "pads"]
+    assert pool.domain == "" and pads == [[0, 0, 1, 1]]
+    (conv,) = [n for n in last.graph.node if n.op_type == "Conv"]
+    assert conv.domain == "qonnx.custom_op.channels_last"
+    x = (np.random.default_rng(5).integers(-32, 32, (4, 5, 5, 2)) / 16).astype(np.float32)
+    expected = model.predict(x, verbose=0)
+    # negative maxima in the padded last row / column: zero padding would differ there
+    assert (expected[:, -1] < 0).any() and (expected[:, :, -1] < 0).any()
+    got = np.concatenate([_run(last, row[None]) for row in x])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * float(np.abs(expected).max()))
