@@ -1,4 +1,5 @@
-"""tf2onnx's internals: its optimizer table and its global op-handler registry."""
+"""tf2onnx's internals: its optimizer table, its global op-handler registry and its global
+node-name counter."""
 
 from __future__ import annotations
 
@@ -8,6 +9,26 @@ from collections.abc import Iterator
 from qkeras2qonnx.compat import IncompatibleDependency, Pin, require
 
 PIN = Pin("tf2onnx", "tf2onnx", "1.17.0")
+_fresh_counter: list[int] = []  # utils.INTERNAL_NAME once tf2onnx's modules were imported
+
+
+def restart_name_counter() -> None:
+    """Set tf2onnx's process-wide node-name counter (``utils.INTERNAL_NAME``, ``Mul__45``) to
+    where a fresh process has it: its graph sorts nodes by these names before its optimizers
+    (``merge_duplication`` keeps the first of equal nodes), so the counter left by the models
+    converted before decided which duplicate's name survived."""
+    require(PIN, "node-name counter (utils.INTERNAL_NAME)")
+    import tf2onnx.tfonnx  # noqa: F401  (names a few rewriter constants when imported)
+    from tf2onnx import utils
+
+    if not isinstance(getattr(utils, "INTERNAL_NAME", None), int):
+        raise IncompatibleDependency(
+            f"qkeras2qonnx needs tf2onnx {PIN.version}'s utils.INTERNAL_NAME (pinned in "
+            "constraints.txt)"
+        )
+    if not _fresh_counter:
+        _fresh_counter.append(utils.INTERNAL_NAME)
+    utils.INTERNAL_NAME = _fresh_counter[0]
 
 
 def optimizers_without(name: str) -> dict:
@@ -22,6 +43,34 @@ def optimizers_without(name: str) -> dict:
             f"constraints.txt); this tf2onnx has {', '.join(optimizers)}"
         )
     return {k: v for k, v in optimizers.items() if k != name}
+
+
+def name_ordered_merges(optimizers: dict | None) -> dict:
+    """``optimizers`` (None: tf2onnx's own) with its ``merge_duplication`` keeping, of equal
+    nodes, the one first by name: tf2onnx keeps the first in its node list, whose order (the
+    TensorFlow graph's) changes from process state to process state, and so did the name of
+    the node left (``fb/Mul`` or ``fb2/Mul`` for two layers quantizing one input alike)."""
+    require(PIN, "optimizer table (_get_optimizers) and MergeDuplicatedNodesOptimizer")
+    from tf2onnx.optimizer import _get_optimizers
+    from tf2onnx.optimizer.merge_duplicated_nodes_optimizer import MergeDuplicatedNodesOptimizer
+
+    table = dict(_get_optimizers() if optimizers is None else optimizers)
+    if table.get("merge_duplication") is not MergeDuplicatedNodesOptimizer:
+        return table
+    merge = getattr(MergeDuplicatedNodesOptimizer, "_merge_nodes_that_are_duplicated", None)
+    if merge is None:
+        raise IncompatibleDependency(
+            f"qkeras2qonnx needs tf2onnx {PIN.version}'s MergeDuplicatedNodesOptimizer."
+            "_merge_nodes_that_are_duplicated (pinned in constraints.txt)"
+        )
+
+    class NameOrderedMerge(MergeDuplicatedNodesOptimizer):
+        def _merge_nodes_that_are_duplicated(self, nodes_to_process, graph):
+            nodes_to_process.sort(key=lambda node: node.name)  # tf2onnx's sort after is stable
+            merge(self, nodes_to_process, graph)
+
+    table["merge_duplication"] = NameOrderedMerge
+    return table
 
 
 @contextlib.contextmanager

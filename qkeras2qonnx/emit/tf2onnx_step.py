@@ -37,6 +37,8 @@ def to_onnx(
     model = _functional(model)
     if input_signature is None and batch_size is not None:
         input_signature = _signature(model, batch_size)
+    optimizers = options.pop("optimizers", None)
+    compat_tf2onnx.restart_name_counter()  # the same names whatever was converted before
     with compat_tf2onnx.restoring_handler(_HANDLED_OP):
         try:
             proto, _ = tf2onnx.convert.from_keras(
@@ -44,6 +46,7 @@ def to_onnx(
                 input_signature=input_signature,
                 opset=opset,
                 custom_op_handlers=handlers,
+                optimizers=compat_tf2onnx.name_ordered_merges(optimizers),
                 **options,
             )
         except ConversionError:

@@ -102,7 +102,10 @@ def _record_activation(
 
 
 def _describe(q: Fixed) -> str:
-    return f"hgq2 {q.name} ({q.round_mode}, {q.overflow_mode})"
+    """Kind and modes, not ``q.name``: HGQ2 names its unnamed quantizers (QAdd's inputs) from
+    Keras's process-wide counter, ``quantizer_8`` after other models were loaded."""
+    kind = "minifloat" if type(q).__name__ == "Minifloat" else "fixed"
+    return f"hgq2 {kind} ({q.round_mode}, {q.overflow_mode})"
 
 
 @functools.cache

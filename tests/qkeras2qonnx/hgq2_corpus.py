@@ -4,7 +4,8 @@
 ``STEM.npz`` (seeded inputs ``x1_J`` / ``x8_J`` as ``hgq2_models.inputs`` makes them, HGQ2's
 ``predict`` at batch 1 and 8 as ``y1_K`` / ``y8_K`` per output K) and converts the file by its
 path (``qkeras2qonnx.convert(path)``, as a user would) into ``STEM.onnx``, or writes the
-ConversionError to ``STEM.error.txt``.
+ConversionError to ``STEM.error.txt``. The first file is converted again at the end, after
+the others (``STEM.again.onnx``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
-from hgq2_builder_io import save_and_convert
+from hgq2_builder_io import convert_again, save_and_convert
 from hgq2_models import inputs
 
 
@@ -30,6 +31,8 @@ def main(out: Path, files: list[Path]) -> None:
             record.update({f"x{batch}_{j}": x for j, x in enumerate(xs)})
             record.update({f"y{batch}_{k}": np.asarray(y) for k, y in enumerate(ys)})
         save_and_convert(out, path.stem, path, record, f"{path.stem}.onnx")
+    if len(files) > 1:
+        convert_again(out, files[0].stem, files[0])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ counted from the layers) and model facts the tests pin; ``NAME.inmemory.onnx`` f
 ``NAME.inexact.txt`` the InexactSum warnings of that conversion, one a line.
 ``inexact_sum.keras`` is that model saved for the command line; ``saved.keras`` the conv
 model saved, reloaded here (its predict checked equal) and left for the command-line test;
-``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form.
+``conv2d_pool.channels_last.onnx`` its ``channels_last=True`` form. ``multi_input.keras`` is
+converted by path into ``multi_input.path.onnx`` and, after the other models, ``.again.onnx``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from hgq.layers import (
     QUnaryFunctionLUT,
 )
 from hgq.quantizer import Quantizer
+from hgq2_builder_io import convert_again
 
 import qkeras2qonnx
 from qkeras2qonnx.hgq2_layers.hgq2_sums import InexactSum
@@ -485,9 +487,14 @@ def main(out: Path, only: list[str] | None = None) -> None:
         (out / f"{name}.inexact.txt").write_text("".join(f"{line}\n" for line in inexact))
         if name == "inexact_sum":
             model.save(out / "inexact_sum.keras")
+        if name == "multi_input":  # by path now, and again after the other models
+            model.save(out / "multi_input.keras")
+            qkeras2qonnx.convert(out / "multi_input.keras", out / "multi_input.path.onnx")
         if name == "conv2d_pool":
             _save_reload(model, out / "saved.keras", record)
             qkeras2qonnx.convert(model, out / "conv2d_pool.channels_last.onnx", channels_last=True)
+    if (out / "multi_input.keras").exists():
+        convert_again(out, "multi_input", out / "multi_input.keras")
 
 
 def _save_reload(model: keras.Model, path: Path, record: dict) -> None:

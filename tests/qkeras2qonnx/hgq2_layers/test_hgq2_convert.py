@@ -228,6 +228,16 @@ def test_cli_converts_a_saved_hgq2_keras_file(made, tmp_path):
     assert_exact_in_both_runtimes(model, reference(made, "conv2d_pool"))
 
 
+def test_a_saved_hgq2_file_converts_to_the_same_bytes_after_other_models(made):
+    """``multi_input.keras`` by path, then again after the other models in that process: the
+    same bytes (its QAdd's quantizers get Keras's counter-made names, once in the metadata)."""
+    first = (made / "multi_input.path.onnx").read_bytes()
+    assert first == (made / "multi_input.again.onnx").read_bytes()
+    assert_exact_in_both_runtimes(
+        onnx.load(made / "multi_input.path.onnx"), reference(made, "multi_input")
+    )
+
+
 def test_saved_hgq2_file_converts_in_a_subprocess_from_a_qkeras09_process(made):
     import qkeras
 
