@@ -103,28 +103,19 @@ def warm_up(kind: str) -> None:
     from qkeras2qonnx.pipeline import convert  # noqa: F401  (the layer table)
 
     custom_objects()
-    # tf2onnx names a few things when its modules are imported (rewriter constants): all of
-    # them now, so the counter below is the one each model starts from in a fresh process
-    import tf2onnx.tfonnx  # noqa: F401
-    import tf2onnx.utils
+    from qkeras2qonnx.compat.tf2onnx import restart_name_counter
 
-    global _FRESH_NAME_COUNTER
-    _FRESH_NAME_COUNTER = tf2onnx.utils.INTERNAL_NAME
-
-
-_FRESH_NAME_COUNTER = 1  # tf2onnx's node-name counter once its modules are imported
+    restart_name_counter()  # takes the fresh process's counter now; each conversion restarts it
 
 
 def between_models() -> None:
     """A reused worker forgets the last model, so the next converts as in a fresh process:
-    Keras's session (generated layer names, graphs) and tf2onnx's node-name counter."""
+    Keras's session (generated layer names, graphs); tf2onnx's node-name counter is restarted
+    by each conversion (``compat.tf2onnx.restart_name_counter``)."""
     import sys
 
     from qkeras2qonnx.environment import flavour
 
-    utils = sys.modules.get("tf2onnx.utils")
-    if utils is not None:
-        utils.INTERNAL_NAME = _FRESH_NAME_COUNTER  # names like Relu__5 come from it
     if flavour.process_flavour() is not None and "qkeras2qonnx.environment.backend" in sys.modules:
         from qkeras2qonnx.environment.backend import keras
 
