@@ -1,7 +1,9 @@
 """Shared by the tests: the project root, its examples, the corpus beside it, and the checks
 every bad-input CLI row makes."""
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +18,25 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 
 # CI clones ../shared beside the project; a checkout without it skips the corpus tests, saying why.
 requires_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no model corpus at {CORPUS}")
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The directory ``build(directory)`` filled, once per test run: under pytest-xdist the
+    workers share it (the first builds it under a file lock, the others wait for it), so a
+    slow builder (a Keras 3 subprocess) runs once however the test files are spread. The
+    tests only read it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # <basetemp>/popen-gwN: the run's is its parent
+        base = base.parent
+    root, done = base / f"built-{name}", base / f"built-{name}.done"
+    with open(base / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also on a failure
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)  # what a failed build left
+            root.mkdir()
+            build(root)
+            done.touch()
+    return root
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

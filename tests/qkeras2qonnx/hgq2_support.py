@@ -17,25 +17,27 @@ from qkeras3_support import run_qkeras3
 
 from qkeras2qonnx.environment import flavour
 from qonnx_ingest.execute import execute_qonnx
-
-_made: list[Path] = []
+from support import built_once
 
 
 def built_by(builder: str, tmp_path_factory, *args) -> Path:
     """A fresh directory that the HGQ2 builder script ``builder`` filled in a Keras 3
     subprocess. The test command installs hgq2 (scripts/setup.sh): its absence fails."""
-    if flavour.hgq2_dir() is None:
-        pytest.fail("hgq2 is not installed beside the venv: run `bash scripts/setup.sh`")
     root = tmp_path_factory.mktemp(Path(builder).stem)
-    run_qkeras3(builder, root, *args)
+    _build(builder, root, *args)
     return root
 
 
+def _build(builder: str, root: Path, *args) -> None:
+    if flavour.hgq2_dir() is None:
+        pytest.fail("hgq2 is not installed beside the venv: run `bash scripts/setup.sh`")
+    run_qkeras3(builder, root, *args)
+
+
 def made_hgq2_models(tmp_path_factory) -> Path:
-    """The directory ``hgq2_models.py`` filled, once per test session (~1 minute)."""
-    if not _made:
-        _made.append(built_by("hgq2_models.py", tmp_path_factory))
-    return _made[0]
+    """The directory ``hgq2_models.py`` filled, once per test run (~1 minute; two test files
+    read it, and xdist workers share it: ``support.built_once``)."""
+    return built_once(tmp_path_factory, "hgq2_models", lambda root: _build("hgq2_models.py", root))
 
 
 def feeds(model: onnx.ModelProto, reference: dict, batch: int) -> dict[str, np.ndarray]:

@@ -18,9 +18,9 @@ import onnx
 
 from qkeras2qonnx.environment import flavour
 from qonnx_ingest.execute import execute_qonnx
+from support import built_once
 
 HERE = Path(__file__).resolve().parent
-_made: list[Path] = []
 
 
 def run_cli_on_keras3_file(*args: str | Path) -> subprocess.CompletedProcess:
@@ -54,13 +54,12 @@ def run_qkeras3(script: str, *args: str | Path, timeout: float = 900) -> None:
 
 
 def made_models(tmp_path_factory) -> Path:
-    """The directory ``qkeras3_models.py`` filled, built once per test session (slow: Keras 3
-    start-up, six models, their predictions and in-memory conversions)."""
-    if not _made:
-        root = tmp_path_factory.mktemp("qkeras3")
-        run_qkeras3("qkeras3_models.py", root)
-        _made.append(root)
-    return _made[0]
+    """The directory ``qkeras3_models.py`` filled, once per test run (slow: Keras 3 start-up,
+    six models, their predictions and in-memory conversions; three test files read it, and
+    xdist workers share it: ``support.built_once``)."""
+    return built_once(
+        tmp_path_factory, "qkeras3", lambda root: run_qkeras3("qkeras3_models.py", root)
+    )
 
 
 def assert_matches_reference(onnx_model: onnx.ModelProto, reference: dict) -> None:

@@ -11,6 +11,7 @@ import qkeras2qonnx  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow i
 import support
 from qonnx_ingest.execute import executor_for
 from qonnx_ingest.finish import QUANT_OP_TYPES
+from qonnx_ingest.verification import run_converted
 
 CORPUS = support.CORPUS / "qkeras"
 SAMPLES = 32
@@ -132,8 +133,16 @@ def assert_matches_qkeras(
     seed: int = 0,
     step: float | None = None,
 ) -> None:
-    """QONNX (qonnx executor) == QKeras ``model(x)`` on ``samples`` seeded uniform inputs,
-    fed ``batch`` at a time, within 1e-6 relative.
+    """QONNX == QKeras ``model(x)`` on ``samples`` seeded uniform inputs, fed ``batch`` at a
+    time, within 1e-6 relative.
+
+    The first batch runs in qonnx's executor (the reference semantics of the QONNX file);
+    every batch, the first included, runs in onnxruntime on the form ``--verify`` runs
+    (``run_converted``: Quant nodes as QCDQ or standard ops computing qonnx's quantizers,
+    which test_quant_lowering pins bit for bit; one session, so a float MatMul on constant
+    weights may round its last bit differently from the executor's one session per node).
+    qonnx's executor costs seconds per call on an unrolled recurrent model, so it no longer
+    runs all 32 samples; a model with no onnxruntime form runs every batch in it.
 
     ``step`` puts the inputs on that grid (e.g. 8-bit pixels), so that a first conv with
     quantized weights sums exact products: with arbitrary floats its accumulation order (TF vs
@@ -143,20 +152,34 @@ def assert_matches_qkeras(
     names = [i.name for i in onnx_model.graph.input]
     inputs = model.inputs or _called_inputs(model)
     assert len(names) == len(inputs)
-    run = None  # qonnx's executor made static for this batch size once
+    feeds, refs = [], []
     for _ in range(0, samples, batch):
         xs = [rng.uniform(low, high, (batch, *t.shape[1:])).astype(np.float32) for t in inputs]
         if step is not None:
             xs = [(np.round(x / step) * step).astype(np.float32) for x in xs]
         ref = model(xs if len(xs) > 1 else xs[0], training=False)
-        ref = [np.asarray(r) for r in (ref if isinstance(ref, list | tuple) else [ref])]
-        feeds = dict(zip(names, xs, strict=True))
-        run = run or executor_for(onnx_model, feeds)
-        got = run(feeds)
-        outputs = [got[o.name] for o in onnx_model.graph.output]
-        assert len(outputs) == len(ref)
-        for r, g in zip(ref, outputs, strict=True):
-            np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6 * float(np.max(np.abs(r))))
+        refs.append([np.asarray(r) for r in (ref if isinstance(ref, list | tuple) else [ref])])
+        feeds.append(dict(zip(names, xs, strict=True)))
+    outputs = [o.name for o in onnx_model.graph.output]
+    run = executor_for(onnx_model, feeds[0])  # qonnx's executor, static for this batch size
+    executed = [run(feeds[0])[o] for o in outputs]
+    _assert_close(executed, refs[0])
+    (lowered,), runner = run_converted(onnx_model, feeds[:1])
+    if runner == "qonnx's executor":  # no onnxruntime form: every batch in qonnx's executor
+        for feed, ref in zip(feeds[1:], refs[1:], strict=True):
+            _assert_close([run(feed)[o] for o in outputs], ref)
+        return
+    _assert_close([lowered[o] for o in outputs], refs[0])
+    if len(feeds) > 1:
+        rest, _ = run_converted(onnx_model, feeds[1:])
+        for got, ref in zip(rest, refs[1:], strict=True):
+            _assert_close([got[o] for o in outputs], ref)
+
+
+def _assert_close(outputs: list, ref: list) -> None:
+    assert len(outputs) == len(ref)
+    for r, g in zip(ref, outputs, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6 * float(np.max(np.abs(r))))
 
 
 def _called_inputs(model) -> list:
