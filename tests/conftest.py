@@ -23,24 +23,25 @@ ROOT = Path(__file__).resolve().parent
 SLOW_FILES: dict[str, float] = {
     "qkeras2qonnx/test_hls4ml_acceptance.py": 317,
     "tflite2qonnx/test_fuzz_tflite.py": 224,
-    "qkeras2qonnx/test_hgq2_convert.py": 170,  # builds hgq2_models (test_hgq2_sums reads it)
-    "qkeras2qonnx/test_qkeras_recurrent.py": 160,
+    # builds hgq2_models (test_hgq2_sums reads it)
+    "qkeras2qonnx/hgq2_layers/test_hgq2_convert.py": 170,
+    "qkeras2qonnx/qkeras_recurrent/test_qkeras_recurrent.py": 160,
     "tflite2qonnx/test_bit_exact.py": 122,
     "qkeras2qonnx/test_qkeras3_convert.py": 106,  # builds qkeras3_models unless shared
     "tflite2qonnx/test_integer_shape_arithmetic.py": 100,
     "qkeras2qonnx/test_qkeras_corpus.py": 100,
-    "qkeras2qonnx/test_hgq2_hls4ml.py": 89,
+    "qkeras2qonnx/hgq2_layers/test_hgq2_hls4ml.py": 89,
     "tflite2qonnx/test_tflite_consumers.py": 84,
     "tflite2qonnx/test_lstm_hybrid.py": 79,
-    "qkeras2qonnx/test_qkeras_quantizers.py": 59,
+    "qkeras2qonnx/qkeras_layers/test_qkeras_quantizers.py": 59,
     "qkeras2qonnx/test_qkeras_cli_workers.py": 57,
-    "qkeras2qonnx/test_qkeras_layers.py": 54,
+    "qkeras2qonnx/qkeras_layers/test_qkeras_layers.py": 54,
     "tflite2qonnx/test_tflite_ops.py": 47,
     "layout/test_layout_corpus.py": 42,
     "tflite2qonnx/test_tflite_convert.py": 37,
     "tflite2qonnx/test_tflite_sweep_regressions.py": 36,
     "tflite2qonnx/test_lstm.py": 31,
-    "qkeras2qonnx/test_qkeras_activations.py": 30,
+    "qkeras2qonnx/qkeras_layers/test_qkeras_activations.py": 30,
 }
 
 
