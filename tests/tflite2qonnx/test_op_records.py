@@ -51,7 +51,7 @@ OPS = ROOT / "tflite2qonnx" / "ops"
 
 
 def _tensor(dtype: str, scale: float | None, axis: int | None = None) -> SimpleNamespace:
-    q = None if scale is None else SimpleNamespace(scale=[scale], zero_point=[0])
+    q = None if scale is None else SimpleNamespace(scale=[scale], zero_point=[0], block_size=0)
     quant = None if scale is None else SimpleNamespace(scale=scale, zero_point=0, axis=axis)
     return SimpleNamespace(
         dtype=dtype, integer_quantized=q is not None, quantization=q, quant=quant
@@ -200,6 +200,21 @@ def test_16x8_convolutions_round_once_by_default_without_a_wide_bias() -> None:
             assert calls == [want], (name, bit_exact)
 
 
+@pytest.mark.parametrize("name", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_int8_convolutions_round_twice_by_default_where_the_multiplier_shifts_right(name) -> None:
+    """By default an int8 convolution whose multiplier (0.25 * 0.125 / s_out) shifts right runs
+    the twice-rounding kernel, one whose multiplier shifts left (s_out 0.001) the converter;
+    --bit-exact the emulated kernel either way."""
+    record = OPERATORS[name]
+    rounding, emulated = (k.run for k in reversed(record.int8_kernels))
+    assert record.int8_default == (record.int8_kernels[1],) and rounding.startswith("nn.conv_r")
+    for out_scale, bit_exact, want in ((0.5, False, rounding), (0.001, False, record.convert),
+                                       (0.5, True, emulated), (0.001, True, emulated)):  # fmt: skip
+        calls: list[str] = []
+        _spied(record, calls)(_builder("int8", bit_exact, out_scale=out_scale), _op(name))
+        assert calls == [want], (out_scale, bit_exact)
+
+
 def test_int16_quantize_the_kernel_does_not_cover_is_refused_under_bit_exact() -> None:
     """QUANTIZE from int16 onto a per-axis grid: no requantization kernel (its int16 kernel's
     ``when``); rounded once by default, refused by --bit-exact, never the int8 table."""
@@ -263,6 +278,8 @@ def _called(module: str, function: str) -> set[str]:
             continue
         seen.add(name)
         for node in ast.walk(functions[name]):
+            if isinstance(node, ast.Name) and node.id in names and node.id not in functions:
+                refs.add(names[node.id])  # passed as a value too (a rounding handed to a helper)
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
@@ -306,9 +323,34 @@ def test_converters_choose_no_kernel(converter: str) -> None:
     assert chosen == set()
 
 
+# converters that still round an int8 result twice themselves (``kernel_rounding``, their own
+# int8-scale test): to become default-running int8 kernels of their records as the convolutions'
+# did (``nn.conv_rounding``)
+_ROUND_TWICE_THEMSELVES = {
+    "arith.elementwise:leaky_relu",
+    "arith.elementwise:mul",
+    "arith.elementwise:prelu",
+    "arith.reduce:mean",
+    "nn.quantize:quantize",
+}
+
+
+@pytest.mark.parametrize("converter", _converters())
+def test_converters_call_no_kernel_rounding(converter: str) -> None:
+    """A converter (through its module's helpers too) calls or passes no ``kernel_rounding``
+    helper unless listed: a twice rounding of the default form is an int8 kernel of the record
+    (CONV_2D's and DEPTHWISE_CONV_2D's ``nn.conv_rounding``), the list only shrinks."""
+    module, _, function = converter.partition(":")
+    rounds = {r for r in _called(module, function) if r.startswith("kernel_rounding:")}
+    assert bool(rounds) == (converter in _ROUND_TWICE_THEMSELVES), sorted(rounds)
+
+
 def test_the_source_check_sees_a_kernel_choice() -> None:
-    """The check above finds what it looks for: a hybrid kernel's entry calls its kernel."""
+    """The checks above find what they look for: a hybrid kernel's entry calls its kernel, the
+    convolutions' default kernel hands ``_conv`` the accumulator's rounding."""
     assert "hybrid.conv:hybrid_conv" in _called("hybrid.conv", "conv_2d")
+    rounding = _called("nn.conv_rounding", "depthwise_conv_2d")
+    assert "kernel_rounding:requantize_accumulator" in rounding
     assert "predicate:is_hybrid_lstm" in _called("recurrent.sequence", "hybrid_bidirectional")
     assert "exact.int8:add" in _kernel_refs()
 

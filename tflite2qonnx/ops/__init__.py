@@ -29,6 +29,10 @@ _COMPARISON = {  # int16 compares stored integers; int8 / uint8 rescale (the ker
     "stored_integers": ("int16",),
 }
 
+# int8 / uint8 convolutions whose accumulator's multiplier shifts right: by default their
+# accumulator rounded twice as MultiplyByQuantizedMultiplier rounds it (nn.conv_rounding)
+_ROUNDS_TWICE = "kernel_rounding:accumulator_rounds_twice"
+
 
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Kernel", "Op"]
 
@@ -89,7 +93,10 @@ OPERATORS: dict[str, Op] = {
         "nn.conv:conv_2d",
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
-        int8=Kernel("exact.entry:conv_2d"),
+        int8=(
+            Kernel("exact.entry:conv_2d"),
+            Kernel("nn.conv_rounding:conv_2d", BY_DEFAULT, when=_ROUNDS_TWICE),
+        ),
         int16=Kernel("exact.entry:conv_2d_16x8", DEFAULT_WHERE, when="exact.int16:wide_bias"),
         hybrid=Kernel("hybrid.conv:conv_2d", BY_DEFAULT, when="hybrid.conv:is_hybrid_conv"),
     ),
@@ -103,7 +110,10 @@ OPERATORS: dict[str, Op] = {
         "nn.conv:depthwise_conv_2d",
         ranks=((4, 4), (4,)),
         operands=rules.conv_filter,
-        int8=Kernel("exact.entry:depthwise_conv_2d"),
+        int8=(
+            Kernel("exact.entry:depthwise_conv_2d"),
+            Kernel("nn.conv_rounding:depthwise_conv_2d", BY_DEFAULT, when=_ROUNDS_TWICE),
+        ),
         int16=Kernel(
             "exact.entry:depthwise_conv_2d_16x8", DEFAULT_WHERE, when="exact.int16:wide_bias"
         ),

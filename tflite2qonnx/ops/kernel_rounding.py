@@ -10,7 +10,8 @@ and rounding once fell below it end to end. Here the two roundings are Quant nod
 float graph: a scale-1 Quant of ``x / (s_out / 2^right)`` and a ``2^right`` Quant of that
 integer (half away from zero both times, before the zero point is added, as the kernel does);
 the output's own Quant then only adds the zero point and clamps. Which ops use it is their
-converter's choice.
+converter's choice, except the int8 convolutions' accumulator: a default-running int8 kernel
+of their records (``accumulator_rounds_twice`` its ``when``, ``ops.nn.conv_rounding``).
 """
 
 from __future__ import annotations
@@ -85,38 +86,51 @@ def round_twice(b: GraphBuilder, x: str, right: int, s_out: float, hint: str) ->
     return b.emit("Mul", [t, b.const(np.array(fine, np.float32), f"{hint}_fine_scale")])[0]
 
 
-# the integer-accumulator ops whose int8 / uint8 requantization rounds twice by default: both
-# convolutions are needed (either alone leaves the gesture model where it was); not
-# FULLY_CONNECTED, which moved no corpus figure and is the hls4ml MLP's layer
-ACCUMULATOR_OPS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
 # an accumulator's multiplier shifts right by up to 21 (Coral MobileNet v2); at 15 the fine
 # grid's integers stay within float32's exact ones (255 steps * 2^15 < 2^24), and a deeper
 # shift's first rounding differs from 2^-15's only within 2^-16 of a tie
 _ACC_MAX_RIGHT = 15
 
 
-def requantize_accumulator(b: GraphBuilder, op: Operator, y: str) -> str:
-    """``y`` (an int8 / uint8 CONV_2D or DEPTHWISE_CONV_2D's float result, before its fused
-    activation) rounded as the builtin kernels requantize the accumulator,
-    per output channel: ``MultiplyByQuantizedMultiplier(acc, QuantizeMultiplier(s_in * s_w[c]
-    / s_out))`` rounds at ``s_out / 2^right[c]`` and then at ``s_out``, half away from zero
-    both times. XNNPACK rounds once, as one Quant does; rounding once on every convolution of
-    the gesture model left its regressors below XNNPACK end to end (68.6% equal to the builtin
-    kernels, XNNPACK 69.3%), twice 75.8% (each convolution alone 99.998%). Other ops, types
-    and hybrid or blockwise weights: ``y``."""
-    if op.opcode.builtin not in ACCUMULATOR_OPS:
-        return y
+def _accumulator_rights(b: GraphBuilder, op: Operator) -> np.ndarray | None:
+    """Each output channel's right shift of an int8 / uint8 convolution's requantization
+    (``QuantizeMultiplier(s_in * s_w[c] / s_out)``), capped; None for other types and hybrid
+    or blockwise weights."""
     s_in, s_out = per_tensor_scale(b, op.inputs[0]), per_tensor_scale(b, op.outputs[0])
     q = b.tensor(op.inputs[1]).quantization
     if s_in is None or s_out is None or q is None or q.block_size:
-        return y
+        return None
     if b.tensor(op.inputs[1]).dtype not in INT8_TYPES:
-        return y
+        return None
     f32 = np.float32
     multipliers = [float(f32(f32(s_in) * f32(s))) / float(f32(s_out)) for s in q.scale]
-    rights = np.array([min(_right_shift(m), _ACC_MAX_RIGHT) for m in multipliers])
-    if not rights.any():
-        return y  # every multiplier shifts left: one rounding, the output's own Quant
+    return np.array([min(_right_shift(m), _ACC_MAX_RIGHT) for m in multipliers])
+
+
+def accumulator_rounds_twice(b: GraphBuilder, op: Operator) -> bool:
+    """The ``when`` of the int8 convolutions' default kernel (their records): int8 / uint8
+    activations, output and weights, per-tensor activation scales, and some channel's
+    multiplier shifting right (where every one shifts left, the output's Quant rounds once
+    as the kernel does). Both convolutions are needed (either alone leaves the gesture model
+    where it was); not FULLY_CONNECTED, which moved no corpus figure and is the hls4ml MLP's
+    layer."""
+    rights = _accumulator_rights(b, op)
+    return rights is not None and bool(rights.any())
+
+
+def requantize_accumulator(b: GraphBuilder, op: Operator, y: str) -> str:
+    """``y`` (an int8 / uint8 CONV_2D or DEPTHWISE_CONV_2D's float result, before its fused
+    activation, where ``accumulator_rounds_twice`` holds) rounded as the builtin kernels
+    requantize the accumulator, per output channel: ``MultiplyByQuantizedMultiplier(acc,
+    QuantizeMultiplier(s_in * s_w[c] / s_out))`` rounds at ``s_out / 2^right[c]`` and then at
+    ``s_out``, half away from zero both times. XNNPACK rounds once, as one Quant does;
+    rounding once on every convolution of the gesture model left its regressors below
+    XNNPACK end to end (68.6% equal to the builtin kernels, XNNPACK 69.3%), twice 75.8% (each
+    convolution alone 99.998%)."""
+    rights = _accumulator_rights(b, op)
+    assert rights is not None and rights.any(), "requantize_accumulator: its kernel's when"
+    f32 = np.float32
+    s_out = per_tensor_scale(b, op.outputs[0])
     pot = (2.0**rights).astype(np.float32)
     fine = (f32(s_out) / pot).astype(np.float32)
     if np.all(rights == rights[0]):

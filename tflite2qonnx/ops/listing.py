@@ -1,7 +1,8 @@
 """The operator lists the docs and ``tflite2qonnx.api.convert``'s docstring show, generated from
 the records (``tflite2qonnx.ops.OPERATORS``): supported operators, how --bit-exact treats each,
-which have an int16 kernel. ``regenerate`` rewrites each marked section in place;
-``scripts/update_readme_ops.py`` runs it and ``tests/test_readme.py`` fails when one drifts.
+which run an int8 kernel by default, which have an int16 kernel. ``regenerate`` rewrites each
+marked section in place; ``scripts/update_readme_ops.py`` runs it and ``tests/test_readme.py``
+fails when one drifts.
 """
 
 from __future__ import annotations
@@ -52,6 +53,17 @@ def bit_exact() -> str:
     return "\n".join(lines)
 
 
+def int8_default() -> str:
+    """The int8 / uint8 kernels that run by default, by their ``when``."""
+    conditions = sorted({k.when or "" for op in OPERATORS.values() for k in op.int8_default})
+    lines = ["| int8 / uint8 input, by default | operators |", "|---|---|"]
+    for when in conditions:
+        what = f"kernel where `{when}` holds" if when else "kernel emulated"
+        keep = lambda op, w=when: any((k.when or "") == w for k in op.int8_default)  # noqa: E731
+        lines.append(f"| {what} | {_codes(_names(keep))} |")
+    return "\n".join(lines)
+
+
 def int16() -> str:
     rows = [
         ("kernel emulated by default", lambda op: op.int16_runs == BY_DEFAULT),
@@ -71,12 +83,15 @@ def convert_doc() -> str:
     """The paragraph of ``api.convert``'s docstring that names the emulated operators."""
     emulated = ", ".join(_names(lambda op: op.bit_exact == EMULATED))
     by_default = ", ".join(_names(lambda op: op.int16_runs in (BY_DEFAULT, DEFAULT_WHERE)))
+    int8_default = ", ".join(_names(lambda op: op.int8_default))
     text = (
         "``bit_exact`` emulates the builtin integer kernels' arithmetic bit for bit where a "
         f"record says so: {emulated} (see ``tflite2qonnx.fixed_point``); the default rounds "
         "once per op, like XNNPACK, except the 16x8 (int16) kernels no single rounding agrees "
         f"with, emulated either way: {by_default} (the convolutions with an int64 or int32 bias, "
-        "TRANSPOSE_CONV with no bias too; docs/int16.md)."
+        "TRANSPOSE_CONV with no bias too; docs/int16.md), and the int8 / uint8 kernels that run "
+        f"by default: {int8_default} (the convolutions' accumulator rounded twice where its "
+        "multiplier shifts right; docs/tflite.md)."
     )
     return textwrap.fill(text, width=92, initial_indent="    ", subsequent_indent="    ")
 
@@ -86,6 +101,7 @@ def convert_doc() -> str:
 SECTIONS: list[tuple[str, str, Callable[[], str]]] = [
     ("docs/tflite.md", "tflite-ops", supported),
     ("docs/tflite.md", "tflite-bit-exact", bit_exact),
+    ("docs/tflite.md", "tflite-int8-default", int8_default),
     ("docs/int16.md", "tflite-int16", int16),
     ("tflite2qonnx/api.py", "emulated-ops", convert_doc),
 ]

@@ -24,7 +24,9 @@ Converter = Callable[["GraphBuilder", Operator], None]
 OperandRule = Callable[[OperandView], "str | None"]
 
 # When a kernel runs (``Kernel.runs``)
-BY_DEFAULT = "kernel by default"  # no single rounding agrees with it: always emulated
+# no single rounding agrees with it: always run (where ``when`` holds: int8 convolutions'
+# accumulator rounded twice)
+BY_DEFAULT = "kernel by default"
 UNDER_BIT_EXACT = "kernel under --bit-exact"  # by default the converter rounds once
 # by default where ``Kernel.when`` holds (the 16x8 convolutions: an int64 or int32 bias, each its
 # own kernel instantiation), under --bit-exact everywhere
@@ -132,6 +134,12 @@ class Op:
         """How --bit-exact treats an int8 input: EMULATED where it has int8 kernels, else the
         ``int8`` label."""
         return EMULATED if self.int8_kernels else str(self.int8)
+
+    @property
+    def int8_default(self) -> Kernels:
+        """Its int8 kernels that replace the converter by default (BY_DEFAULT; where their
+        ``when`` holds): an int8 / uint8 default form that is not the converter's."""
+        return tuple(k for k in self.int8_kernels if k.runs == BY_DEFAULT)
 
     @property
     def int16_runs(self) -> str:

@@ -7,6 +7,8 @@ channels-first around them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tflite2qonnx.graph import GraphBuilder
@@ -19,32 +21,39 @@ from tflite2qonnx.ops.geometry import (
     depthwise_layout,
     transpose_conv_2d_attrs,
 )
-from tflite2qonnx.ops.kernel_rounding import requantize_accumulator
 from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 from tflite2qonnx.ops.padding import spatial_attrs
+
+# what a kernel does to the accumulator's real values before the fused activation
+Requantize = Callable[[GraphBuilder, Operator, str], str]
 
 # CONV_3D weights [kd, kh, kw, I, O] -> [O, I, kd, kh, kw]
 DHWIO_TO_OIDHW = (4, 3, 0, 1, 2)
 
 
-def conv_2d(b: GraphBuilder, op: Operator) -> None:
-    """Float CONV_2D; its record's kernels take integer activations and int8 filters."""
-    _conv(b, op, *conv_2d_layout(b, op))
+def conv_2d(b: GraphBuilder, op: Operator, requantize: Requantize | None = None) -> None:
+    """Float CONV_2D; its record's kernels take integer activations and int8 filters (the
+    default one passes ``requantize``, ``ops.nn.conv_rounding``)."""
+    _conv(b, op, *conv_2d_layout(b, op), requantize)
 
 
-def depthwise_conv_2d(b: GraphBuilder, op: Operator) -> None:
-    """Float DEPTHWISE_CONV_2D; its record's kernels take integer activations and int8 filters."""
-    _conv(b, op, *depthwise_layout(b, op))
+def depthwise_conv_2d(b: GraphBuilder, op: Operator, requantize: Requantize | None = None) -> None:
+    """Float DEPTHWISE_CONV_2D; its record's kernels take integer activations and int8 filters
+    (the default one passes ``requantize``, ``ops.nn.conv_rounding``)."""
+    _conv(b, op, *depthwise_layout(b, op), requantize)
 
 
-def _conv(b: GraphBuilder, op: Operator, perm, kernel, groups: int) -> None:
+def _conv(
+    b: GraphBuilder, op: Operator, perm, kernel, groups: int, requantize: Requantize | None
+) -> None:
     check_conv_filter(b, op)
     inputs = [b.input(op.inputs[0]), b.input(op.inputs[1], perm=perm)]
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         inputs.append(kernel_bias(b, op, op.inputs[2], op.inputs[1]))
     attrs = spatial_attrs(b, op, kernel)
     y = b.emit("Conv", inputs, group=groups, kernel_shape=list(kernel), **attrs)[0]
-    y = requantize_accumulator(b, op, y)  # int8: the kernels' two roundings
+    if requantize is not None:  # a kernel's rounding of the accumulator
+        y = requantize(b, op, y)
     b.set_output(op.outputs[0], fused_activation(b, op, y))
 
 
