@@ -114,7 +114,7 @@ def test_mitbih_channels_last_keeps_its_one_sided_max_pool_plain_and_equals_qker
     from qonnx.core.onnx_exec import execute_onnx
 
     import qkeras2qonnx
-    from qkeras2qonnx.load import load_model
+    from qkeras2qonnx.environment.load import load_model
 
     source = CORPUS / "mitbih_Conv1D_int8_pqmodel.h5"
     with warnings.catch_warnings():
