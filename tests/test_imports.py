@@ -97,6 +97,7 @@ def test_operator_table_and_parser_load_no_converter():
         "tflite2qonnx.ops.custom_records",
         "tflite2qonnx.ops.operands",
         "tflite2qonnx.ops.record",
+        "tflite2qonnx.ops.recurrent_records",
     ]
 
 

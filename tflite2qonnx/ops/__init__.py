@@ -19,10 +19,7 @@ from tflite2qonnx.ops.record import (
     Kernel,
     Op,
 )
-
-# one LSTM direction's operand ranks: input and recurrent weights (2-D), peepholes and gate
-# biases (1-D), projection weights and bias; the states and layer norms follow per kernel
-_LSTM_DIRECTION = (2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 2, 1)
+from tflite2qonnx.ops.recurrent_records import RECURRENT_OPERATORS
 
 _COMPARISON = {  # int16 compares stored integers; int8 / uint8 rescale (the kernel's, --bit-exact)
     "int8": Kernel("exact.compare:compare", when="arith.stored_integer:compare_rescales"),
@@ -36,7 +33,7 @@ _ROUNDS_TWICE = "kernel_rounding:accumulator_rounds_twice"
 
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Kernel", "Op"]
 
-# Builtin operators, by BuiltinOperator name
+# Builtin operators, by BuiltinOperator name (the recurrent ones in ops.recurrent_records)
 OPERATORS: dict[str, Op] = {
     "ABS": Op(
         "arith.elementwise:abs_",
@@ -68,15 +65,6 @@ OPERATORS: dict[str, Op] = {
         int16=Kernel("exact.bmm16:batch_matmul"),
     ),
     "BATCH_TO_SPACE_ND": Op("tensor.space_batch:batch_to_space_nd", int8=EXACT),
-    "BIDIRECTIONAL_SEQUENCE_LSTM": Op(
-        "recurrent.sequence:bidirectional_sequence_lstm",
-        ranks=((3, *_LSTM_DIRECTION * 2, 2, 2, 2, 2, 3), (3, 3)),
-        hybrid=Kernel(
-            "recurrent.sequence:hybrid_bidirectional_lstm",
-            BY_DEFAULT,
-            when="recurrent.sequence:hybrid_bidirectional",
-        ),
-    ),
     "BITWISE_XOR": Op("arith.misc_builtins:bitwise_xor"),
     "BROADCAST_ARGS": Op("arith.misc_builtins:broadcast_args"),
     "BROADCAST_TO": Op("tensor.shape:broadcast_to", int8=EXACT),
@@ -349,12 +337,6 @@ OPERATORS: dict[str, Op] = {
         int8=Kernel("exact.entry:reduce_sum"),
         int16=Kernel("exact.entry:reduce_sum"),
     ),
-    "SVDF": Op(
-        "recurrent.svdf:svdf",
-        ranks=((2, 2, 2, 1, 2), (2,)),
-        int8=Kernel("recurrent.svdf:integer_svdf", BY_DEFAULT),
-        hybrid=Kernel("recurrent.svdf:hybrid_svdf", BY_DEFAULT, when="recurrent.svdf:is_hybrid"),
-    ),
     "TANH": Op(
         "arith.elementwise:tanh",
         int8=Kernel("exact.unary:tanh", table=True),
@@ -376,25 +358,6 @@ OPERATORS: dict[str, Op] = {
             when="exact.tconv16:transpose_conv_bias",
         ),
     ),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": Op(
-        "recurrent.sequence:unidirectional_sequence_lstm",
-        ranks=((3, *_LSTM_DIRECTION, 2, 2, 1, 1, 1, 1), (3,)),
-        int8=Kernel("recurrent.sequence:integer_unidirectional_lstm", BY_DEFAULT),
-        hybrid=Kernel(
-            "recurrent.sequence:hybrid_unidirectional_lstm",
-            BY_DEFAULT,
-            when="recurrent.sequence:hybrid_unidirectional",
-        ),
-    ),
-    "UNIDIRECTIONAL_SEQUENCE_RNN": Op(
-        "recurrent.sequence:unidirectional_sequence_rnn",
-        ranks=((3, 2, 2, 1, 2), (3,)),
-        hybrid=Kernel(
-            "recurrent.rnn_hybrid:hybrid_sequence_rnn",
-            BY_DEFAULT,
-            when="recurrent.rnn_hybrid:is_hybrid",
-        ),
-    ),
     "VAR_HANDLE": Op("control.flow:var_handle"),
     "WHILE": Op("control.loop:while_"),
     "UNIQUE": Op("tensor.scatter:unique", int8=EXACT),
@@ -407,6 +370,7 @@ OPERATORS: dict[str, Op] = {
     "ZEROS_LIKE": Op("tensor.shape:zeros_like"),
 }
 
+OPERATORS.update(RECURRENT_OPERATORS)
 OPERATORS.update(CUSTOM_OPERATORS)
 
 # operator name (custom code for custom ops) -> its converter's reference, for the kinds that
