@@ -29,6 +29,7 @@ import string
 
 import onnx
 
+from qonnx_ingest.graph_edit import readers_of
 from qonnx_ingest.names import TakenNames, unique_name
 from qonnx_ingest.passes import PassResult
 from qonnx_ingest.quant import QUANT_OP_TYPES
@@ -102,10 +103,7 @@ def _biased_matmuls_as_gemm(graph: onnx.GraphProto) -> None:
     weights = {t.name: t for t in graph.initializer}
     known = (*graph.input, *graph.value_info)
     ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in known}
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    readers = readers_of(graph)
     outputs = {v.name for v in graph.output}
     producers = {n.output[0]: n for n in graph.node if n.op_type == "MatMul" and not n.domain}
     folded: set[str] = set()
@@ -114,7 +112,7 @@ def _biased_matmuls_as_gemm(graph: onnx.GraphProto) -> None:
             continue
         for product, bias in (add.input, reversed(add.input)):
             matmul = producers.get(product)
-            if matmul is None or readers.get(product) != 1 or product in outputs:
+            if matmul is None or len(readers.get(product, ())) != 1 or product in outputs:
                 continue
             w, b = weights.get(matmul.input[1]), weights.get(bias)
             if w is None or b is None or len(w.dims) != 2 or list(b.dims) != [w.dims[1]]:

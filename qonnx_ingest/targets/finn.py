@@ -172,7 +172,14 @@ def _thresholds_for(
     else:
         thresholds = np.stack(
             [
-                _exact_thresholds(s, z, width, signed, narrow, rounding, q_min, q_max, where)
+                _exact_thresholds(
+                    _level_function(s, z, width, signed, narrow, rounding),
+                    s,
+                    z,
+                    q_min,
+                    q_max,
+                    where,
+                )
                 for s in channel_scales
             ]
         ).astype(np.float32)
@@ -242,18 +249,15 @@ def _channel_scales(scale: np.ndarray, where: str) -> tuple[np.ndarray, int | No
 
 
 def _exact_thresholds(
+    level: Callable[[np.ndarray], np.ndarray],
     scale: float,
     z: float,
-    width: int,
-    signed: bool,
-    narrow: bool,
-    rounding: str,
     q_min: int,
     q_max: int,
     where: str,
 ) -> np.ndarray:
-    """Threshold k: the least float32 value that the Quant maps to level q_min + k + 1."""
-    level = _level_function(scale, z, width, signed, narrow, rounding)
+    """Threshold k: the least float32 value that ``level`` (a Quant's, ``_level_function``)
+    maps to level q_min + k + 1, searched near the half-way points of its grid."""
     targets = np.arange(q_min + 1, q_max + 1, dtype=np.float64)
     middle = (targets - 0.5 - z) * scale
     # float32 rounding of x / s + z moves the step by a few ulps of that sum, not of x
