@@ -85,9 +85,10 @@ def convert(
     DIV, EXP, FULLY_CONNECTED, GELU, LOG, LOGISTIC, MEAN, PRELU, QUANTIZE, REDUCE_PROD,
     RESIZE_BILINEAR, RSQRT, SOFTMAX, TANH, TRANSPOSE_CONV (the convolutions with an int64 or
     int32 bias, TRANSPOSE_CONV with no bias too; docs/int16.md), and the int8 / uint8
-    kernels that run by default: CONV_2D, DEPTHWISE_CONV_2D, SVDF,
-    UNIDIRECTIONAL_SEQUENCE_LSTM (the convolutions' accumulator rounded twice where its
-    multiplier shifts right; docs/tflite.md).
+    kernels that run by default: CONV_2D, DEPTHWISE_CONV_2D, LEAKY_RELU, MEAN, MUL, PRELU,
+    QUANTIZE, SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM (SVDF's and the LSTM's kernels; the others'
+    requantization rounded twice, as the builtin kernels round it, where its multiplier
+    shifts right; docs/tflite.md).
     .. emulated-ops:end
 
     ``channels_last`` keeps every tensor NHWC (graph I/O too) with static shapes (batch 1

@@ -54,7 +54,7 @@ def _tensor(dtype: str, scale: float | None, axis: int | None = None) -> SimpleN
     q = None if scale is None else SimpleNamespace(scale=[scale], zero_point=[0], block_size=0)
     quant = None if scale is None else SimpleNamespace(scale=scale, zero_point=0, axis=axis)
     return SimpleNamespace(
-        dtype=dtype, integer_quantized=q is not None, quantization=q, quant=quant
+        dtype=dtype, integer_quantized=q is not None, quantization=q, quant=quant, shape=None
     )
 
 
@@ -215,6 +215,24 @@ def test_int8_convolutions_round_twice_by_default_where_the_multiplier_shifts_ri
         assert calls == [want], (out_scale, bit_exact)
 
 
+@pytest.mark.parametrize(
+    "name, twice, once", [("MUL", 0.5, 0.001), ("LEAKY_RELU", 0.75, 0.5), ("QUANTIZE", 0.75, 0.5)]
+)
+def test_int8_requantizations_round_twice_by_default_where_the_multiplier_shifts_right(
+    name: str, twice: float, once: float
+) -> None:
+    """By default an int8 MUL (0.25 * 0.125 / s_out), LEAKY_RELU (alpha 0) or QUANTIZE
+    (0.25 / s_out) whose multiplier shifts right runs its record's twice-rounding kernel, one
+    whose multiplier does not (QuantizeMultiplier's shift 0 or left) the converter."""
+    record = OPERATORS[name]
+    (rounding,) = record.int8_default
+    assert rounding.run.startswith(("arith.rounding:", "nn.quantize_rounding:"))
+    for out_scale, want in ((twice, rounding.run), (once, record.convert)):
+        calls: list[str] = []
+        _spied(record, calls)(_builder("int8", False, out_scale=out_scale), _op(name))
+        assert calls == [want], out_scale
+
+
 def test_int16_quantize_the_kernel_does_not_cover_is_refused_under_bit_exact() -> None:
     """QUANTIZE from int16 onto a per-axis grid: no requantization kernel (its int16 kernel's
     ``when``); rounded once by default, refused by --bit-exact, never the int8 table."""
@@ -250,11 +268,25 @@ def test_only_the_dispatch_and_treatment_read_bit_exact() -> None:
 
 
 def _module_refs(module: str) -> tuple[dict[str, ast.FunctionDef], dict[str, str]]:
-    """``module``'s (a ``tflite2qonnx.ops`` sub-module) top-level functions, and each name it
-    calls by mapped to a record reference ``"module:function"`` (its own functions, names it
-    imports from ``tflite2qonnx.ops`` modules, and ``alias.function`` of imported modules)."""
+    """``module``'s (a ``tflite2qonnx.ops`` sub-module) top-level functions (a converter made
+    by a factory, ``mul = _binary("Mul")``, as the factory), and each name it calls by mapped
+    to a record reference ``"module:function"`` (its own functions, names it imports from
+    ``tflite2qonnx.ops`` modules, and ``alias.function`` of imported modules)."""
     tree = ast.parse((OPS / (module.replace(".", "/") + ".py")).read_text())
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = (
+            zip(target.elts, value.elts, strict=False)
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            else [(target, value)]
+        )
+        for t, v in pairs:
+            factory = getattr(getattr(v, "func", None), "id", None)
+            if isinstance(t, ast.Name) and isinstance(v, ast.Call) and factory in functions:
+                functions[t.id] = functions[factory]
     names = {name: f"{module}:{name}" for name in functions}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tflite2qonnx.ops"):
@@ -323,26 +355,14 @@ def test_converters_choose_no_kernel(converter: str) -> None:
     assert chosen == set()
 
 
-# converters that still round an int8 result twice themselves (``kernel_rounding``, their own
-# int8-scale test): to become default-running int8 kernels of their records as the convolutions'
-# did (``nn.conv_rounding``)
-_ROUND_TWICE_THEMSELVES = {
-    "arith.elementwise:leaky_relu",
-    "arith.elementwise:mul",
-    "arith.elementwise:prelu",
-    "arith.reduce:mean",
-    "nn.quantize:quantize",
-}
-
-
 @pytest.mark.parametrize("converter", _converters())
 def test_converters_call_no_kernel_rounding(converter: str) -> None:
     """A converter (through its module's helpers too) calls or passes no ``kernel_rounding``
-    helper unless listed: a twice rounding of the default form is an int8 kernel of the record
-    (CONV_2D's and DEPTHWISE_CONV_2D's ``nn.conv_rounding``), the list only shrinks."""
+    helper: a twice rounding of the default form is a default-running int8 kernel of the
+    record (``nn.conv_rounding``, ``arith.rounding``, ``nn.quantize_rounding``)."""
     module, _, function = converter.partition(":")
     rounds = {r for r in _called(module, function) if r.startswith("kernel_rounding:")}
-    assert bool(rounds) == (converter in _ROUND_TWICE_THEMSELVES), sorted(rounds)
+    assert rounds == set()
 
 
 def test_the_source_check_sees_a_kernel_choice() -> None:
@@ -352,6 +372,7 @@ def test_the_source_check_sees_a_kernel_choice() -> None:
     rounding = _called("nn.conv_rounding", "depthwise_conv_2d")
     assert "kernel_rounding:requantize_accumulator" in rounding
     assert "predicate:is_hybrid_lstm" in _called("recurrent.sequence", "hybrid_bidirectional")
+    assert "activation:fused_activation" in _called("arith.elementwise", "mul")  # a factory's
     assert "exact.int8:add" in _kernel_refs()
 
 

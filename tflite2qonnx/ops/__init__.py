@@ -29,6 +29,10 @@ _COMPARISON = {  # int16 compares stored integers; int8 / uint8 rescale (the ker
 # int8 / uint8 convolutions whose accumulator's multiplier shifts right: by default their
 # accumulator rounded twice as MultiplyByQuantizedMultiplier rounds it (nn.conv_rounding)
 _ROUNDS_TWICE = "kernel_rounding:accumulator_rounds_twice"
+# the int8 / uint8 kernels that run by default where their ``when`` holds: the float graph with
+# its requantization rounded as MultiplyByQuantizedMultiplier rounds it, twice where the
+# multiplier shifts right (arith.rounding, nn.quantize_rounding)
+_AR = "arith.rounding"
 
 
 __all__ = ["CONVERTERS", "CUSTOM_OPERATORS", "OPERATORS", "Kernel", "Op"]
@@ -174,7 +178,10 @@ OPERATORS: dict[str, Op] = {
     "L2_POOL_2D": Op("tensor.space_batch:l2_pool_2d", ranks=((4,), (4,))),
     "LEAKY_RELU": Op(
         "arith.elementwise:leaky_relu",
-        int8=Kernel("exact.unary:leaky_relu", table=True),
+        int8=(
+            Kernel("exact.unary:leaky_relu", table=True),
+            Kernel(f"{_AR}:leaky_relu", BY_DEFAULT, when=f"{_AR}:leaky_relu_rounds_twice"),
+        ),
         int16=Kernel("exact.unary:leaky_relu", table=True),
     ),
     "LESS": Op("arith.stored_integer:less", **_COMPARISON),
@@ -201,14 +208,20 @@ OPERATORS: dict[str, Op] = {
     "MEAN": Op(
         "arith.reduce:mean",
         operands=rules.reduction,
-        int8=Kernel("exact.entry:mean"),
+        int8=(
+            Kernel("exact.entry:mean"),
+            Kernel(f"{_AR}:mean", BY_DEFAULT, when=f"{_AR}:mean_rounds_twice"),
+        ),
         int16=Kernel("exact.entry:mean", BY_DEFAULT),
     ),
     "MINIMUM": Op("arith.elementwise:minimum", operands=rules.binary, int8=EXACT),
     "MIRROR_PAD": Op("tensor.slicing:mirror_pad", operands=rules.pad, int8=EXACT),
     "MUL": Op(
         "arith.elementwise:mul",
-        int8=Kernel("exact.int8:mul"),
+        int8=(
+            Kernel("exact.int8:mul"),
+            Kernel(f"{_AR}:mul", BY_DEFAULT, when=f"{_AR}:mul_rounds_twice"),
+        ),
         int16=Kernel("exact.int8:mul"),
         complex="signal.complex_ops:complex_mul",
     ),
@@ -227,12 +240,22 @@ OPERATORS: dict[str, Op] = {
     "POW": Op("arith.elementwise:pow_"),
     "PRELU": Op(
         "arith.elementwise:prelu",
-        int8=Kernel("exact.int8:prelu"),
+        int8=(
+            Kernel("exact.int8:prelu"),
+            Kernel(f"{_AR}:prelu", BY_DEFAULT, when=f"{_AR}:prelu_requantizes"),
+        ),
         int16=Kernel("exact.prelu16:convert", BY_DEFAULT),
     ),
     "QUANTIZE": Op(
         "nn.quantize:quantize",
-        int8=Kernel("exact.unary:requantize", table=True),
+        int8=(
+            Kernel("exact.unary:requantize", table=True),
+            Kernel(
+                "nn.quantize_rounding:quantize",
+                BY_DEFAULT,
+                when="nn.quantize_rounding:requantize_rounds_twice",
+            ),
+        ),
         int16=Kernel("exact.int16:quantize", BY_DEFAULT, when="exact.int16:requantizes"),
         float_input=Kernel("exact.quantize:quantize", when="exact.quantize:rounds_first"),
     ),

@@ -9,9 +9,10 @@ of the values by a step; XNNPACK leaves int8 PRELU to the builtin kernel, so it 
 and rounding once fell below it end to end. Here the two roundings are Quant nodes in the
 float graph: a scale-1 Quant of ``x / (s_out / 2^right)`` and a ``2^right`` Quant of that
 integer (half away from zero both times, before the zero point is added, as the kernel does);
-the output's own Quant then only adds the zero point and clamps. Which ops use it is their
-converter's choice, except the int8 convolutions' accumulator: a default-running int8 kernel
-of their records (``accumulator_rounds_twice`` its ``when``, ``ops.nn.conv_rounding``).
+the output's own Quant then only adds the zero point and clamps. No converter calls these:
+each op that rounds twice has a default-running int8 kernel in its record, chosen by its
+``when`` (``ops.arith.rounding``: MUL, PRELU, LEAKY_RELU, MEAN; ``ops.nn.quantize_rounding``;
+``ops.nn.conv_rounding``, ``accumulator_rounds_twice`` here its ``when``).
 """
 
 from __future__ import annotations
@@ -54,9 +55,14 @@ def _right_shift(multiplier: float) -> int:
     return max(0, -shift)
 
 
+def rounds_twice(right: int) -> bool:
+    """Whether ``round_twice`` rounds twice (and adds nodes) for a right shift ``right``."""
+    return 0 < right <= _MAX_RIGHT
+
+
 def shifts_right(multiplier: float) -> bool:
     """Whether ``round_as_kernel`` rounds ``acc * multiplier`` twice (and adds nodes)."""
-    return 0 < _right_shift(multiplier) <= _MAX_RIGHT
+    return rounds_twice(_right_shift(multiplier))
 
 
 def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hint: str) -> str:
@@ -75,7 +81,7 @@ def round_as_kernel(b: GraphBuilder, x: str, multiplier: float, s_out: float, hi
 def round_twice(b: GraphBuilder, x: str, right: int, s_out: float, hint: str) -> str:
     """``x`` rounded at ``s_out / 2^right`` and then at ``s_out`` (``round_as_kernel`` with
     the kernel's right shift given: MEAN derives its multiplier from the count)."""
-    if not 0 < right <= _MAX_RIGHT:
+    if not rounds_twice(right):
         return x  # one rounding: the output's own Quant
     pot = np.float32(2.0**right)
     fine = np.float32(np.float32(s_out) / pot)

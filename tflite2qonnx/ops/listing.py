@@ -90,8 +90,9 @@ def convert_doc() -> str:
         "once per op, like XNNPACK, except the 16x8 (int16) kernels no single rounding agrees "
         f"with, emulated either way: {by_default} (the convolutions with an int64 or int32 bias, "
         "TRANSPOSE_CONV with no bias too; docs/int16.md), and the int8 / uint8 kernels that run "
-        f"by default: {int8_default} (the convolutions' accumulator rounded twice where its "
-        "multiplier shifts right; docs/tflite.md)."
+        f"by default: {int8_default} (SVDF's and the LSTM's kernels; the others' "
+        "requantization rounded twice, as the builtin kernels round it, where its multiplier "
+        "shifts right; docs/tflite.md)."
     )
     return textwrap.fill(text, width=92, initial_indent="    ", subsequent_indent="    ")
 

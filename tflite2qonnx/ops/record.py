@@ -25,7 +25,7 @@ OperandRule = Callable[[OperandView], "str | None"]
 
 # When a kernel runs (``Kernel.runs``)
 # no single rounding agrees with it: always run (where ``when`` holds: int8 convolutions'
-# accumulator rounded twice)
+# accumulator, MUL's, PRELU's, LEAKY_RELU's, MEAN's and QUANTIZE's requantization rounded twice)
 BY_DEFAULT = "kernel by default"
 UNDER_BIT_EXACT = "kernel under --bit-exact"  # by default the converter rounds once
 # by default where ``Kernel.when`` holds (the 16x8 convolutions: an int64 or int32 bias, each its

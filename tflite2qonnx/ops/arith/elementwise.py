@@ -18,7 +18,6 @@ from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.arith import float_kernels
 from tflite2qonnx.ops.common import clip_bounds
 from tflite2qonnx.ops.int64_order import extreme
-from tflite2qonnx.ops.kernel_rounding import int8_scales, round_as_kernel, shifts_right
 
 
 def _binary(onnx_op: str):
@@ -31,24 +30,11 @@ def _binary(onnx_op: str):
     return convert
 
 
-# under --bit-exact their records' ``kernel`` runs instead (``ops.exact.entry``, ``exact.int8``)
+# under --bit-exact their records' ``kernel`` runs instead (``ops.exact.entry``, ``exact.int8``);
+# int8 / uint8 MUL by default too where its multiplier shifts right (``ops.arith.rounding``)
 add = _binary("Add")
 sub = _binary("Sub")
-_mul = _binary("Mul")
-
-
-def mul(b: GraphBuilder, op: Operator) -> None:
-    """int8 / uint8: the product rounded as the kernel rounds it (``kernel_rounding``), by
-    ``s1 * s2 / s_out`` (its Prepare multiplies the scales in float32), twice where that
-    shifts right; then the fused activation on the output grid."""
-    scales = int8_scales(b, op, 2)
-    if scales is None or b.tensor(op.inputs[0]).dtype != b.tensor(op.inputs[1]).dtype:
-        return _mul(b, op)
-    f32 = np.float32
-    s1, s2, s_out = scales
-    y = b.emit("Mul", [b.input(op.inputs[0]), b.input(op.inputs[1])])[0]
-    y = round_as_kernel(b, y, float(f32(f32(s1) * f32(s2)) / f32(s_out)), s_out, "product")
-    b.set_output(op.outputs[0], fused_activation(b, op, y))
+mul = _binary("Mul")
 
 
 def _unary(onnx_op: str):
@@ -79,20 +65,10 @@ def tanh(b: GraphBuilder, op: Operator) -> None:
 
 def prelu(b: GraphBuilder, op: Operator) -> None:
     """alpha broadcasts against x (usually [1, 1, C] on NHWC), as ONNX PRelu's slope does;
-    int16: the 16x8 kernel, by default too (its record's ``int16_kernel``). int8 / uint8:
-    each side rounded as the kernel rounds it (``kernel_rounding``), x by ``s_in / s_out``
-    (near 1, where rounding twice moves a quarter of the values) and ``x * alpha`` by
-    ``s_in * s_alpha / s_out``; XNNPACK leaves int8 PRELU to that kernel."""
+    int16: the 16x8 kernel, by default too (its record's ``int16_kernel``); int8 / uint8 per
+    tensor: each side rounded as the kernel rounds it, by default too (``ops.arith.rounding``)."""
     x, alpha = b.input(op.inputs[0]), b.input(op.inputs[1])
-    scales = int8_scales(b, op, 2)
-    if scales is None:
-        return b.set_output(op.outputs[0], b.emit("PRelu", [x, alpha])[0])
-    s_in, s_alpha, s_out = scales
-    pos = round_as_kernel(b, x, s_in / s_out, s_out, "positive")
-    product = b.emit("Mul", [x, alpha])[0]
-    neg = round_as_kernel(b, product, s_in * s_alpha / s_out, s_out, "negative")
-    negative = b.emit("Less", [x, b.const(np.array(0.0, np.float32), "zero")])[0]
-    b.set_output(op.outputs[0], b.emit("Where", [negative, neg, pos])[0])
+    b.set_output(op.outputs[0], b.emit("PRelu", [x, alpha])[0])
 
 
 def hard_swish(b: GraphBuilder, op: Operator) -> None:
@@ -231,22 +207,10 @@ def square(b: GraphBuilder, op: Operator) -> None:
 
 def leaky_relu(b: GraphBuilder, op: Operator) -> None:
     """A file without LeakyReluOptions has alpha 0: TFLite's parser leaves it zeroed. int8 /
-    uint8: each side rounded as QuantizeLeakyRelu rounds it (``kernel_rounding``), x by
-    ``s_in / s_out`` and by ``s_in * alpha / s_out`` (float32 products, as its Prepare),
-    where either shifts right (RetinaFace's: 93-99.9% equal op by op rounding once)."""
+    uint8 where ``s_in / s_out`` or ``s_in * alpha / s_out`` shifts right: each side rounded
+    as QuantizeLeakyRelu rounds it, by default too (``ops.arith.rounding``)."""
     alpha = float(np.float32(op.options.get("alpha", 0.0)))
     x = b.input(op.inputs[0])
-    scales = int8_scales(b, op, 1)
-    f32 = np.float32
-    if scales is not None:
-        s_in, s_out = scales
-        m_id, m_alpha = (float(f32(f32(s_in) * f32(a)) / f32(s_out)) for a in (1.0, alpha))
-        if shifts_right(m_id) or shifts_right(m_alpha):
-            pos = round_as_kernel(b, x, m_id, s_out, "positive")
-            product = b.emit("Mul", [x, b.const(np.array(alpha, np.float32), "alpha")])[0]
-            neg = round_as_kernel(b, product, m_alpha, s_out, "negative")
-            negative = b.emit("Less", [x, b.const(np.array(0.0, np.float32), "zero")])[0]
-            return b.set_output(op.outputs[0], b.emit("Where", [negative, neg, pos])[0])
     b.set_output(op.outputs[0], b.emit("LeakyRelu", [x], alpha=alpha)[0])
 
 

@@ -7,15 +7,13 @@ import numpy as np
 from onnx import TensorProto
 
 from qonnx_ingest.errors import ConversionError
-from tflite2qonnx.fixed_point import quantize_multiplier
 from tflite2qonnx.graph import GraphBuilder
-from tflite2qonnx.model import Operator, ScaleRangeError
+from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import reduce_axes
 from tflite2qonnx.ops.geometry import keep_dims
 from tflite2qonnx.ops.geometry import reduction_axes as _axes
 from tflite2qonnx.ops.int64_order import reduce_extreme
-from tflite2qonnx.ops.kernel_rounding import int8_scales, round_twice
 
 
 def _reduce(onnx_op: str):
@@ -30,48 +28,10 @@ def _reduce(onnx_op: str):
     return convert
 
 
-_mean = _reduce("ReduceMean")  # ``keep_dims`` is ONNX's ``keepdims``
-
-
-def mean(b: GraphBuilder, op: Operator) -> None:
-    """int8 / uint8 on two grids (not uint8 over H and W, another kernel): the mean rounded
-    as the kernel rounds its sum (``kernel_rounding``), with its multiplier
-    ``(M0 << adj) / count`` and shift ``shift - adj`` (OSNet's MEANs: 94-99.6% equal op by op
-    rounding once)."""
-    right = _mean_right_shift(b, op)
-    if right is None:
-        return _mean(b, op)
-    x = b.input(op.inputs[0])
-    y = reduce_axes(b, "ReduceMean", x, _axes(b, op), keep_dims(op))
-    s_out = float(np.float32(b.tensor(op.outputs[0]).quantization.scale[0]))
-    b.set_output(op.outputs[0], round_twice(b, y, right, s_out, "mean"))
-
-
-def _mean_right_shift(b: GraphBuilder, op: Operator) -> int | None:
-    """The right shift of the int8 MEAN kernel's requantization (``exact.int8.mean``), or
-    None where that kernel does not run (same grids, uint8 over H and W, dynamic shapes)."""
-    scales = int8_scales(b, op, 1)
-    shape = b.tensor(op.inputs[0]).shape
-    if scales is None or shape is None or any(d is None or d < 1 for d in shape):
-        return None
-    axes = [a % len(shape) for a in _axes(b, op)]
-    src, dst = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
-    spatial = keep_dims(op) and len(shape) == 4 and sorted(axes) == [1, 2]
-    same_grid = tuple(src.quant.scale.ravel()) + tuple(src.quant.zero_point.ravel()) == tuple(
-        dst.quant.scale.ravel()
-    ) + tuple(dst.quant.zero_point.ravel())
-    if (spatial and src.dtype == "uint8") or (not spatial and same_grid) or not axes:
-        return None
-    count = int(np.prod([shape[a] for a in set(axes)]))
-    s_in, s_out = scales
-    try:
-        _, shift = quantize_multiplier(s_in / s_out)
-    except ScaleRangeError:
-        return None
-    adj = min(count.bit_length() - 1, 32, 31 + shift)
-    return adj - shift
-
-
+# int8 / uint8 on two grids: rounded twice by default where the kernel's multiplier shifts
+# right, its record's default kernel (``ops.arith.rounding``); ``keep_dims`` is ONNX's
+# ``keepdims``
+mean = _reduce("ReduceMean")
 reduce_sum = _reduce("ReduceSum")
 
 
