@@ -8,23 +8,11 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from qonnx_ingest import __version__
-from qonnx_ingest.errors import (
-    ConversionError,
-    ConversionWarning,
-    InputError,
-    ReferenceUnavailable,
-    VerificationError,
-)
+import qonnx_ingest
+from qonnx_ingest import *  # noqa: F403  (the errors and the version)
 
-__all__ = [
-    "ConversionError",
-    "ConversionWarning",
-    "InputError",
-    "ReferenceUnavailable",
-    "VerificationError",
-    "__version__",
-]
+# qonnx_ingest's own list, but its DEFAULT_OPSET: the converter packages do not export it
+__all__ = [name for name in qonnx_ingest.__all__ if name != "DEFAULT_OPSET"]
 
 
 def lazy_attributes(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:

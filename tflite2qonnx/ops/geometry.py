@@ -105,6 +105,14 @@ def flatten_fc(b: GraphBuilder, op: Operator, x: str) -> str:
     return x
 
 
+def fc_rows(b: GraphBuilder, op: Operator) -> tuple[str, int]:
+    """FULLY_CONNECTED's input as rows (``flatten_fc``, its weights checked by
+    ``check_fc_weights``) and its bias's index, -1 without one."""
+    check_fc_weights(op)
+    bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
+    return flatten_fc(b, op, b.input(op.inputs[0])), bias_idx
+
+
 def pool_window(op: Operator) -> list[int]:
     """A 2-D pool's [filter height, filter width]."""
     return [op.options["filter_height"], op.options["filter_width"]]

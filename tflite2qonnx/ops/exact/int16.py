@@ -38,7 +38,6 @@ from tflite2qonnx.fixed_point import (
     integer_weights,
     offsets,
     quantize_multiplier,
-    raw_integers,
     requantize,
     rounding_divide_by_pot,
 )
@@ -46,7 +45,7 @@ from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
 from tflite2qonnx.ops.common import clip_bounds
-from tflite2qonnx.ops.exact.int8 import finish_accumulator, valid_counts
+from tflite2qonnx.ops.exact.int8 import finish_accumulator, pool_operands
 from tflite2qonnx.ops.exact.table_gather import c_float_fn
 from tflite2qonnx.ops.padding import spatial_attrs
 
@@ -131,11 +130,7 @@ def _round_half_away(b: GraphBuilder, v: str) -> str:
 def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     """16x8 AVERAGE_POOL_2D (reference_integer_ops::AveragePool for int16)."""
     where = op.where
-    g_out = grid(b, op.outputs[0], where)
-    raw, _ = raw_integers(b, op.inputs[0], where)
-    attrs = spatial_attrs(b, op, kernel)
-    if "auto_pad" in attrs:
-        raise ConversionError("bit_exact: AVERAGE_POOL_2D needs static spatial dims", where)
+    g_out, raw, attrs, counts = pool_operands(b, op, kernel)
     window = int(kernel[0] * kernel[1])
     if window * 32768 >= EXACT_F32:
         raise ConversionError("bit_exact: AVERAGE_POOL_2D window too large for exact sums", where)
@@ -143,9 +138,6 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     ones = b.const(np.ones((channels, 1, *kernel), np.float32), "window_ones")
     attrs = {"dilations": [1, 1], **attrs}  # spelled out: --channels-last's Conv needs it
     total = b.emit("Conv", [raw, ones], group=channels, kernel_shape=list(kernel), **attrs)[0]
-    counts = valid_counts(
-        b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
-    )
     mean_ = b.emit(
         "Div", [cast(b, total, TensorProto.DOUBLE), f64(b, counts.astype(np.float64), "count")]
     )[0]

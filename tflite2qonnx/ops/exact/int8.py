@@ -18,6 +18,7 @@ from onnx import TensorProto
 from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.fixed_point import (
     EXACT_F32,
+    Grid,
     cast,
     conv_multipliers,
     f64,
@@ -313,15 +314,23 @@ def mean(b: GraphBuilder, op: Operator, axes: list[int], keepdims: int) -> None:
     b.set_output(op.outputs[0], y)
 
 
-def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
-    """AVERAGE_POOL_2D: the raw integers summed over the window's valid cells, divided by
-    their count rounding half away from zero, on the output's grid."""
+def pool_operands(b: GraphBuilder, op: Operator, kernel) -> tuple[Grid, str, dict, np.ndarray]:
+    """AVERAGE_POOL_2D's (int8 and 16x8) output grid, raw input integers, ONNX spatial
+    attributes (static spatial dims only) and each window's count of valid cells."""
     where = op.where
     g_out = grid(b, op.outputs[0], where)
     raw, _ = raw_integers(b, op.inputs[0], where)
     attrs = spatial_attrs(b, op, kernel)
     if "auto_pad" in attrs:
         raise ConversionError("bit_exact: AVERAGE_POOL_2D needs static spatial dims", where)
+    in_hw, out_hw = (b.tensor(i).shape[1:3] for i in (op.inputs[0], op.outputs[0]))
+    return g_out, raw, attrs, valid_counts(in_hw, out_hw, kernel, attrs)
+
+
+def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
+    """AVERAGE_POOL_2D: the raw integers summed over the window's valid cells, divided by
+    their count rounding half away from zero, on the output's grid."""
+    g_out, raw, attrs, counts = pool_operands(b, op, kernel)
     window = int(kernel[0] * kernel[1])
     pool_attrs = {"kernel_shape": list(kernel), "count_include_pad": 1, **attrs}
     pooled = b.emit("AveragePool", [raw], **pool_attrs)[0]
@@ -329,9 +338,6 @@ def average_pool(b: GraphBuilder, op: Operator, kernel) -> None:
     total = b.emit(
         "Round", [b.emit("Mul", [pooled, b.const(np.array(window, np.float32), "window")])[0]]
     )[0]
-    counts = valid_counts(
-        b.tensor(op.inputs[0]).shape[1:3], b.tensor(op.outputs[0]).shape[1:3], kernel, attrs
-    )
     # |sum / count - (m + 1/2)| >= 1 / (2 count) >> float32's error: ties stay exact ties
     mean_ = b.emit("Div", [total, b.const(counts, "count")])[0]
     k = b.quant(

@@ -20,7 +20,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
+from tflite2qonnx.ops.geometry import fc_rows
 from tflite2qonnx.ops.hybrid.quant import quantize_rows
 
 
@@ -37,14 +37,8 @@ def _c(b: GraphBuilder, value: np.ndarray, hint: str) -> str:
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
     """The blockwise kernel: its record's ``hybrid`` kernel where ``is_blockwise_fc``."""
-    check_fc_weights(op)
-    blockwise_fully_connected(b, op, flatten_fc(b, op, b.input(op.inputs[0])))
-
-
-def blockwise_fully_connected(b: GraphBuilder, op: Operator, x: str) -> None:
-    """``x``: the (flattened) float input rows."""
+    x, bias_idx = fc_rows(b, op)
     w_idx = op.inputs[1]
-    bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
     t = b.tensor(w_idx)
     q = t.quantization
     where = f"{op.where}, tensor {w_idx} '{t.name}'"

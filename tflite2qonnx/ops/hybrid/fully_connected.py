@@ -19,7 +19,7 @@ from qonnx_ingest.errors import ConversionError
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
+from tflite2qonnx.ops.geometry import fc_rows
 from tflite2qonnx.ops.hybrid.quant import quantize_rows, weight_integers
 
 # constant weights the hybrid kernels take; blockwise ones go through the float layer
@@ -40,14 +40,8 @@ def _c(b: GraphBuilder, value, dtype, hint: str) -> str:
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
     """The hybrid kernel: its record's ``hybrid`` kernel where ``is_hybrid_fc``."""
-    check_fc_weights(op)
-    hybrid_fully_connected(b, op, flatten_fc(b, op, b.input(op.inputs[0])))
-
-
-def hybrid_fully_connected(b: GraphBuilder, op: Operator, x: str) -> None:
-    """``x``: the (flattened) float input rows."""
+    x, bias_idx = fc_rows(b, op)
     w_idx = op.inputs[1]
-    bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
     t = b.tensor(w_idx)
     q = t.quantization
     asymmetric = bool(op.options.get("asymmetric_quantize_inputs", False))

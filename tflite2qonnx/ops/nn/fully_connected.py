@@ -5,17 +5,15 @@ from __future__ import annotations
 from tflite2qonnx.graph import GraphBuilder
 from tflite2qonnx.model import Operator
 from tflite2qonnx.ops.activation import fused_activation
-from tflite2qonnx.ops.geometry import check_fc_weights, flatten_fc
+from tflite2qonnx.ops.geometry import fc_rows
 from tflite2qonnx.ops.nn.kernel_bias import kernel_bias
 
 
 def fully_connected(b: GraphBuilder, op: Operator) -> None:
     """Float FULLY_CONNECTED; its record's kernels take integer activations (int8, 16x8) and
     int8 or blockwise weights on float ones (hybrid)."""
-    check_fc_weights(op)
-    x_idx, w_idx = op.inputs[0], op.inputs[1]
-    bias_idx = op.inputs[2] if len(op.inputs) > 2 else -1
-    x = flatten_fc(b, op, b.input(x_idx))
+    w_idx = op.inputs[1]
+    x, bias_idx = fc_rows(b, op)
     # W^T is folded at conversion time; per-axis weight scales move from axis 0 to axis 1.
     y = b.emit("MatMul", [x, b.input(w_idx, perm=(1, 0))])[0]
     if bias_idx >= 0:
