@@ -73,6 +73,9 @@ class _Graph:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
         self.outputs = {o.name for o in self.graph.output}
+        # nodes to insert in front of the node producing a name (inserting into the repeated
+        # field while iterating over it would shift the nodes under their references)
+        self.in_front: dict[str, onnx.NodeProto] = {}
 
     def value(self, name: str) -> np.ndarray | None:
         """A constant's value: an initializer, or a Quant of constants (qonnx's function)."""
@@ -135,10 +138,29 @@ def rewrite_half_up(
             continue
         if not g.is_activation_quant(node):
             continue
-        reason = _input_grid(g, node, io) or _integer_over_pot(g, node) or _accumulator(g, node)
+        reason = (
+            _input_grid(g, node, io)
+            or _clipped_own_scale(g, node)
+            or _integer_over_pot(g, node)
+            or _accumulator(g, node)
+        )
         if reason:
             report[_name(node)] = reason
+    if g.in_front:
+        nodes = []
+        for node in g.graph.node:
+            extra = g.in_front.get(node.output[0])
+            nodes.extend([extra, node] if extra is not None else [node])
+        nodes = [_copy(n) for n in nodes]
+        del g.graph.node[:]
+        g.graph.node.extend(nodes)
     return report
+
+
+def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    out = onnx.NodeProto()
+    out.CopyFrom(node)
+    return out
 
 
 def _name(node: onnx.NodeProto) -> str:
@@ -202,6 +224,27 @@ def _own_scale(g: _Graph, node: onnx.NodeProto) -> bool:
     return True
 
 
+def _clipped_own_scale(g: _Graph, node: onnx.NodeProto) -> str | None:
+    """Quant(Clip(Mul(n, s), low, high), s): ``x / s`` is ``n``, ``low / s`` or ``high / s``;
+    ROUND where neither bound is a tie (TFLite's fused RELU6 / activation range)."""
+    clip = g.producer.get(node.input[0])
+    if clip is None or clip.op_type != "Clip" or len(clip.input) != 3:
+        return None
+    mul = g.producer.get(clip.input[0])
+    scale = g.scalar(node.input[1])
+    bounds = [g.scalar(clip.input[1]), g.scalar(clip.input[2])]
+    if mul is None or mul.op_type != "Mul" or scale is None or None in bounds:
+        return None
+    c = g.scalar(mul.input[1])
+    if c is None or np.float32(c) != np.float32(scale) or not g.integer_valued(mul.input[0]):
+        return None
+    s = Fraction(float(np.float32(scale)))
+    if any((Fraction(float(np.float32(b))) / s - Fraction(1, 2)).denominator == 1 for b in bounds):
+        return None
+    _set_rounding(node, "ROUND")
+    return f"own scale through a Clip: an integer, or a bound of {_name(clip)} off the ties"
+
+
 def _power_of_two(value: float | None) -> int | None:
     """``r`` with value == 2**r, else None."""
     if value is None or value <= 0:
@@ -234,9 +277,7 @@ def _integer_over_pot(g: _Graph, node: onnx.NodeProto) -> str | None:
     shifted = unique_name(f"{_name(node)}_plus_half", taken)
     step = float(g.scalar(node.input[1]))
     g.graph.initializer.append(numpy_helper.from_array(np.float32(step / 2), half))
-    add = helper.make_node("Add", [x, half], [shifted], name=shifted)
-    nodes = list(g.graph.node)
-    g.graph.node.insert(nodes.index(node), add)
+    g.in_front[node.output[0]] = helper.make_node("Add", [x, half], [shifted], name=shifted)
     node.input[0] = shifted
     _set_rounding(node, "FLOOR")
     shown = f"2^{rights[0]}" if len(set(rights)) == 1 else f"2^{min(rights)}..2^{max(rights)}"
@@ -263,6 +304,12 @@ def _negatives_moot(g: _Graph, name: str) -> str | None:
             user, source = quant, user.output[0]
         if user.op_type == "Relu":
             found.append(f"Relu {_name(user)}")
+            continue
+        if user.op_type == "Clip" and user.input[0] == source:
+            low = g.scalar(user.input[1]) if len(user.input) > 1 and user.input[1] else None
+            if low is None or low < 0:
+                return None
+            found.append(f"Clip {_name(user)} from {low:g}")
             continue
         if user.op_type not in QUANTS or user.input[0] != source:
             return None

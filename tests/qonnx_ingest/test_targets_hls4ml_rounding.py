@@ -38,7 +38,7 @@ def _quant(x, out, scale, zero_point, bits, signed, name, inits, rounding="HALF_
     )
 
 
-def _requantize(pot: float, out_scale: float, out_zero_point: float, out_signed: int):
+def _requantize(pot: float, out_scale: float, out_zero_point: float, out_signed: int, clip_to=None):
     """n = Quant(x, 1) (an integer; ROUND: the tests feed integers), Quant(n / pot, 1), times
     out_scale, Quant on out_scale: TFLite's RoundingDivideByPOT and output Quant, as
     tflite2qonnx writes them."""
@@ -53,6 +53,12 @@ def _requantize(pot: float, out_scale: float, out_zero_point: float, out_signed:
         helper.make_node("Mul", ["k", "c"], ["m"], name="mul"),
         _quant("m", "y", out_scale, out_zero_point, 8, out_signed, "out", inits),
     ]
+    if clip_to is not None:  # a fused RELU6-like range between the Mul and the output Quant
+        inits += [
+            numpy_helper.from_array(np.float32(v), n) for n, v in zip("lh", clip_to, strict=True)
+        ]
+        nodes[-1].input[0] = "clipped"
+        nodes.insert(-1, helper.make_node("Clip", ["m", "l", "h"], ["clipped"], name="clip"))
     graph = helper.make_graph(
         nodes,
         "g",
@@ -103,6 +109,28 @@ def test_divide_by_pot_refused_where_a_negative_tie_reaches_the_output():
     deviated = to_hls4ml(model, round_unproven_ties=True)
     record = json.loads({p.key: p.value for p in deviated.metadata_props}[FORM_KEY])
     assert record[DEVIATED] == ["divide_by_pot"]
+
+
+def test_fused_activation_range_keeps_both_proofs():
+    """Mul, Clip(0, 6), int8 Quant with zero point -128 (TFLite's RELU6): the Clip sends every
+    negative value to 0 (negative ties moot) and its bounds, 0 and 12 steps, are no ties."""
+    model = _requantize(4.0, 0.5, -128.0, 1, clip_to=(0.0, 6.0))
+    form = to_hls4ml(model)
+    record = json.loads({p.key: p.value for p in form.metadata_props}[FORM_KEY])
+    assert "moot (Clip clip from 0)" in record[EXACT]["divide_by_pot"]
+    assert record[EXACT]["out"].startswith("own scale through a Clip")
+    n = np.arange(-64, 64, dtype=np.float32)
+    expected = 0.5 * np.clip(_half_away(n / 4), 0, 12)
+    for model_ in (model, form):
+        y = execute_qonnx(model_, {"x": n.reshape(1, 128)})["y"].ravel()
+        np.testing.assert_array_equal(y, expected.astype(np.float32))
+
+
+def test_clip_bound_on_a_tie_refused():
+    """A bound of 6.25 is 12.5 steps of 0.5: a tie of the output Quant, no rule for it."""
+    model = _requantize(4.0, 0.5, -128.0, 1, clip_to=(0.0, 6.25))
+    with pytest.raises(ConversionError, match="Quant out: rounds HALF_UP"):
+        to_hls4ml(model)
 
 
 def _dense(weights: np.ndarray, in_scale: float, out_scale: float, in_rounding="ROUND"):
