@@ -18,6 +18,8 @@ alone otherwise, for the caller to refuse or label):
   half a step, FLOOR) where every consumer sends all values ``<= 0`` to one level (a Relu, or
   a Quant whose zero point is its lowest level, behind an optional positive Mul), so the
   negative ties are moot.
+* ``requantize``: it quantizes another Quant's output (through Reshape, MaxPool, ...):
+  ``x / s`` is that Quant's integer times one ratio, checked as below. Written ROUND.
 * ``accumulator``: its input is ``factor * (Conv or MatMul of a Quant's integers with constant
   weights + constant bias)``, an exact rational function of integers in known ranges; no
   output channel's lattice meets a tie (``hls4ml_ties.tie_reachable``). Written ROUND.
@@ -141,6 +143,7 @@ def rewrite_half_up(
         reason = (
             _input_grid(g, node, io)
             or _clipped_own_scale(g, node)
+            or _requantized(g, node)
             or _integer_over_pot(g, node)
             or _accumulator(g, node)
         )
@@ -243,6 +246,22 @@ def _clipped_own_scale(g: _Graph, node: onnx.NodeProto) -> str | None:
         return None
     _set_rounding(node, "ROUND")
     return f"own scale through a Clip: an integer, or a bound of {_name(clip)} off the ties"
+
+
+def _requantized(g: _Graph, node: onnx.NodeProto) -> str | None:
+    """A Quant of another Quant's output (through ops that keep its grid: TFLite's QUANTIZE
+    between types, a Reshape): ``x / s = k * s_in / s`` for the integers ``k`` of the input."""
+    if g.producer.get(node.input[0]) is None or g.producer[node.input[0]].op_type == "Mul":
+        return None  # the own-scale rules' case, or a graph input
+    k_range, scale = _integer_range(g, node.input[0]), g.scalar(node.input[1])
+    if k_range is None or scale is None or scale <= 0:
+        return None
+    s_in, k_low, k_high = k_range
+    ratio = s_in / Fraction(float(np.float32(scale)))
+    if tie_reachable([ratio], Fraction(0), k_low, k_high):
+        return None
+    _set_rounding(node, "ROUND")
+    return f"requantize: integers in [{k_low}, {k_high}] times {ratio}, never a tie"
 
 
 def _power_of_two(value: float | None) -> int | None:

@@ -190,3 +190,31 @@ def test_source_model_not_changed_by_the_rounding_rules():
     to_hls4ml(model)
     assert model.SerializeToString() == before
     assert onnx.checker.check_model(to_hls4ml(model)) is None
+
+
+@pytest.mark.parametrize("out_scale, proven", [(0.25, True), (1.0, False)])
+def test_requantize_of_a_quant_output(out_scale, proven):
+    """int8 on 0.5 requantized onto 0.25 (k * 2: integers) or onto 1.0 (k / 2: k = 1 is a
+    tie), through a Reshape as TFLite's SpatialSqueeze."""
+    inits = [numpy_helper.from_array(np.array([1, 4], np.int64), "shape")]
+    nodes = [
+        _quant("x", "q", 0.5, 0.0, 8, 1, "in", inits, "ROUND"),
+        helper.make_node("Reshape", ["q", "shape"], ["r"], name="reshape"),
+        _quant("r", "y", out_scale, 0.0, 8, 1, "out", inits),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(DOMAIN, 1)]
+    )
+    if not proven:
+        with pytest.raises(ConversionError, match="Quant out: rounds HALF_UP"):
+            to_hls4ml(model)
+        return
+    record = json.loads({p.key: p.value for p in to_hls4ml(model).metadata_props}[FORM_KEY])
+    assert record[EXACT]["out"] == "requantize: integers in [-128, 127] times 2, never a tie"
