@@ -62,7 +62,8 @@ def _set_rounding(node: onnx.NodeProto, mode: str) -> None:
 
 
 class _Graph:
-    """Producers, consumers and constant values of a graph (rebuilt after each edit)."""
+    """Producers, consumers and constant values of a graph. Edits keep them valid: they change
+    a node's attributes or its first input in place, or queue a node in ``in_front``."""
 
     def __init__(self, model: onnx.ModelProto, constant: Callable[[onnx.NodeProto, list], object]):
         self.model = model
@@ -128,11 +129,13 @@ def rewrite_half_up(
     returns {Quant name: the rule and why}. ``constant(node, inputs)`` computes a constant
     Quant's values."""
     report: dict[str, str] = {}
-    g = _Graph(model, constant)
-    for node in list(g.graph.node):
+    index = 0
+    while index < len(model.graph.node):  # the maps are rebuilt after each reordering
+        g, node = _Graph(model, constant), model.graph.node[index]
         name = _name(node)
         if node.op_type in QUANTS and rounding_of(node) == "HALF_UP" and _own_scale(g, node):
             report[name] = "own scale: an integer times the Quant's own scale, as Mul(Quant)"
+        index += 1
     g = _Graph(model, constant)
     io = _io_record(model)
     for node in list(g.graph.node):
