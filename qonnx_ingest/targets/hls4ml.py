@@ -15,11 +15,17 @@ passes often cannot move past a Dense or Conv (IndexError in ``InferPrecisionTyp
   refused otherwise), so its rounding mode (written ROUND) is moot, and hls4ml reads a plain
   fixed-point constant.
 * An activation Quant rounding ``HALF_UP`` (TFLite's round half away from zero) differs from
-  hls4ml's ROUND (half to even) at exact ties, which TFLite's integer requantization reaches:
-  it is refused, naming the node. Nothing is approximated.
+  hls4ml's ROUND (half to even) at exact ties. Where a tie is provably never met, or met only
+  where ``FLOOR(x + 1/2)`` gives the same result, it is written so
+  (``qonnx_ingest.targets.hls4ml_rounding``); any other is refused, naming the node. Nothing
+  is approximated unless the caller asks for it (``round_unproven_ties``, the TFLite opt-in
+  ``tflite2qonnx.hls4ml_form``), and then each such Quant is named in the metadata.
 """
 
 from __future__ import annotations
+
+import json
+from functools import partial
 
 import numpy as np
 import onnx
@@ -34,17 +40,46 @@ _QUANTS = ("Quant", "IntQuant")
 QONNX_DOMAIN = "qonnx.custom_op.general"
 # rounding modes hls4ml 1.3.0 reads (quant_opt.py, _calculate_precision_quantizer)
 HLS4ML_ROUNDING = ("ROUND", "FLOOR")
+# what the form changed, when it changed something (JSON)
+FORM_KEY = "qonnx_ingest.hls4ml"
+EXACT = "HALF_UP written exactly"
+DEVIATED = "HALF_UP as ROUND, ties may differ"
+REGRIDDED = "constant Quants on a power-of-two grid"
 
 
-def to_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` in the hls4ml form; ``model`` is not changed."""
+def to_hls4ml(model: onnx.ModelProto, *, round_unproven_ties: bool = False) -> onnx.ModelProto:
+    """A copy of ``model`` in the hls4ml form; ``model`` is not changed.
+
+    ``round_unproven_ties`` writes ROUND on an activation HALF_UP Quant no rule proves
+    (a deviation at exact ties, named in the metadata) instead of refusing it."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    passes = [constant_quants_on_dyadic_grid, remove_unused_tensors, refuse_other_rounding]
+    record: dict = {}
+    passes = [
+        partial(constant_quants_on_dyadic_grid, record=record),
+        remove_unused_tensors,
+        partial(exact_half_up, record=record),
+        partial(refuse_other_rounding, deviate=round_unproven_ties, record=record),
+    ]
     model, _ = run_passes(passes, model)
+    if any(record.values()):
+        props = {p.key: p.value for p in model.metadata_props}
+        helper.set_model_props(model, {**props, FORM_KEY: json.dumps(record)})
     return model
 
 
-def constant_quants_on_dyadic_grid(model: onnx.ModelProto) -> PassResult:
+def exact_half_up(model: onnx.ModelProto, *, record: dict | None = None) -> PassResult:
+    """Activation HALF_UP Quants written as ROUND / FLOOR where provably the same function."""
+    from qonnx_ingest.targets.hls4ml_rounding import rewrite_half_up
+
+    report = rewrite_half_up(model, _quantized)
+    if record is not None and report:
+        record[EXACT] = report
+    return model, bool(report)
+
+
+def constant_quants_on_dyadic_grid(
+    model: onnx.ModelProto, *, record: dict | None = None
+) -> PassResult:
     """Each constant Quant becomes Quant(its quantized values) on the one power-of-two grid
     that holds them all exactly (scale ``2**-k``, zero point 0, ROUND)."""
     from qonnx.custom_op.general.quant import quant
@@ -98,6 +133,8 @@ def constant_quants_on_dyadic_grid(model: onnx.ModelProto) -> PassResult:
             ]
         )
         modified = True
+        if record is not None:
+            record[REGRIDDED] = record.get(REGRIDDED, 0) + 1
     return model, modified
 
 
@@ -131,8 +168,12 @@ def _quantized(node: onnx.NodeProto, inputs: list[np.ndarray]) -> np.ndarray:
     return np.asarray(quant(*inputs, signed, narrow, rounding), dtype=np.float32)
 
 
-def refuse_other_rounding(model: onnx.ModelProto) -> PassResult:
-    """An activation Quant rounding otherwise than ROUND/FLOOR has no exact hls4ml form."""
+def refuse_other_rounding(
+    model: onnx.ModelProto, *, deviate: bool = False, record: dict | None = None
+) -> PassResult:
+    """An activation Quant rounding otherwise than ROUND/FLOOR has no exact hls4ml form:
+    refused, or with ``deviate`` a HALF_UP one written ROUND and named in ``record``."""
+    deviated = []
     for node in model.graph.node:
         if node.op_type not in _QUANTS:
             continue
@@ -141,13 +182,18 @@ def refuse_other_rounding(model: onnx.ModelProto) -> PassResult:
                 continue
             mode = helper.get_attribute_value(attr)
             mode = mode.decode() if isinstance(mode, bytes) else mode
-            if mode not in HLS4ML_ROUNDING:
+            if mode == "HALF_UP" and deviate:
+                attr.s = b"ROUND"
+                deviated.append(node.name or node.output[0])
+            elif mode not in HLS4ML_ROUNDING:
                 raise ConversionError(
                     f"rounds {mode}; hls4ml 1.3.0 has only ROUND (half to even) and FLOOR, "
-                    "which differ at exact ties",
+                    "and no rule proves that ties are never met or moot here",
                     f"{node.op_type} {node.name or node.output[0]}",
                 )
-    return model, False
+    if record is not None and deviated:
+        record[DEVIATED] = deviated
+    return model, bool(deviated)
 
 
 def _finest_exponent(values: np.ndarray) -> int:

@@ -145,15 +145,45 @@ def test_cli_format_hls4ml_writes_the_form_or_refuses_with_no_output(tmp_path, c
 
 
 @requires_corpus
-def test_tflite_requantization_refused_naming_its_quant():
-    """TFLite rounds half away from zero at every requantization, and ties are reachable
-    there: hello_world's first activation Quant (its input's) is refused by name."""
+def test_tflite_requantizations_proven_exact_on_hello_world_and_equal_to_interpreter():
+    """hello_world's four HALF_UP requantizations are each proven tie-free (its int8 input's
+    grid; three Dense accumulators whose lattices miss every tie): the form writes ROUND and
+    computes the interpreter's int8 outputs on the whole input domain, all 256 inputs."""
+    import json
+
     import tflite2qonnx
+    from qonnx_ingest.targets.hls4ml import EXACT, FORM_KEY
+    from tflite2qonnx.reference_paths import BUILTIN_REF, open_path
 
     path = CORPUS / "tflite" / "tflm__hello_world_int8.tflite"
+    form = tflite2qonnx.convert(path, channels_last=True, format="hls4ml")
+    record = json.loads({p.key: p.value for p in form.metadata_props}[FORM_KEY])
+    rules = sorted(reason.split(":")[0] for reason in record[EXACT].values())
+    assert rules == ["accumulator"] * 3 + ["input grid"]
+    io = json.loads({p.key: p.value for p in form.metadata_props}["tflite2qonnx.io_quantization"])
+    (i_name,), (o_name,) = [v.name for v in form.graph.input], [v.name for v in form.graph.output]
+    interpreter = open_path(path, BUILTIN_REF)
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    for q in np.arange(-128, 128, dtype=np.int8):
+        interpreter.set_tensor(inp["index"], q.reshape(inp["shape"]))
+        interpreter.invoke()
+        expected = interpreter.get_tensor(out["index"]).astype(np.float64)
+        x = np.float32(io[i_name]["scale"][0] * (float(q) - io[i_name]["zero_point"][0]))
+        y = execute_qonnx(form, {i_name: np.full((1, 1), x, np.float32)})[o_name]
+        steps = np.round(y / io[o_name]["scale"][0]) + io[o_name]["zero_point"][0]
+        np.testing.assert_array_equal(steps, expected, err_msg=f"input {q}")
+
+
+@requires_corpus
+def test_tflite_unproven_requantization_refused_naming_its_quant():
+    """The keyword spotter's RoundingDivideByPOT (a Quant of scale 64 reading a Cast of a
+    Floor) matches no rule: refused by name, nothing approximated."""
+    import tflite2qonnx
+
+    path = CORPUS / "tflite" / "tflm__keyword_scrambled.tflite"
     with pytest.raises(ConversionError, match="rounds HALF_UP; hls4ml 1.3.0 has only ROUND") as e:
         tflite2qonnx.convert(path, channels_last=True, format="hls4ml")
-    assert "Quant serving_default_dense_input:0_quantized_quant" in str(e.value)
+    assert "Quant divide_by_pot_quant" in str(e.value)
 
 
 # QKeras corpus models hls4ml already takes as converted (tests/qkeras2qonnx/

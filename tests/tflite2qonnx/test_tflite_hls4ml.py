@@ -15,13 +15,15 @@ ops and computation as they are. hls4ml itself cannot take an exact TFLite-born 
   (hls4ml/model/layers.py) indexes ``inputs[0]`` of a layer whose ``inputs`` are ``[]``:
   IndexError. That is where the hello_world MLP stops even with ROUND forced in.
 
-``tflite2qonnx.hls4ml_form.hls4ml_compatible`` (explicit opt-in) rounds activations ROUND
-instead of HALF_UP (different at exact ties only; the interpreter check still passes) and
-writes every constant Quant as its values on one power-of-two grid (the exact hls4ml form,
-``--format hls4ml``): the hello_world MLP then goes through hls4ml and its ``predict`` gives
-qonnx's outputs on all 256 inputs of its int8 input grid, and a small int8 CNN with
-per-channel weight scales (which stopped at hls4ml's ``ScaleDownConv`` while its weights were
-Quants of TFLite's scales) compiles and predicts qonnx's outputs too.
+``tflite2qonnx.hls4ml_form.hls4ml_compatible`` (explicit opt-in) writes the hls4ml form
+(``--format hls4ml``): every constant Quant as its values on one power-of-two grid, and each
+HALF_UP requantization as ROUND / FLOOR where proven the same function
+(qonnx_ingest/targets/hls4ml_rounding.py), any other as ROUND, named (a deviation at ties).
+The hello_world MLP, all four of its requantizations proven, then goes through hls4ml and its
+``predict`` gives the interpreter's outputs on all 256 inputs of its int8 input grid; a small
+int8 CNN with per-channel weight scales (which stopped at hls4ml's ``ScaleDownConv`` while its
+weights were Quants of TFLite's scales) compiles and predicts qonnx's outputs too. The uint8
+corpus convolutions are in test_tflite_hls4ml_exact.py.
 
 Each limit is asserted as it stands, so a fixed hls4ml fails a test here and asks for the
 docs/hls4ml.md entry to go.
@@ -178,11 +180,12 @@ def test_hls4ml_compatible_passes_interpreter_check(mlp):
     compatible = hls4ml_compatible(mlp)
     assert _rounding_modes(compatible) == {"ROUND"}
     props = {p.key: p.value for p in compatible.metadata_props}
-    # 4 activation Quants (input, two ReLU layers, output); 3 weights and 3 biases regridded
-    assert json.loads(props[HLS4ML_KEY]) == {
-        "rounding HALF_UP to ROUND": 4,
-        "constant Quant on a power-of-two grid": 6,
-    }
+    # 4 activation Quants (input, two ReLU layers, output), each proven tie-free, so no
+    # deviation; 3 weights and 3 biases regridded
+    record = json.loads(props[HLS4ML_KEY])
+    assert len(record["HALF_UP proven exact"]) == 4
+    assert record["HALF_UP to ROUND, ties may differ"] == []
+    assert record["constant Quant on a power-of-two grid"] == 6
     verify(HELLO_WORLD, compatible, inputs=256).require_pass()
 
 
@@ -206,8 +209,8 @@ def test_hls4ml_predicts_qonnx_outputs_on_whole_input_grid(mlp, tmp_path):
     assert len(np.unique(q_expected)) > 50  # a sine, not a constant
     np.testing.assert_array_equal(q_actual, q_expected)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=scale * 1e-3)
-    # and the interpreter's int8 outputs, on the model's whole input domain: no tie that
-    # ROUND rounds otherwise than TFLite is met on hello_world
+    # and the interpreter's int8 outputs, on the model's whole input domain (the form's ROUND
+    # is proven equal to TFLite's rounding on hello_world: no tie is reachable)
     from tflite2qonnx.reference_paths import BUILTIN_REF, open_path
 
     interpreter = open_path(HELLO_WORLD, BUILTIN_REF)
