@@ -126,7 +126,7 @@ def reshapes_merged(model: onnx.ModelProto) -> PassResult:
     return model, bool(dropped)
 
 
-_ELEMENTWISE = {"Quant", "Clip", "Relu", "Mul"}
+_ELEMENTWISE = {"Quant", "Clip", "Relu", "Mul", "Div"}
 
 
 def one_pixel_heads_as_matmul(model: onnx.ModelProto) -> PassResult:
