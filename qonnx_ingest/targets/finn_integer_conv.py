@@ -62,10 +62,19 @@ def convs_on_integers(model: onnx.ModelProto) -> PassResult:
         chain = _chain_behind(start, readers, outputs, constants)
         if chain is None:
             continue
-        new = _rewrite(node, bias, chain, constants, producers, written, graph, taken)
+        found = _input_levels(node.input[0], constants, producers, written, taken, graph)
+        if found is None:
+            continue
+        levels, in_nodes, quant = found
+        new = _rewrite(node, levels, bias, chain, constants, producers, written, graph, taken)
         if new is None:
             continue
-        replaced[k] = new
+        if quant is None:  # a Reshape of levels, in front of the Conv
+            replaced[k] = in_nodes + new
+        else:  # the input Quant as its levels and a Mul by its scale, where it was
+            replaced[position[id(quant)]] = in_nodes
+            written[quant.output[0]] = levels
+            replaced[k] = new
         dropped.update(position[id(n)] for n in chain)
         if bias is not None and node.op_type == "MatMul":
             dropped.add(position[id(readers[node.output[0]][0])])
@@ -148,29 +157,31 @@ def _scalar(value: np.ndarray) -> float | None:
 
 
 def _input_levels(x, constants, producers, written, taken, graph):
-    """The Conv input's integer levels: those of a Mul this pass wrote, or of an activation
-    Quant, written as ``Quant(x / s, 1, z)`` (the same float32 arithmetic as ``Quant(x, s,
-    z)``; the thresholds pass makes it one MultiThreshold). Returns (levels, new nodes)."""
+    """The Conv input's integer levels: those of a Mul this pass wrote (or a Reshape of them),
+    or of an activation Quant, written as ``Quant(x / s, 1, z)`` (the same float32 arithmetic
+    as ``Quant(x, s, z)``; the thresholds pass makes it one MultiThreshold) and a Mul by ``s``
+    for its other readers. Returns (levels, new nodes, the Quant they replace) or None."""
     if x in written:
-        return written[x], []
+        return written[x], [], None
     quant = producers.get(x)
     if quant is not None and quant.op_type == "Reshape" and quant.input[0] in written:
         levels = written[quant.input[0]]
         name = unique_name(f"{levels.name}_reshaped", taken)
         node = helper.make_node("Reshape", [levels.name, quant.input[1]], [name], name=name)
-        return _Levels(name, levels.scale, levels.low, levels.high), [node]
+        return _Levels(name, levels.scale, levels.low, levels.high), [node], None
     if quant is None or quant.op_type != "Quant" or quant.input[0] in constants:
-        return None, []
+        return None
     if any(n not in constants for n in quant.input[1:4]):
-        return None, []
+        return None
     scale, zero, bits = (_scalar(constants[n]) for n in quant.input[1:4])
     if scale is None or zero is None or bits is None or scale <= 0 or zero != round(zero):
-        return None, []
+        return None
     if bits != round(bits) or not 2 <= bits <= MAX_THRESHOLD_BITS:
-        return None, []
+        return None
     low, high = _quant_range(quant, int(bits))
     base = quant.name or x
     names = [unique_name(f"{base}_{w}", taken) for w in ("in_scale", "unit", "by_scale", "int")]
+    names.append(unique_name(f"{base}_Mul", taken))
     graph.initializer.append(numpy_helper.from_array(np.float32(scale), names[0]))
     graph.initializer.append(numpy_helper.from_array(np.float32(1.0), names[1]))
     nodes = [
@@ -184,7 +195,8 @@ def _input_levels(x, constants, producers, written, taken, graph):
             **{k: v for k, v in _attrs(quant).items()},
         ),
     ]
-    return _Levels(names[3], scale, low - int(zero), high - int(zero)), nodes
+    nodes.append(helper.make_node("Mul", [names[3], names[0]], [x], name=names[4]))
+    return _Levels(names[3], scale, low - int(zero), high - int(zero)), nodes, quant
 
 
 def _integers(quant: onnx.NodeProto, constants) -> tuple[np.ndarray, np.ndarray] | None:
@@ -214,12 +226,9 @@ def _per_channel(value: np.ndarray, channels: int, rank: int) -> np.ndarray | No
     return value.reshape(channels)
 
 
-def _rewrite(conv, bias_name, chain, constants, producers, written, graph, taken):
+def _rewrite(conv, levels, bias_name, chain, constants, producers, written, graph, taken):
     """The integer Conv (MatMul) -> MultiThreshold -> Mul computing ``conv``, its bias and
     ``chain``, or None."""
-    levels, in_nodes = _input_levels(conv.input[0], constants, producers, written, taken, graph)
-    if levels is None:
-        return None
     weights = _integers(producers.get(conv.input[1]), constants)
     if weights is None:
         return None
@@ -281,7 +290,6 @@ def _rewrite(conv, bias_name, chain, constants, producers, written, graph, taken
     out_low, out_high = first - int(z_out), last - int(z_out)
     y = out_quant.output[0]
     nodes = [
-        *in_nodes,
         helper.make_node(
             "Quant",
             [names["w"], names["one"], names["zero"], names["bits"]],
