@@ -86,10 +86,11 @@ def convs_on_integers(model: onnx.ModelProto) -> PassResult:
             nodes.extend(replaced[k])
         elif k not in dropped:
             nodes.append(node)
-    # input Quants and output Muls that no node reads any more
+    # what no node reads any more: input Quants, output Muls, Reshapes of the old values
+    # (FINN refuses nodes whose result nobody reads)
     while True:
         read = {name for n in nodes for name in n.input} | outputs
-        dead = [n for n in nodes if n.op_type in ("Quant", "Mul") and n.output[0] not in read]
+        dead = [n for n in nodes if not any(o in read for o in n.output)]
         if not dead:
             break
         nodes = [n for n in nodes if n not in dead]
