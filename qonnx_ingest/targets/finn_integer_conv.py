@@ -1,11 +1,12 @@
 """Convolutions on integers for the FINN form: FINN gets integer arithmetic it has nothing to
 re-derive.
 
-A quantized Conv (activation Quant in, constant weight and bias Quants, a requantization chain
-of non-decreasing steps out to an activation Quant) computes, in exact arithmetic, a function
-of its integer accumulator ``A = sum((q_in - z_in) * (q_w - z_w)) + b``: the chain applied to
-``s_in * s_w[c] * A``. FINN's frontend instead keeps the float Conv and moves the weight scale
-and bias around it as Mul / Div / Add; a float32 accumulator that is not exact (scales that are
+A quantized Conv, or MatMul with its bias Add (activation Quant in, constant weight and bias
+Quants, a requantization chain of non-decreasing steps out to an activation Quant) computes,
+in exact arithmetic, a function of its integer accumulator
+``A = sum((q_in - z_in) * (q_w - z_w)) + b``: the chain applied to ``s_in * s_w[c] * A``.
+FINN's frontend instead keeps the float Conv and moves the weight scale and bias around it as
+Mul / Div / Add; a float32 accumulator that is not exact (scales that are
 not powers of two) then lands on the other side of a threshold (t2o MobileNet v1: 1 of 65,536
 activations at one layer, spreading from there). Here the Conv reads the input's integer
 levels and integer weights (a scale-1 Quant FINN folds into an integer weight type) and has no
