@@ -46,6 +46,7 @@ _WIDEN = 6
 
 def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` in the FINN form; ``model`` is not changed."""
+    from qonnx_ingest.targets.finn_integer_conv import convs_on_integers
     from qonnx_ingest.targets.finn_layout import image_ends_channels_last
     from qonnx_ingest.targets.finn_pooling import (
         average_pools_as_sums,
@@ -61,6 +62,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
         average_pools_as_sums,
         reshapes_merged,
         one_pixel_heads_as_matmul,
+        convs_on_integers,
         activation_quants_as_thresholds,
         image_ends_channels_last,
         zero_points_out_of_weights,

@@ -25,7 +25,8 @@ QONNX_DOMAIN = "qonnx.custom_op.general"
 
 
 def average_pools_as_sums(model: onnx.ModelProto) -> PassResult:
-    """Each unpadded 2D AveragePool as a depthwise Conv of ones and a Div by the window size."""
+    """Each unpadded 2D AveragePool (and a ReduceMean over the image) as a depthwise Conv of
+    ones and a Div by the window size."""
     graph = model.graph
     taken = graph_names(graph)
     dims = {
@@ -38,9 +39,12 @@ def average_pools_as_sums(model: onnx.ModelProto) -> PassResult:
     for node in graph.node:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         shape = dims.get(node.input[0]) if node.input else None
+        pool = node.op_type == "AveragePool" or _spatial_mean(node, attrs, shape)
+        if node.op_type == "ReduceMean" and pool:  # the mean over the image: its one window
+            attrs = {"kernel_shape": shape[2:]}
         kernel = list(attrs.get("kernel_shape", []))
         if (
-            node.op_type != "AveragePool"
+            not pool
             or shape is None
             or len(shape) != 4
             or len(kernel) != 2
@@ -94,6 +98,15 @@ def average_pools_as_sums(model: onnx.ModelProto) -> PassResult:
     return model, modified
 
 
+def _spatial_mean(node: onnx.NodeProto, attrs: dict, shape: list[int] | None) -> bool:
+    """A ReduceMean over both spatial axes of an NCHW image, keeping them (TFLite's MEAN as a
+    global average pool): FINN maps no ReduceMean."""
+    if node.op_type != "ReduceMean" or shape is None or len(shape) != 4 or len(node.input) > 1:
+        return False
+    axes = sorted(a % 4 for a in attrs.get("axes", []))
+    return axes == [2, 3] and attrs.get("keepdims", 1) == 1
+
+
 def reshapes_merged(model: onnx.ModelProto) -> PassResult:
     """Reshape(Reshape(x, a), b) as Reshape(x, b) where the middle tensor has no other reader
     and ``b`` is a constant shape with no 0 (copy-this-dimension) entry."""
@@ -126,7 +139,7 @@ def reshapes_merged(model: onnx.ModelProto) -> PassResult:
     return model, bool(dropped)
 
 
-_ELEMENTWISE = {"Quant", "Clip", "Relu", "Mul"}
+_ELEMENTWISE = {"Quant", "Clip", "Relu", "Mul", "Div"}
 
 
 def one_pixel_heads_as_matmul(model: onnx.ModelProto) -> PassResult:
@@ -212,6 +225,14 @@ def one_pixel_heads_as_matmul(model: onnx.ModelProto) -> PassResult:
             graph.node.insert(index + offset, node)
         if len(readers[conv.input[1]]) == 1:  # the Conv's weights, read by nothing else now
             graph.node.remove(weight_quant)
+        for step in chain:  # per-channel constants on the flat (1, K) result
+            for i, name in enumerate(step.input):
+                value = numpy_helper.to_array(constants[name]) if name in constants else None
+                if i and value is not None and value.size > 1:
+                    step.input[i] = unique_name(f"{name}_flat", taken)
+                    graph.initializer.append(
+                        numpy_helper.from_array(value.reshape(1, -1), step.input[i])
+                    )
         stale.update([conv.output[0], *(n.output[0] for n in chain)])
         chain[-1].output[0] = reshape.output[0]
         graph.node.remove(reshape)
@@ -260,10 +281,12 @@ def _one_pixel_head(conv, constants, producers, readers, dims):
         if node.op_type not in _ELEMENTWISE or node.input[0] != tensor:
             return None
         if any(
-            n not in constants or numpy_helper.to_array(constants[n]).size != 1
+            n not in constants
+            or numpy_helper.to_array(constants[n]).size != 1
+            and list(numpy_helper.to_array(constants[n]).shape) != [1, out_shape[1], 1, 1]
             for n in node.input[1:]
             if n
-        ):
+        ):  # scalars, or per channel (TFLite's per-channel right shifts)
             return None
         chain.append(node)
         tensor = node.output[0]

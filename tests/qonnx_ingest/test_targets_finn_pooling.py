@@ -1,6 +1,6 @@
-"""``--format finn``: an AveragePool as a depthwise sum whose division joins the exact
-thresholds behind it, and two Reshapes in a row as one; checked against the quantizer and the
-pooling computed by hand."""
+"""``--format finn``: an AveragePool (or a mean over the image) as a depthwise sum whose
+division joins the exact thresholds behind it, and two Reshapes in a row as one; checked
+against the quantizer and the pooling computed by hand."""
 
 from __future__ import annotations
 
@@ -129,4 +129,36 @@ def test_a_one_pixel_classifier_head_is_a_matmul_behind_its_reshape() -> None:
         acc = pooled @ (w.reshape(3, 4).T * w_scale.reshape(1, 3)) + bias * w_scale.reshape(3)
         want = np.clip(np.sign(acc) * np.floor(np.abs(acc) + 0.5), -128, 127) * STEP
         got = execute_qonnx(model, {"x": (levels * STEP).astype(np.float32)})["y"]
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_a_mean_over_the_image_is_a_depthwise_sum_over_one_window() -> None:
+    """TFLite's MEAN over height and width (a ReduceMean keeping them): FINN maps no
+    ReduceMean; its form is the AveragePool's, checked against the means by hand."""
+    nodes = [
+        quant("x", "q"),
+        helper.make_node("ReduceMean", ["q"], ["m"], axes=[2, 3], keepdims=1),
+        quant("m", "y"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mean",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 1, 1])],
+        [
+            numpy_helper.from_array(STEP, "s"),
+            numpy_helper.from_array(np.float32(0), "z"),
+            numpy_helper.from_array(np.float32(8), "b"),
+        ],
+    )
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid("qonnx.custom_op.general", 1)]
+    model = to_finn(helper.make_model(graph, opset_imports=opsets))
+    ops = [n.op_type for n in model.graph.node]
+    assert "ReduceMean" not in ops and ops.count("Conv") == 1, ops
+    rng = np.random.default_rng(36)
+    for _ in range(4):
+        levels = rng.integers(-12, 13, (1, 2, 4, 4)).astype(np.float32)
+        mean = levels.sum(axis=(2, 3), keepdims=True) / 16
+        want = np.sign(mean) * np.floor(np.abs(mean) + 0.5) * STEP
+        got = execute_qonnx(model, {"x": levels * STEP})["y"]
         np.testing.assert_array_equal(got, want.astype(np.float32))
