@@ -52,6 +52,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
         one_pixel_heads_as_matmul,
         reshapes_merged,
     )
+    from qonnx_ingest.targets.finn_qkeras import qkeras_forms
     from qonnx_ingest.targets.finn_shapes import with_shapes
 
     # every tensor's shape on record: the pooling and layout passes read ranks and channels
@@ -61,6 +62,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
         average_pools_as_sums,
         reshapes_merged,
         one_pixel_heads_as_matmul,
+        qkeras_forms,
         activation_quants_as_thresholds,
         image_ends_channels_last,
         zero_points_out_of_weights,

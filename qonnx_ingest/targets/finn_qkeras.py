@@ -1,0 +1,22 @@
+"""The FINN form's rewrites for what QKeras models hold and FINN's frontend reads otherwise:
+BipolarQuants (``binary``: ``finn_bipolar``), power-of-two weights without a Quant
+(``quantized_po2``: ``finn_weight_grid``)."""
+
+from __future__ import annotations
+
+import onnx
+
+from qonnx_ingest.passes import PassResult, run_passes
+from qonnx_ingest.targets.finn_bipolar import (
+    bipolar_activations_as_thresholds,
+    bipolar_constants_folded,
+)
+from qonnx_ingest.targets.finn_weight_grid import grid_weights_as_quants
+
+
+def qkeras_forms(model: onnx.ModelProto) -> PassResult:
+    """The passes of this module's docstring, in order."""
+    return run_passes(
+        [bipolar_constants_folded, bipolar_activations_as_thresholds, grid_weights_as_quants],
+        model,
+    )
