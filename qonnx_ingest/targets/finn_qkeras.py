@@ -1,6 +1,6 @@
 """The FINN form's rewrites for what QKeras models hold and FINN's frontend reads otherwise:
 BipolarQuants (``binary``: ``finn_bipolar``), power-of-two weights without a Quant
-(``quantized_po2``: ``finn_weight_grid``)."""
+(``quantized_po2``: ``finn_weight_grid``), 1D convolutions (``finn_conv1d``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,21 @@ from qonnx_ingest.targets.finn_bipolar import (
     bipolar_activations_as_thresholds,
     bipolar_constants_folded,
 )
+from qonnx_ingest.targets.finn_conv1d import conv1d_as_conv2d
+from qonnx_ingest.targets.finn_shapes import with_shapes
 from qonnx_ingest.targets.finn_weight_grid import grid_weights_as_quants
 
 
 def qkeras_forms(model: onnx.ModelProto) -> PassResult:
-    """The passes of this module's docstring, in order."""
-    return run_passes(
-        [bipolar_constants_folded, bipolar_activations_as_thresholds, grid_weights_as_quants],
+    """The passes of this module's docstring, in order; shapes on record again after them
+    (the passes behind read ranks)."""
+    model, modified = run_passes(
+        [
+            bipolar_constants_folded,
+            bipolar_activations_as_thresholds,
+            grid_weights_as_quants,
+            conv1d_as_conv2d,
+        ],
         model,
     )
+    return (with_shapes(model) if modified else model), modified
