@@ -73,18 +73,27 @@ def conv1d_as_conv2d(model: onnx.ModelProto) -> PassResult:
         elif node.op_type == "Transpose":
             nodes.extend(_transpose(node, lifted, name4, read, shapes, readers, graph, taken))
         else:
+            width = shapes.get(node.input[0], [0])[-1]
             for k, t in enumerate(node.input):
                 if t in lifted:
                     node.input[k] = read(t)
                 elif t in constants and (node.op_type, k) not in NOT_BROADCAST:
                     node.input[k] = _lifted_constant(t, constants, graph, taken, lifted_constants)
             _lift_attributes(node)
+            if node.op_type == "GlobalMaxPool":  # FINN maps MaxPool: a (1, W) window here
+                node.op_type = "MaxPool"
+                node.attribute.extend(
+                    [helper.make_attribute(k, [1, width]) for k in ("kernel_shape", "strides")]
+                    + [helper.make_attribute("pads", [0, 0, 0, 0])]
+                )
             node.output[:] = [name4.get(t, t) for t in node.output]
             nodes.append(node)
     # rank 3 again wherever a lifted tensor is read outside the region (but by a flatten)
     outputs = {o.name for o in graph.output}
     for t in sorted(inside):
         outside = [r for r in readers.get(t, []) if id(r) not in region]
+        for r in outside:
+            _squeeze_as_reshape(r, t, shapes, graph, taken)
         if t in outputs or not all(_flattens(r, t) for r in outside):
             nodes.append(_reshape(name4[t], t, shapes[t], graph, taken))
         else:
@@ -96,6 +105,20 @@ def conv1d_as_conv2d(model: onnx.ModelProto) -> PassResult:
     del graph.value_info[:]
     graph.value_info.extend(infos)
     return model, True
+
+
+def _squeeze_as_reshape(node: onnx.NodeProto, t: str, shapes, graph, taken) -> None:
+    """A Squeeze of ``t`` of known output shape as the Reshape to it (it reads the rank-4
+    form then)."""
+    if node.op_type != "Squeeze" or node.input[0] != t or 0 in shapes.get(node.output[0], [0]):
+        return
+    shape = unique_name(f"{node.output[0]}_shape", taken)
+    graph.initializer.append(
+        numpy_helper.from_array(np.asarray(shapes[node.output[0]], np.int64), shape)
+    )
+    node.op_type = "Reshape"
+    node.input[:] = [t, shape]
+    del node.attribute[:]
 
 
 def _flattens(node: onnx.NodeProto, t: str) -> bool:
