@@ -64,10 +64,11 @@ def _chain(x: str, producers: dict, readers: dict, constants: dict) -> list[onnx
         node = producers[x]
         if node.op_type not in STEPS or not node.input or node.input[0] in constants:
             break
-        values = [numpy_helper.to_array(constants[n]) for n in node.input[1:] if n]
-        if len(values) != len([n for n in node.input[1:] if n]) or any(
-            v.size != 1 or not np.isfinite(v).all() for v in values
-        ):
+        others = [n for n in node.input[1:] if n]
+        if not all(n in constants for n in others):
+            break
+        values = [numpy_helper.to_array(constants[n]) for n in others]
+        if any(v.size != 1 or not np.isfinite(v).all() for v in values):
             break
         if node.op_type in ("Mul", "Div") and not float(values[0].flat[0]) > 0:
             break
