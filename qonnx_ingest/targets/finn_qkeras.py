@@ -23,16 +23,17 @@ from qonnx_ingest.targets.finn_weight_grid import grid_weights_as_quants
 def qkeras_forms(model: onnx.ModelProto) -> PassResult:
     """The passes of this module's docstring, in order; shapes on record again after them
     (the passes behind read ranks)."""
-    model = with_shapes(model)  # the 1D-to-2D rewrite reads the thresholds' ranks
     model, modified = run_passes(
+        [bipolar_constants_folded, bipolar_activations_as_thresholds, grid_weights_as_quants],
+        model,
+    )
+    model = with_shapes(model)  # the 1D-to-2D rewrite reads ranks, the new nodes' too
+    model, lifted = run_passes(
         [
-            bipolar_constants_folded,
-            bipolar_activations_as_thresholds,
-            grid_weights_as_quants,
             conv1d_as_conv2d,
             reshapes_merged,  # the Squeeze of a global pool (now a Reshape) and a Flatten
             chains_into_thresholds,
         ],
         model,
     )
-    return (with_shapes(model) if modified else model), modified
+    return (with_shapes(model) if modified or lifted else model), modified or lifted

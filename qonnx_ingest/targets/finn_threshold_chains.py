@@ -7,16 +7,16 @@ layer for Clip or Round, and these sit between its layers. Each step is non-decr
 Relu), so ``f(x) >= t`` is ``x >= t'`` with ``t'`` the least float32 that ``f``, evaluated
 step by step in float32 as qonnx's executor does, takes to ``t`` or more: the thresholds of
 the MultiThreshold behind become those ``t'``, found by bisection over all finite float32
-values, and the chain goes. Chains of scalar Mul and Relu alone are left to FINN's
-streamlining, which absorbs them itself; a threshold that no float32 reaches, or that every
-float32 reaches, leaves the chain in place.
+values, and the chain goes. A threshold no float32 reaches is dropped (it never counted), one
+every float32 reaches is counted in ``out_bias``. Chains of scalar Mul and Relu alone are
+left to FINN's streamlining, which absorbs them itself.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from qonnx_ingest.graph_edit import readers_of, replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
@@ -44,12 +44,19 @@ def chains_into_thresholds(model: onnx.ModelProto) -> PassResult:
         if thresholds.shape[0] != 1 or not any(n.op_type in FOLDED for n in chain):
             continue
         function = _function(chain, constants)
-        folded = _thresholds(function, thresholds[0].astype(np.float64))
-        if folded is None:
+        ends = function(np.float32([LOWEST, HIGHEST])).astype(np.float64)
+        row = thresholds[0].astype(np.float64)
+        always, never = row <= ends[0], row > ends[1]
+        kept = row[~always & ~never]
+        if not kept.size:
             continue
+        # thresholds every float32 passes add to out_bias; those none passes are dropped
+        folded = _thresholds(function, kept)
         name = unique_name(f"{node.input[1]}_folded", taken)
         graph.initializer.append(numpy_helper.from_array(folded[None, :], name))
         node.input[0], node.input[1] = chain[0].input[0], name
+        if np.any(always):
+            _add_to_out_bias(node, int(np.sum(always)))
         dropped.update(id(n) for n in chain)
     if dropped:
         replace_nodes(graph, [n for n in graph.node if id(n) not in dropped])
@@ -109,12 +116,17 @@ def _function(chain: list[onnx.NodeProto], constants: dict):
     return run
 
 
-def _thresholds(function, thresholds: np.ndarray) -> np.ndarray | None:
-    """Per threshold t, the least float32 x with ``function(x) >= t``; None when one is
-    reached by no float32 or by the lowest."""
-    ends = function(np.float32([LOWEST, HIGHEST]))
-    if np.any(ends[0] >= thresholds) or np.any(ends[1] < thresholds):
-        return None
+def _add_to_out_bias(node: onnx.NodeProto, count: int) -> None:
+    for a in node.attribute:
+        if a.name == "out_bias":
+            a.f += count
+            return
+    node.attribute.append(helper.make_attribute("out_bias", float(count)))
+
+
+def _thresholds(function, thresholds: np.ndarray) -> np.ndarray:
+    """Per threshold t, the least float32 x with ``function(x) >= t`` (some float32 reaches
+    each t, the lowest does not)."""
 
     def level(x: np.ndarray) -> np.ndarray:
         return function(x).astype(np.float64)
