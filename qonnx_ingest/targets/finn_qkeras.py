@@ -1,8 +1,8 @@
 """The FINN form's rewrites for what QKeras models hold and FINN's frontend reads otherwise:
 BipolarQuants (``binary``: ``finn_bipolar``), power-of-two weights without a Quant
 (``quantized_po2``: ``finn_weight_grid``), 1D convolutions (``finn_conv1d``), hard
-activations' Clip / Round in front of thresholds (``finn_threshold_chains``). They run
-behind the activation Quants' thresholds."""
+activations' Clip / Round in front of thresholds (``finn_threshold_chains``), float inputs
+typed (``finn_inputs``). They run behind the activation Quants' thresholds."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from qonnx_ingest.targets.finn_bipolar import (
     bipolar_constants_folded,
 )
 from qonnx_ingest.targets.finn_conv1d import conv1d_as_conv2d
+from qonnx_ingest.targets.finn_inputs import float_inputs_typed
 from qonnx_ingest.targets.finn_pooling import reshapes_merged
 from qonnx_ingest.targets.finn_shapes import with_shapes
 from qonnx_ingest.targets.finn_threshold_chains import chains_into_thresholds
@@ -24,7 +25,12 @@ def qkeras_forms(model: onnx.ModelProto) -> PassResult:
     """The passes of this module's docstring, in order; shapes on record again after them
     (the passes behind read ranks)."""
     model, modified = run_passes(
-        [bipolar_constants_folded, bipolar_activations_as_thresholds, grid_weights_as_quants],
+        [
+            float_inputs_typed,
+            bipolar_constants_folded,
+            bipolar_activations_as_thresholds,
+            grid_weights_as_quants,
+        ],
         model,
     )
     model = with_shapes(model)  # the 1D-to-2D rewrite reads ranks, the new nodes' too
