@@ -22,8 +22,8 @@ from qonnx_ingest.graph_edit import readers_of, replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
 
-# element-wise ops that read rank-3 tensors the same way at rank 4 (input index -> whether a
-# constant there is broadcast against the tensor, so it needs the height axis too)
+# element-wise ops that read rank-3 tensors the same way at rank 4; their constants of rank 2
+# and more are broadcast against the tensor and get the height axis too (but NOT_BROADCAST)
 ELEMENTWISE = {"Mul", "Add", "Sub", "Div", "Relu", "Clip", "Round", "Quant", "BipolarQuant"}
 POOLS = {"MaxPool", "AveragePool"}
 GLOBAL_POOLS = {"GlobalMaxPool", "GlobalAveragePool"}
