@@ -2,7 +2,8 @@
 BipolarQuants (``binary``: ``finn_bipolar``), power-of-two weights without a Quant
 (``quantized_po2``: ``finn_weight_grid``), 1D convolutions (``finn_conv1d``), hard
 activations' Clip / Round in front of thresholds (``finn_threshold_chains``), float inputs
-typed (``finn_inputs``). They run behind the activation Quants' thresholds."""
+typed (``finn_inputs``), thresholds behind exact grid layers half a grid step from its values
+(``finn_grid_thresholds``). They run behind the activation Quants' thresholds."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from qonnx_ingest.targets.finn_bipolar import (
     bipolar_constants_folded,
 )
 from qonnx_ingest.targets.finn_conv1d import conv1d_as_conv2d
+from qonnx_ingest.targets.finn_grid_thresholds import thresholds_between_grid_values
 from qonnx_ingest.targets.finn_inputs import float_inputs_typed
 from qonnx_ingest.targets.finn_pooling import reshapes_merged
 from qonnx_ingest.targets.finn_shapes import with_shapes
@@ -39,6 +41,7 @@ def qkeras_forms(model: onnx.ModelProto) -> PassResult:
             conv1d_as_conv2d,
             reshapes_merged,  # the Squeeze of a global pool (now a Reshape) and a Flatten
             chains_into_thresholds,
+            thresholds_between_grid_values,
         ],
         model,
     )

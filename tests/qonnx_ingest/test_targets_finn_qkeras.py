@@ -220,3 +220,52 @@ def test_finn_executor_computes_what_qkeras_predicts_after_every_step(through_fi
     assert set(run.outputs) == {"qonnx_to_finn", "tidy_up", "streamline", "convert_to_hw"}
     for step, (output,) in run.outputs.items():
         np.testing.assert_allclose(output, reference, rtol=1e-6, atol=1e-6, err_msg=step)
+
+
+def _quant(x: str, prefix: str, y: str, signed: int) -> onnx.NodeProto:
+    return helper.make_node(
+        "Quant",
+        [x, f"{prefix}s", f"{prefix}z", f"{prefix}b"],
+        [y],
+        domain=QONNX,
+        signed=signed,
+        narrow=0,
+        rounding_mode="ROUND",
+    )
+
+
+def test_thresholds_behind_an_exact_layer_sit_half_a_grid_step_from_its_values() -> None:
+    """2-bit levels * 1/4 -> MatMul by integers * 1/4 -> + bias on 1/8 -> a 1/2-step Quant:
+    the layer's values are multiples of 1/16, and ties (k + 1/2) / 2 are among them. Each
+    threshold then sits on an odd multiple of 1/32, and the form still computes the source
+    on every input level."""
+    weights = np.float32([[1, -2, 3], [2, 1, -1], [-3, 2, 1], [1, 1, 1]]) / 4
+    nodes = [
+        _quant("x", "a", "q", 0),
+        _quant("w", "w", "wq", 1),
+        helper.make_node("MatMul", ["q", "wq"], ["m"]),
+        helper.make_node("Add", ["m", "bias"], ["s"]),
+        _quant("s", "o", "y", 1),
+    ]
+    constants = {
+        "as": 0.25, "az": 0.0, "ab": 2.0,
+        "w": weights, "ws": 0.25, "wz": 0.0, "wb": 4.0,
+        "bias": [0.125, -0.375, 0.0],
+        "os": 0.5, "oz": 0.0, "ob": 4.0,
+    }  # fmt: skip
+    source = _model(nodes, [("x", [1, 4])], [("y", [1, 3])], constants)
+    model = to_finn(source)
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    last = [n for n in model.graph.node if n.op_type == "MultiThreshold"][-1]
+    thresholds = inits[last.input[1]].astype(np.float64)
+    assert thresholds.shape == (3, 15)  # per channel now
+    levels = np.stack(np.meshgrid(*[np.arange(4)] * 4, indexing="ij"), -1).reshape(-1, 4)
+    values = levels / 4 @ weights.astype(np.float64) + constants["bias"]  # exact, by hand
+    low, high = values.min(axis=0)[:, None], values.max(axis=0)[:, None]
+    inside = (thresholds > low) & (thresholds <= high)  # the thresholds some input decides
+    steps = thresholds[inside] * 32
+    assert inside.sum() == 8 and np.any(values * 4 % 2 == 1)  # ties are reachable
+    assert np.all(steps == np.round(steps)) and np.all(np.round(steps) % 2 == 1)
+    for row in levels.astype(np.float32) / 4:
+        got = execute_qonnx(model, {"x": row[None]})["y"]
+        np.testing.assert_array_equal(got, execute_qonnx(source, {"x": row[None]})["y"])
