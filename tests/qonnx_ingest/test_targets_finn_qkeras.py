@@ -269,3 +269,13 @@ def test_thresholds_behind_an_exact_layer_sit_half_a_grid_step_from_its_values()
     for row in levels.astype(np.float32) / 4:
         got = execute_qonnx(model, {"x": row[None]})["y"]
         np.testing.assert_array_equal(got, execute_qonnx(source, {"x": row[None]})["y"])
+
+
+def test_a_float_input_is_typed_float32_beside_its_layout_annotation() -> None:
+    """qonnx's Im2Col executor reads the input's finn_datatype (FINN's default type for it)."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2])]
+    model = to_finn(_model(nodes, [("x", [1, 2, 2, 3])], [("t", [1, 3, 2, 2])], {}))
+    (annotation,) = [a for a in model.graph.quantization_annotation if a.tensor_name == "x"]
+    entries = {e.key: e.value for e in annotation.quant_parameter_tensor_names}
+    assert entries["finn_datatype"] == "FLOAT32"
+    assert entries["tensor_layout"] == str(["N", "H", "W", "C"])
