@@ -46,6 +46,9 @@ def thresholds_between_grid_values(model: onnx.ModelProto) -> PassResult:
         if found is None:
             continue
         layer, chain = found
+        layout = [a.s for a in node.attribute if a.name == "data_layout"]
+        if layer.op_type == "Conv" and layout and layout[0] != b"NCHW":
+            continue  # its rows would not be the Conv's channels
         grid = _layer_grid(layer, producers, constants)
         if grid is None:
             continue
