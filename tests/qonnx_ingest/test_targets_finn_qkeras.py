@@ -279,3 +279,29 @@ def test_a_float_input_is_typed_float32_beside_its_layout_annotation() -> None:
     entries = {e.key: e.value for e in annotation.quant_parameter_tensor_names}
     assert entries["finn_datatype"] == "FLOAT32"
     assert entries["tensor_layout"] == str(["N", "H", "W", "C"])
+
+
+def test_a_binary_activation_behind_the_float_input_layer_reaches_specialize_layers() -> None:
+    """FINN leaves the layer on the float input to the host; FINN's own bipolar thresholds
+    behind it stop (``out_scale must be 1``), the out_scale-1 form maps, computing the
+    source graph (x = 0 and -0.0 included)."""
+    rng = np.random.default_rng(1)
+    nodes = [
+        _bipolar("w1", "one", "w1q"),
+        helper.make_node("MatMul", ["x", "w1q"], ["m"]),
+        _bipolar("m", "one", "r"),
+        _quant("w2", "w", "w2q", 1),
+        helper.make_node("MatMul", ["r", "w2q"], ["y"]),
+    ]
+    constants = {
+        "one": 1.0, "w1": rng.normal(size=(16, 8)),
+        "w2": np.round(rng.normal(size=(8, 4)) * 2) / 2, "ws": 0.5, "wz": 0.0, "wb": 4.0,
+    }  # fmt: skip
+    source = _model(nodes, [("x", [1, 16])], [("y", [1, 4])], constants)
+    x = rng.normal(size=(1, 16)).astype(np.float32)
+    x[0, :2] = [0.0, -0.0]
+    run = run_finn(to_finn(source), {"x": x})
+    assert run.reached == "specialize_layers", run.stopped
+    want = execute_qonnx(source, {"x": x})["y"]
+    for step, (output,) in run.outputs.items():
+        np.testing.assert_array_equal(output, want, err_msg=step)
