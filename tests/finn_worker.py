@@ -49,6 +49,7 @@ def _apply_if_present(model, op_types: list[str], transformation):
 def steps():
     """(name, function) for each step, in the builder's order."""
     from finn.transformation.fpgadataflow.convert_to_hw import (
+        binary_matrix_vector_activation,
         conv_inp_gen,
         duplicate_streams,
         elementwise_binary_operation,
@@ -121,6 +122,10 @@ def steps():
     def convert_to_hw(model):
         # the builder's defaults (standalone_thresholds=False); the layer kinds we write
         table = [
+            (
+                ["XnorPopcountMatMul"],
+                binary_matrix_vector_activation.InferBinaryMatrixVectorActivation,
+            ),
             (["MatMul"], quantized_matrix_vector_activation.InferQuantizedMatrixVectorActivation),
             (["MatMul"], vector_vector_activation.InferVectorVectorActivation),
             (["TopK"], label_select.InferLabelSelectLayer),

@@ -53,6 +53,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
         one_pixel_heads_as_matmul,
         reshapes_merged,
     )
+    from qonnx_ingest.targets.finn_qkeras import qkeras_forms
     from qonnx_ingest.targets.finn_shapes import with_shapes
 
     # every tensor's shape on record: the pooling and layout passes read ranks and channels
@@ -64,6 +65,7 @@ def to_finn(model: onnx.ModelProto) -> onnx.ModelProto:
         one_pixel_heads_as_matmul,
         convs_on_integers,
         activation_quants_as_thresholds,
+        qkeras_forms,
         image_ends_channels_last,
         zero_points_out_of_weights,
         constant_quant_params_as_1d,
