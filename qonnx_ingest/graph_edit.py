@@ -37,3 +37,10 @@ def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
         for name in node.input:
             readers.setdefault(name, []).append(node)
     return readers
+
+
+def ensure_opset(model: onnx.ModelProto, domain: str, version: int = 1) -> None:
+    """Import ``domain`` (a rewrite that adds its first node, e.g. a Quant or MultiThreshold)
+    unless the model already does."""
+    if domain not in {o.domain for o in model.opset_import}:
+        model.opset_import.append(onnx.helper.make_opsetid(domain, version))

@@ -23,6 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
+from qonnx_ingest.graph_edit import ensure_opset
 from qonnx_ingest.names import TakenNames, graph_names, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
 from qonnx_ingest.targets.finn_thresholds import (
@@ -126,9 +127,7 @@ def activation_quants_as_thresholds(model: onnx.ModelProto) -> PassResult:
     if modified:
         del graph.node[:]
         graph.node.extend(n for n in nodes if n.output[0] not in dropped)
-        opsets = {o.domain for o in model.opset_import}
-        if QONNX_DOMAIN not in opsets:
-            model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+        ensure_opset(model, QONNX_DOMAIN)
     return model, modified
 
 

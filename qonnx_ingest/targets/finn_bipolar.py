@@ -25,7 +25,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
-from qonnx_ingest.graph_edit import readers_of, replace_nodes
+from qonnx_ingest.graph_edit import ensure_opset, readers_of, replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
 
@@ -92,8 +92,7 @@ def bipolar_activations_as_thresholds(model: onnx.ModelProto) -> PassResult:
         modified = True
     if modified:
         replace_nodes(graph, nodes)
-        if QONNX_DOMAIN not in {o.domain for o in model.opset_import}:
-            model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+        ensure_opset(model, QONNX_DOMAIN)
     return model, modified
 
 

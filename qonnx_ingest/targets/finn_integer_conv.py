@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from qonnx_ingest.graph_edit import readers_of
+from qonnx_ingest.graph_edit import ensure_opset, readers_of
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
 
@@ -97,8 +97,7 @@ def convs_on_integers(model: onnx.ModelProto) -> PassResult:
         nodes = [n for n in nodes if n not in dead]
     del graph.node[:]
     graph.node.extend(nodes)
-    if QONNX_DOMAIN not in {o.domain for o in model.opset_import}:
-        model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+    ensure_opset(model, QONNX_DOMAIN)
     return model, True
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from qonnx_ingest.graph_edit import replace_nodes
+from qonnx_ingest.graph_edit import ensure_opset, replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
 
@@ -71,8 +71,7 @@ def grid_weights_as_quants(model: onnx.ModelProto) -> PassResult:
         modified = True
     if modified:
         replace_nodes(graph, nodes)
-        if QONNX_DOMAIN not in {o.domain for o in model.opset_import}:
-            model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+        ensure_opset(model, QONNX_DOMAIN)
     return model, modified
 
 
