@@ -68,10 +68,13 @@ def to_hls4ml(model: onnx.ModelProto, *, round_unproven_ties: bool = False) -> o
 
 
 def exact_half_up(model: onnx.ModelProto, *, record: dict | None = None) -> PassResult:
-    """Activation HALF_UP Quants written as ROUND / FLOOR where provably the same function."""
+    """Activation HALF_UP Quants written as ROUND / FLOOR where provably the same function,
+    proven tie-free or split by sign."""
     from qonnx_ingest.targets.hls4ml_rounding import rewrite_half_up
+    from qonnx_ingest.targets.hls4ml_split import split_half_up
 
     report = rewrite_half_up(model, _quantized)
+    report.update(split_half_up(model, _quantized))  # what no rule proves tie-free
     if record is not None and report:
         record[EXACT] = report
     return model, bool(report)
