@@ -377,6 +377,9 @@ def accumulator_lattices(
         if op.op_type == "Relu" and offset is None:
             name, relu = op.input[0], True
             continue
+        if op.op_type in ("Reshape", "Flatten") and offset is None and factor.size == 1:
+            name = op.input[0]  # nothing per channel above it (the form's pooled sums)
+            continue
         divisor = g.value(op.input[1]) if op.op_type in ("Div", "Mul") else None
         if divisor is not None and np.all(divisor != 0) and divisor.ndim <= 1:
             # a scalar or one value per channel (the last axis)

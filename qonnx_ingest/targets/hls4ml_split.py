@@ -14,6 +14,12 @@ is ``-low`` when the Quant is narrow and otherwise differs from the source only 
 ``v > -high - 1/2`` on the reachable inputs (the accumulator's lattice bound, or an integer
 Quant's range over ``2^r``). It costs a Relu, a Mul by -1, two Adds and a Sub, all ops hls4ml
 1.3.0 reads, and no tie analysis at all: the identity holds for every real ``v``.
+
+Before that, a HALF_UP Quant whose rounded value ``x / s + z`` (qonnx rounds after adding the
+zero point) is never negative, its input ``>= 0`` (a Relu's output, a Quant's from its
+zero point up, through pooling, reshaping, positive scalings and sums) and ``z >= 0``, is
+written ``FLOOR(x / s + 1/2 + z)`` (an Add of half a step, FLOOR): half away from zero and
+``FLOOR(. + 1/2)`` agree on every value ``>= 0``, ties included.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from qonnx_ingest.names import graph_names, unique_name
+from qonnx_ingest.targets.hls4ml_rounding import (
+    _GRID_OPS as _SIGN_KEEPING,
+)
 from qonnx_ingest.targets.hls4ml_rounding import (
     QUANTS,
     _Graph,
@@ -50,7 +59,17 @@ def split_half_up(
         if not g.is_activation_quant(node):
             continue
         levels, scale = g.levels(node), g.scalar(node.input[1])
-        if levels is None or scale is None or scale <= 0 or levels[0] != 0 or levels[1] >= 0:
+        if levels is None or scale is None or scale <= 0:
+            continue
+        # qonnx rounds x / s + z: FLOOR(w + 1/2) is half away from zero where w >= 0
+        why = _nonnegative(g, node.input[0]) if levels[0] >= 0 else None
+        if why:
+            replaced[id(node)] = _floor_plus_half(g, node)
+            report[_name(node)] = (
+                f"nonnegative: x / s + z >= 0, where FLOOR(. + 1/2) is half away from zero ({why})"
+            )
+            continue
+        if levels[0] != 0 or levels[1] >= 0:
             continue
         _, low, high = levels
         narrow = -low == high
@@ -74,6 +93,43 @@ def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
     out = onnx.NodeProto()
     out.CopyFrom(node)
     return out
+
+
+def _nonnegative(g: _Graph, name: str) -> str | None:
+    """Why every value of ``name`` is >= 0, read through ops that keep the sign: a Relu, or a
+    Quant of positive scale whose zero point is its lowest level (uint8 from 0, int8 from
+    -128), behind pooling, reshaping, positive scalings and sums with nonnegative weights."""
+    node = g.producer.get(name)
+    while node is not None:
+        if node.op_type == "Relu":
+            return f"after Relu {_name(node)}"
+        if node.op_type in QUANTS:
+            levels, scale = g.levels(node), g.scalar(node.input[1])
+            if levels is None or scale is None or scale <= 0 or levels[0] > levels[1]:
+                return None
+            return f"after {_name(node)}, whose zero point is its lowest level"
+        if node.op_type in ("Div", "Mul", "MatMul"):
+            weights = g.value(node.input[1])
+            positive = node.op_type != "MatMul" and weights is not None and np.all(weights > 0)
+            if not (positive or node.op_type == "MatMul" and weights is not None
+                    and np.all(weights >= 0)):  # fmt: skip
+                return None
+        elif node.op_type not in (*_SIGN_KEEPING, "AveragePool", "GlobalAveragePool"):
+            return None
+        node = g.producer.get(node.input[0])
+    return None
+
+
+def _floor_plus_half(g: _Graph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    taken = graph_names(g.graph)
+    half = unique_name(f"{_name(node)}_half_step", taken)
+    shifted = unique_name(f"{_name(node)}_plus_half", taken)
+    step = float(g.scalar(node.input[1]))
+    g.graph.initializer.append(numpy_helper.from_array(np.float32(step / 2), half))
+    add = helper.make_node("Add", [node.input[0], half], [shifted], name=shifted)
+    node.input[0] = shifted
+    _set_rounding(node, "FLOOR")
+    return [add, node]
 
 
 def _split_nodes(g: _Graph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
