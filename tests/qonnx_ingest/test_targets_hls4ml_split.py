@@ -67,7 +67,8 @@ def _rules(model) -> dict[str, str]:
 def test_integer_over_four_split_by_sign_equals_half_away_from_zero():
     form = to_hls4ml(_over_four())
     assert _rules(form)["out"].startswith("sign split"), _rules(form)
-    assert all(n.attribute[-1].s != b"HALF_UP" for n in form.graph.node if n.op_type == "Quant")
+    modes = [a.s for n in form.graph.node for a in n.attribute if a.name == "rounding_mode"]
+    assert b"HALF_UP" not in modes and modes.count(b"FLOOR") == 2, modes
     n = np.arange(-128, 128, dtype=np.float32).reshape(1, 256)
     y = execute_qonnx(form, {"x": n})["y"]
     np.testing.assert_array_equal(y, _half_away(n / 4, -128, 127))
