@@ -14,10 +14,14 @@ passes often cannot move past a Dense or Conv (IndexError in ``InferPrecisionTyp
   them. The new Quant maps its values to themselves (this is checked, value for value, and
   refused otherwise), so its rounding mode (written ROUND) is moot, and hls4ml reads a plain
   fixed-point constant.
+* A Clip the next Quant saturates anyway, and a global average pool (which hls4ml reads only
+  in a channels-last domain qonnx does not have), are written as the same function in ops
+  hls4ml reads (``hls4ml_layers``).
 * An activation Quant rounding ``HALF_UP`` (TFLite's round half away from zero) differs from
   hls4ml's ROUND (half to even) at exact ties. Where a tie is provably never met, or met only
   where ``FLOOR(x + 1/2)`` gives the same result, it is written so
-  (``qonnx_ingest.targets.hls4ml_rounding``); any other is refused, naming the node. Nothing
+  (``qonnx_ingest.targets.hls4ml_rounding``); otherwise, with zero point 0, split by sign into
+  two FLOOR Quants (``hls4ml_split``); any other is refused, naming the node. Nothing
   is approximated unless the caller asks for it (``round_unproven_ties``, the TFLite opt-in
   ``tflite2qonnx.hls4ml_form``), and then each such Quant is named in the metadata.
 """
@@ -45,6 +49,7 @@ FORM_KEY = "qonnx_ingest.hls4ml"
 EXACT = "HALF_UP written exactly"
 DEVIATED = "HALF_UP as ROUND, ties may differ"
 REGRIDDED = "constant Quants on a power-of-two grid"
+LAYERS = "ops rewritten for hls4ml"
 
 
 def to_hls4ml(model: onnx.ModelProto, *, round_unproven_ties: bool = False) -> onnx.ModelProto:
@@ -57,6 +62,7 @@ def to_hls4ml(model: onnx.ModelProto, *, round_unproven_ties: bool = False) -> o
     passes = [
         partial(constant_quants_on_dyadic_grid, record=record),
         remove_unused_tensors,
+        partial(hls4ml_layers, record=record),
         partial(exact_half_up, record=record),
         partial(refuse_other_rounding, deviate=round_unproven_ties, record=record),
     ]
@@ -67,11 +73,26 @@ def to_hls4ml(model: onnx.ModelProto, *, round_unproven_ties: bool = False) -> o
     return model
 
 
+def hls4ml_layers(model: onnx.ModelProto, *, record: dict | None = None) -> PassResult:
+    """Clips the next Quant saturates anyway dropped; global average pools as a sum MatMul
+    (``qonnx_ingest.targets.hls4ml_layers``)."""
+    from qonnx_ingest.targets.hls4ml_layers import fold_saturating_clips, global_average_as_matmul
+
+    model, folded = fold_saturating_clips(model, _quantized)
+    model, pooled = global_average_as_matmul(model)
+    if record is not None and (folded or pooled):
+        record[LAYERS] = {"Clip folded into its Quant": folded, "global average as MatMul": pooled}
+    return model, folded or pooled
+
+
 def exact_half_up(model: onnx.ModelProto, *, record: dict | None = None) -> PassResult:
-    """Activation HALF_UP Quants written as ROUND / FLOOR where provably the same function."""
+    """Activation HALF_UP Quants written as ROUND / FLOOR where provably the same function,
+    proven tie-free or split by sign."""
     from qonnx_ingest.targets.hls4ml_rounding import rewrite_half_up
+    from qonnx_ingest.targets.hls4ml_split import split_half_up
 
     report = rewrite_half_up(model, _quantized)
+    report.update(split_half_up(model, _quantized))  # what no rule proves tie-free
     if record is not None and report:
         record[EXACT] = report
     return model, bool(report)

@@ -346,6 +346,26 @@ def _negatives_moot(g: _Graph, name: str) -> str | None:
 
 
 def _accumulator(g: _Graph, node: onnx.NodeProto) -> str | None:
+    found = accumulator_lattices(g, node)
+    if found is None:
+        return None
+    op, relu, k_low, k_high, lattices = found
+    if any(tie_reachable(c, offset, k_low, k_high) for c, offset in lattices):
+        return None
+    kind = "Conv" if op.op_type == "Conv" else "MatMul"
+    _set_rounding(node, "ROUND")
+    return (
+        f"accumulator: {kind} {_name(op)} of integers in [{k_low}, {k_high}]"
+        f"{' through a Relu' if relu else ''}; no output channel's lattice meets a tie"
+    )
+
+
+def accumulator_lattices(
+    g: _Graph, node: onnx.NodeProto
+) -> tuple[onnx.NodeProto, bool, int, int, list[tuple[list[Fraction], Fraction]]] | None:
+    """The Quant's ``x / s`` as ``sum_i k_i c_i + offset`` per output channel, with integers
+    ``k_low <= k_i <= k_high``: (the Conv/MatMul, through a Relu, k_low, k_high, [(c, offset)]
+    per channel), when its input is an accumulator (the module docstring)."""
     scale, levels = g.scalar(node.input[1]), g.levels(node)
     if scale is None or levels is None or scale <= 0:
         return None
@@ -356,6 +376,9 @@ def _accumulator(g: _Graph, node: onnx.NodeProto) -> str | None:
             return None
         if op.op_type == "Relu" and offset is None:
             name, relu = op.input[0], True
+            continue
+        if op.op_type in ("Reshape", "Flatten") and offset is None and factor.size == 1:
+            name = op.input[0]  # nothing per channel above it (the form's pooled sums)
             continue
         divisor = g.value(op.input[1]) if op.op_type in ("Div", "Mul") else None
         if divisor is not None and np.all(divisor != 0) and divisor.ndim <= 1:
@@ -404,17 +427,12 @@ def _accumulator(g: _Graph, node: onnx.NodeProto) -> str | None:
         f = np.broadcast_to(f, (channels,))
         offsets = [o + fj * Fraction(float(v)) for o, fj, v in zip(offsets, f, flat, strict=True)]
     s_out = Fraction(float(scale))
+    lattices = []
     for j in range(channels):
         unit = factor[j] * s_in / s_out
         coefficients = [unit * Fraction(float(w)) for w in per_channel[j]]
-        if tie_reachable(coefficients, offsets[j] / s_out, k_low, k_high):
-            return None
-    kind = "Conv" if op.op_type == "Conv" else "MatMul"
-    _set_rounding(node, "ROUND")
-    return (
-        f"accumulator: {kind} {_name(op)} of integers in [{k_low}, {k_high}]"
-        f"{' through a Relu' if relu else ''}; no output channel's lattice meets a tie"
-    )
+        lattices.append((coefficients, offsets[j] / s_out))
+    return op, relu, k_low, k_high, lattices
 
 
 def _integer_range(g: _Graph, name: str) -> tuple[Fraction, int, int] | None:

@@ -34,6 +34,7 @@ pytestmark = [
 ]
 
 SAMPLES = 256
+IO_KEY = "tflite2qonnx.io_quantization"
 # hls4ml applies TFLite's scales (1/s_in, s_in, 1/fine, 2^-r, s_out) as ApplyAlpha layers of
 # the default precision: 40 fractional bits
 DEFAULT_PRECISION = "fixed<64,24>"
@@ -116,3 +117,43 @@ def test_hls4ml_predicts_the_interpreters_outputs(compiled):
     assert len(np.unique(expected)) > 10, name  # not a constant
     assert bool(np.mean(expected == 0) > 0.05) == MODELS[name], name
     np.testing.assert_array_equal(np.round(steps).astype(np.int64), expected, err_msg=name)
+
+
+# person_detect-sized int8 / uint8 MobileNets: every requantization but the Softmax's output
+# is written exactly (the Softmax is a lookup table in hls4ml; compare logits)
+LOGITS = "MobilenetV1/Logits/SpatialSqueeze_quant"
+MOBILENETS = ["tflm__person_detect", "t2o__mobilenet_v1_0.25_128_quant"]
+
+
+@pytest.mark.parametrize("name", MOBILENETS)
+def test_mobilenet_form_keeps_the_logits_of_the_default_conversion(name):
+    """87 of 88 HALF_UP Quants proven or split (RELU6 Clips folded, the average pool as a sum
+    MatMul); qonnx's execution of the form equals that of the default conversion (checked
+    against the interpreter by the converter's tests; person_detect's the interpreter
+    refuses) on the logits and the final output, on a seeded input."""
+    from qonnx_ingest.execute import execute_qonnx
+    from qonnx_ingest.targets.hls4ml import LAYERS, to_hls4ml
+
+    path = CORPUS / "tflite" / f"{name}.tflite"
+    default = tflite2qonnx.convert(path, channels_last=True)
+    form = to_hls4ml(default, round_unproven_ties=True)
+    record = json.loads({p.key: p.value for p in form.metadata_props}[FORM_KEY])
+    assert record[DEVIATED] == ["MobilenetV1/Predictions/Reshape_1_quant"], record[DEVIATED]
+    assert len(record[EXACT]) == 87
+    assert record[LAYERS]["global average as MatMul"]
+    assert not any(n.op_type in ("Clip", "AveragePool") for n in form.graph.node)
+    logits = [n for n in default.graph.node if n.name == LOGITS][0].output[0]
+    for model in (default, form):
+        info = [v for v in model.graph.value_info if v.name == logits]
+        model.graph.value_info.remove(info[0])
+        model.graph.output.append(info[0])
+    io = json.loads({p.key: p.value for p in default.metadata_props}[IO_KEY])
+    i_name = default.graph.input[0].name
+    shape = [d.dim_value for d in default.graph.input[0].type.tensor_type.shape.dim]
+    low = -128 if io[i_name]["dtype"] == "int8" else 0
+    q = np.random.default_rng(0).integers(low, low + 256, shape)
+    x = (io[i_name]["scale"][0] * (q - io[i_name]["zero_point"][0])).astype(np.float32)
+    expected, got = execute_qonnx(default, {i_name: x}), execute_qonnx(form, {i_name: x})
+    assert len(np.unique(expected[logits])) > 1
+    for out in (logits, default.graph.output[0].name):
+        np.testing.assert_array_equal(got[out], expected[out], err_msg=f"{name} {out}")
