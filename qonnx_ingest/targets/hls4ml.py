@@ -39,8 +39,8 @@ from qonnx_ingest.errors import ConversionError
 from qonnx_ingest.finish import remove_unused_tensors
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
+from qonnx_ingest.targets.hls4ml_graph import QUANTS
 
-_QUANTS = ("Quant", "IntQuant")
 QONNX_DOMAIN = "qonnx.custom_op.general"
 # rounding modes hls4ml 1.3.0 reads (quant_opt.py, _calculate_precision_quantizer)
 HLS4ML_ROUNDING = ("ROUND", "FLOOR")
@@ -110,7 +110,7 @@ def constant_quants_on_dyadic_grid(
     taken = graph_names(graph)
     modified = False
     for node in graph.node:
-        if node.op_type not in (*_QUANTS, "BipolarQuant") or any(
+        if node.op_type not in (*QUANTS, "BipolarQuant") or any(
             n not in constants for n in node.input
         ):
             continue
@@ -162,7 +162,7 @@ def constant_quants_on_dyadic_grid(
 def _read_as_is(node: onnx.NodeProto, constants: dict) -> bool:
     """A Quant hls4ml already reads as one fixed-point type: one power-of-two scale, zero
     point 0, ROUND or FLOOR. Left as it is."""
-    if node.op_type not in _QUANTS:
+    if node.op_type not in QUANTS:
         return False
     scale, zero_point = (numpy_helper.to_array(constants[n]) for n in node.input[1:3])
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -196,7 +196,7 @@ def refuse_other_rounding(
     refused, or with ``deviate`` a HALF_UP one written ROUND and named in ``record``."""
     deviated = []
     for node in model.graph.node:
-        if node.op_type not in _QUANTS:
+        if node.op_type not in QUANTS:
             continue
         for attr in node.attribute:
             if attr.name != "rounding_mode":

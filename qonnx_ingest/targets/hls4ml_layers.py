@@ -22,14 +22,15 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult
-from qonnx_ingest.targets.hls4ml_rounding import _Graph, _name, rounding_of
+from qonnx_ingest.targets.hls4ml_graph import RoundingGraph, node_label, rounding_of
 
 
 def fold_saturating_clips(model: onnx.ModelProto, constant) -> PassResult:
     """Drops each Clip whose consuming Quant already saturates where it clips."""
-    g = _Graph(model, constant)
+    g = RoundingGraph(model, constant)
     dropped = []
     for clip in list(g.graph.node):
         if clip.op_type != "Clip" or clip.output[0] in g.outputs:
@@ -95,7 +96,7 @@ def global_average_as_matmul(model: onnx.ModelProto) -> PassResult:
             continue
         if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
             continue
-        base = _name(pool)
+        base = node_label(pool)
         names = {
             k: unique_name(f"{base}_{k}", taken)
             for k in ("flat_shape", "flat", "sums", "ones", "count", "mean", "out_shape")
@@ -130,18 +131,10 @@ def global_average_as_matmul(model: onnx.ModelProto) -> PassResult:
         if id(node) in removed:
             continue
         nodes.extend(replaced.get(id(node), [node]))
-    nodes = [_copy(n) for n in nodes]
-    del graph.node[:]
-    graph.node.extend(nodes)
+    replace_nodes(graph, nodes)
     return model, True
 
 
 def _perm(node: onnx.NodeProto) -> list[int] | None:
     perms = [list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"]
     return perms[0] if perms else None
-
-
-def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
-    out = onnx.NodeProto()
-    out.CopyFrom(node)
-    return out

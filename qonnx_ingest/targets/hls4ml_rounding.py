@@ -37,89 +37,20 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
+from qonnx_ingest.targets.hls4ml_graph import (
+    GRID_OPS,
+    QUANTS,
+    RoundingGraph,
+    node_label,
+    power_of_two,
+    rounding_of,
+    set_rounding,
+)
 from qonnx_ingest.targets.hls4ml_ties import tie_reachable
 
-QUANTS = ("Quant", "IntQuant")
 IO_KEY = "tflite2qonnx.io_quantization"
-_GRID_OPS = ("MaxPool", "Reshape", "Flatten", "Transpose", "Relu", "Squeeze", "Unsqueeze")
-
-
-def rounding_of(node: onnx.NodeProto) -> str:
-    for attr in node.attribute:
-        if attr.name == "rounding_mode":
-            mode = helper.get_attribute_value(attr)
-            return mode.decode() if isinstance(mode, bytes) else mode
-    return "ROUND"
-
-
-def _set_rounding(node: onnx.NodeProto, mode: str) -> None:
-    for attr in node.attribute:
-        if attr.name == "rounding_mode":
-            attr.s = mode.encode()
-            return
-    node.attribute.append(helper.make_attribute("rounding_mode", mode))
-
-
-class _Graph:
-    """Producers, consumers and constant values of a graph. Edits keep them valid: they change
-    a node's attributes or its first input in place, or queue a node in ``in_front``."""
-
-    def __init__(self, model: onnx.ModelProto, constant: Callable[[onnx.NodeProto, list], object]):
-        self.model = model
-        self.graph = model.graph
-        self._quantized = constant
-        self.inits = {i.name: i for i in self.graph.initializer}
-        self.producer = {o: n for n in self.graph.node for o in n.output}
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        for node in self.graph.node:
-            for name in node.input:
-                self.consumers.setdefault(name, []).append(node)
-        self.outputs = {o.name for o in self.graph.output}
-        # nodes to insert in front of the node producing a name (inserting into the repeated
-        # field while iterating over it would shift the nodes under their references)
-        self.in_front: dict[str, onnx.NodeProto] = {}
-
-    def value(self, name: str) -> np.ndarray | None:
-        """A constant's value: an initializer, or a Quant of constants (qonnx's function)."""
-        if name in self.inits:
-            return numpy_helper.to_array(self.inits[name])
-        node = self.producer.get(name)
-        if node is None or node.op_type not in (*QUANTS, "BipolarQuant"):
-            return None
-        inputs = [self.value(n) for n in node.input]
-        if any(v is None for v in inputs):
-            return None
-        return np.asarray(self._quantized(node, inputs))
-
-    def scalar(self, name: str) -> float | None:
-        v = self.value(name)
-        return float(v.reshape(-1)[0]) if v is not None and v.size == 1 else None
-
-    def only_consumer(self, name: str) -> onnx.NodeProto | None:
-        users = self.consumers.get(name, [])
-        return users[0] if len(users) == 1 and name not in self.outputs else None
-
-    def is_activation_quant(self, node: onnx.NodeProto) -> bool:
-        return node.op_type in QUANTS and self.value(node.input[0]) is None
-
-    def levels(self, node: onnx.NodeProto) -> tuple[float, int, int] | None:
-        """An activation Quant's scalar zero point and its lowest and highest level."""
-        z, bits = self.scalar(node.input[2]), self.scalar(node.input[3])
-        if z is None or bits is None or z != round(z) or bits != round(bits):
-            return None
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        signed, narrow, b = int(attrs.get("signed", 1)), int(attrs.get("narrow", 0)), int(bits)
-        low = -(2 ** (b - 1)) + narrow if signed else 0
-        high = 2 ** (b - 1) - 1 if signed else 2**b - 1 - narrow
-        return z, low, high
-
-    def integer_valued(self, name: str) -> bool:
-        """Produced by a Quant of scale 1 and an integer zero point: integers only."""
-        node = self.producer.get(name)
-        if node is None or node.op_type not in QUANTS:
-            return False
-        return self.scalar(node.input[1]) == 1.0 and self.levels(node) is not None
 
 
 def rewrite_half_up(
@@ -131,12 +62,12 @@ def rewrite_half_up(
     report: dict[str, str] = {}
     index = 0
     while index < len(model.graph.node):  # the maps are rebuilt after each reordering
-        g, node = _Graph(model, constant), model.graph.node[index]
-        name = _name(node)
+        g, node = RoundingGraph(model, constant), model.graph.node[index]
+        name = node_label(node)
         if node.op_type in QUANTS and rounding_of(node) == "HALF_UP" and _own_scale(g, node):
             report[name] = "own scale: an integer times the Quant's own scale, as Mul(Quant)"
         index += 1
-    g = _Graph(model, constant)
+    g = RoundingGraph(model, constant)
     io = _io_record(model)
     for node in list(g.graph.node):
         if node.op_type not in QUANTS or rounding_of(node) != "HALF_UP":
@@ -151,26 +82,14 @@ def rewrite_half_up(
             or _accumulator(g, node)
         )
         if reason:
-            report[_name(node)] = reason
+            report[node_label(node)] = reason
     if g.in_front:
         nodes = []
         for node in g.graph.node:
             extra = g.in_front.get(node.output[0])
             nodes.extend([extra, node] if extra is not None else [node])
-        nodes = [_copy(n) for n in nodes]
-        del g.graph.node[:]
-        g.graph.node.extend(nodes)
+        replace_nodes(g.graph, nodes)
     return report
-
-
-def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
-    out = onnx.NodeProto()
-    out.CopyFrom(node)
-    return out
-
-
-def _name(node: onnx.NodeProto) -> str:
-    return node.name or node.output[0]
 
 
 def _io_record(model: onnx.ModelProto) -> dict:
@@ -180,7 +99,7 @@ def _io_record(model: onnx.ModelProto) -> dict:
     return json.loads(props[IO_KEY]) if IO_KEY in props else {}
 
 
-def _input_grid(g: _Graph, node: onnx.NodeProto, io: dict) -> str | None:
+def _input_grid(g: RoundingGraph, node: onnx.NodeProto, io: dict) -> str | None:
     record = io.get(node.input[0])
     if record is None or node.input[0] not in {i.name for i in g.graph.input}:
         return None
@@ -193,11 +112,11 @@ def _input_grid(g: _Graph, node: onnx.NodeProto, io: dict) -> str | None:
         return None
     if list(record["zero_point"]) != [float(zero_point.reshape(-1)[0])]:
         return None
-    _set_rounding(node, "ROUND")
+    set_rounding(node, "ROUND")
     return f"input grid: the source's {record['dtype']} inputs are integers on this scale"
 
 
-def _own_scale(g: _Graph, node: onnx.NodeProto) -> bool:
+def _own_scale(g: RoundingGraph, node: onnx.NodeProto) -> bool:
     """Quant(Mul(n, s), s, z) -> Mul(Quant(n, 1, z), s), ROUND (the module docstring)."""
     mul = g.producer.get(node.input[0])
     if mul is None or mul.op_type != "Mul" or g.only_consumer(mul.output[0]) is not node:
@@ -213,13 +132,13 @@ def _own_scale(g: _Graph, node: onnx.NodeProto) -> bool:
     else:
         return False
     taken = graph_names(g.graph)
-    one = unique_name(f"{_name(node)}_unit_scale", taken)
+    one = unique_name(f"{node_label(node)}_unit_scale", taken)
     g.graph.initializer.append(numpy_helper.from_array(np.float32(1.0), one))
-    middle = unique_name(f"{_name(node)}_levels", taken)
+    middle = unique_name(f"{node_label(node)}_levels", taken)
     out, integers = node.output[0], mul.input[data]
     node.input[0], node.input[1], node.output[0] = integers, one, middle
     mul.input[data], mul.output[0] = middle, out
-    _set_rounding(node, "ROUND")
+    set_rounding(node, "ROUND")
     nodes = g.graph.node
     i, j = list(nodes).index(mul), list(nodes).index(node)
     first, second = onnx.NodeProto(), onnx.NodeProto()
@@ -230,7 +149,7 @@ def _own_scale(g: _Graph, node: onnx.NodeProto) -> bool:
     return True
 
 
-def _clipped_own_scale(g: _Graph, node: onnx.NodeProto) -> str | None:
+def _clipped_own_scale(g: RoundingGraph, node: onnx.NodeProto) -> str | None:
     """Quant(Clip(Mul(n, s), low, high), s): ``x / s`` is ``n``, ``low / s`` or ``high / s``;
     ROUND where neither bound is a tie (TFLite's fused RELU6 / activation range)."""
     clip = g.producer.get(node.input[0])
@@ -247,11 +166,11 @@ def _clipped_own_scale(g: _Graph, node: onnx.NodeProto) -> str | None:
     s = Fraction(float(np.float32(scale)))
     if any((Fraction(float(np.float32(b))) / s - Fraction(1, 2)).denominator == 1 for b in bounds):
         return None
-    _set_rounding(node, "ROUND")
-    return f"own scale through a Clip: an integer, or a bound of {_name(clip)} off the ties"
+    set_rounding(node, "ROUND")
+    return f"own scale through a Clip: an integer, or a bound of {node_label(clip)} off the ties"
 
 
-def _requantized(g: _Graph, node: onnx.NodeProto) -> str | None:
+def _requantized(g: RoundingGraph, node: onnx.NodeProto) -> str | None:
     """A Quant of another Quant's output (through ops that keep its grid: TFLite's QUANTIZE
     between types, a Reshape): ``x / s = k * s_in / s`` for the integers ``k`` of the input."""
     if g.producer.get(node.input[0]) is None or g.producer[node.input[0]].op_type == "Mul":
@@ -263,27 +182,19 @@ def _requantized(g: _Graph, node: onnx.NodeProto) -> str | None:
     ratio = s_in / Fraction(float(np.float32(scale)))
     if tie_reachable([ratio], Fraction(0), k_low, k_high):
         return None
-    _set_rounding(node, "ROUND")
+    set_rounding(node, "ROUND")
     return f"requantize: integers in [{k_low}, {k_high}] times {ratio}, never a tie"
 
 
-def _power_of_two(value: float | None) -> int | None:
-    """``r`` with value == 2**r, else None."""
-    if value is None or value <= 0:
-        return None
-    mantissa, exponent = np.frexp(value)
-    return int(exponent) - 1 if mantissa == 0.5 else None
-
-
-def _integer_over_pot(g: _Graph, node: onnx.NodeProto) -> str | None:
-    s_exp = _power_of_two(g.scalar(node.input[1]))
+def _integer_over_pot(g: RoundingGraph, node: onnx.NodeProto) -> str | None:
+    s_exp = power_of_two(g.scalar(node.input[1]))
     if s_exp is None or g.scalar(node.input[2]) != 0.0:
         return None
     x, rights = node.input[0], [-s_exp]
     div = g.producer.get(x)
     if div is not None and div.op_type == "Div":
         pots = g.value(div.input[1])
-        exps = [_power_of_two(float(p)) for p in np.ravel(pots)] if pots is not None else [None]
+        exps = [power_of_two(float(p)) for p in np.ravel(pots)] if pots is not None else [None]
         if None in exps or not g.integer_valued(div.input[0]):
             return None
         rights = [e - s_exp for e in exps]  # per channel, where the divisor is per channel
@@ -295,13 +206,13 @@ def _integer_over_pot(g: _Graph, node: onnx.NodeProto) -> str | None:
     if moot is None:
         return None
     taken = graph_names(g.graph)
-    half = unique_name(f"{_name(node)}_half_step", taken)
-    shifted = unique_name(f"{_name(node)}_plus_half", taken)
+    half = unique_name(f"{node_label(node)}_half_step", taken)
+    shifted = unique_name(f"{node_label(node)}_plus_half", taken)
     step = float(g.scalar(node.input[1]))
     g.graph.initializer.append(numpy_helper.from_array(np.float32(step / 2), half))
     g.in_front[node.output[0]] = helper.make_node("Add", [x, half], [shifted], name=shifted)
     node.input[0] = shifted
-    _set_rounding(node, "FLOOR")
+    set_rounding(node, "FLOOR")
     shown = f"2^{rights[0]}" if len(set(rights)) == 1 else f"2^{min(rights)}..2^{max(rights)}"
     return (
         f"integer over {shown}: FLOOR(x + 1/2), half away from zero for x >= 0; "
@@ -309,7 +220,7 @@ def _integer_over_pot(g: _Graph, node: onnx.NodeProto) -> str | None:
     )
 
 
-def _negatives_moot(g: _Graph, name: str) -> str | None:
+def _negatives_moot(g: RoundingGraph, name: str) -> str | None:
     """Whether every consumer of ``name`` maps all values <= 0 to one value: a Relu, or a
     Quant whose (integer) zero point is its lowest level, behind an optional Mul by c > 0."""
     users = g.consumers.get(name, [])
@@ -325,13 +236,13 @@ def _negatives_moot(g: _Graph, name: str) -> str | None:
                 return None
             user, source = quant, user.output[0]
         if user.op_type == "Relu":
-            found.append(f"Relu {_name(user)}")
+            found.append(f"Relu {node_label(user)}")
             continue
         if user.op_type == "Clip" and user.input[0] == source:
             low = g.scalar(user.input[1]) if len(user.input) > 1 and user.input[1] else None
             if low is None or low < 0:
                 return None
-            found.append(f"Clip {_name(user)} from {low:g}")
+            found.append(f"Clip {node_label(user)} from {low:g}")
             continue
         if user.op_type not in QUANTS or user.input[0] != source:
             return None
@@ -341,11 +252,11 @@ def _negatives_moot(g: _Graph, name: str) -> str | None:
         z, low, _ = levels
         if z > low:
             return None
-        found.append(f"{user.op_type} {_name(user)} clips at its zero point")
+        found.append(f"{user.op_type} {node_label(user)} clips at its zero point")
     return ", ".join(found)
 
 
-def _accumulator(g: _Graph, node: onnx.NodeProto) -> str | None:
+def _accumulator(g: RoundingGraph, node: onnx.NodeProto) -> str | None:
     found = accumulator_lattices(g, node)
     if found is None:
         return None
@@ -353,15 +264,15 @@ def _accumulator(g: _Graph, node: onnx.NodeProto) -> str | None:
     if any(tie_reachable(c, offset, k_low, k_high) for c, offset in lattices):
         return None
     kind = "Conv" if op.op_type == "Conv" else "MatMul"
-    _set_rounding(node, "ROUND")
+    set_rounding(node, "ROUND")
     return (
-        f"accumulator: {kind} {_name(op)} of integers in [{k_low}, {k_high}]"
+        f"accumulator: {kind} {node_label(op)} of integers in [{k_low}, {k_high}]"
         f"{' through a Relu' if relu else ''}; no output channel's lattice meets a tie"
     )
 
 
 def accumulator_lattices(
-    g: _Graph, node: onnx.NodeProto
+    g: RoundingGraph, node: onnx.NodeProto
 ) -> tuple[onnx.NodeProto, bool, int, int, list[tuple[list[Fraction], Fraction]]] | None:
     """The Quant's ``x / s`` as ``sum_i k_i c_i + offset`` per output channel, with integers
     ``k_low <= k_i <= k_high``: (the Conv/MatMul, through a Relu, k_low, k_high, [(c, offset)]
@@ -435,11 +346,11 @@ def accumulator_lattices(
     return op, relu, k_low, k_high, lattices
 
 
-def _integer_range(g: _Graph, name: str) -> tuple[Fraction, int, int] | None:
+def _integer_range(g: RoundingGraph, name: str) -> tuple[Fraction, int, int] | None:
     """The scale and the integer range (0 included: padding) of a Quant's output, read
     through ops that keep its grid."""
     node, factor = g.producer.get(name), 1.0
-    while node is not None and node.op_type in (*_GRID_OPS, "Mul"):
+    while node is not None and node.op_type in (*GRID_OPS, "Mul"):
         if node.op_type == "Mul":  # Mul(Quant, c), as the own-scale rule writes it
             c = [g.scalar(i) for i in node.input]
             if c[1] is None or c[1] <= 0 or factor != 1.0:

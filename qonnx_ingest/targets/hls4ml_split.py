@@ -31,19 +31,18 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from qonnx_ingest.graph_edit import replace_nodes
 from qonnx_ingest.names import graph_names, unique_name
-from qonnx_ingest.targets.hls4ml_rounding import (
-    _GRID_OPS as _SIGN_KEEPING,
-)
-from qonnx_ingest.targets.hls4ml_rounding import (
+from qonnx_ingest.targets.hls4ml_graph import GRID_OPS as _SIGN_KEEPING
+from qonnx_ingest.targets.hls4ml_graph import (
     QUANTS,
-    _Graph,
-    _name,
-    _power_of_two,
-    _set_rounding,
-    accumulator_lattices,
+    RoundingGraph,
+    node_label,
+    power_of_two,
     rounding_of,
+    set_rounding,
 )
+from qonnx_ingest.targets.hls4ml_rounding import accumulator_lattices
 
 
 def split_half_up(
@@ -51,7 +50,7 @@ def split_half_up(
 ) -> dict[str, str]:
     """Rewrites, in place, each signed zero-point-0 activation HALF_UP Quant whose negative
     saturation is proven unreachable (or matches) into the sign split; {Quant: why}."""
-    g = _Graph(model, constant)
+    g = RoundingGraph(model, constant)
     report, replaced = {}, {}
     for node in g.graph.node:
         if node.op_type not in QUANTS or rounding_of(node) != "HALF_UP":
@@ -65,7 +64,7 @@ def split_half_up(
         why = _nonnegative(g, node.input[0]) if levels[0] >= 0 else None
         if why:
             replaced[id(node)] = _floor_plus_half(g, node)
-            report[_name(node)] = (
+            report[node_label(node)] = (
                 f"nonnegative: x / s + z >= 0, where FLOOR(. + 1/2) is half away from zero ({why})"
             )
             continue
@@ -78,36 +77,30 @@ def split_half_up(
             continue
         replaced[id(node)] = _split_nodes(g, node)
         why = "narrow" if narrow else f"x / s >= {float(lowest):.6g}"
-        report[_name(node)] = f"sign split: FLOOR(relu(v) + 1/2) - FLOOR(relu(-v) + 1/2) ({why})"
+        report[node_label(node)] = (
+            f"sign split: FLOOR(relu(v) + 1/2) - FLOOR(relu(-v) + 1/2) ({why})"
+        )
     if replaced:
         nodes = []
         for node in g.graph.node:
             nodes.extend(replaced.get(id(node), [node]))
-        nodes = [_copy(n) for n in nodes]
-        del g.graph.node[:]
-        g.graph.node.extend(nodes)
+        replace_nodes(g.graph, nodes)
     return report
 
 
-def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
-    out = onnx.NodeProto()
-    out.CopyFrom(node)
-    return out
-
-
-def _nonnegative(g: _Graph, name: str) -> str | None:
+def _nonnegative(g: RoundingGraph, name: str) -> str | None:
     """Why every value of ``name`` is >= 0, read through ops that keep the sign: a Relu, or a
     Quant of positive scale whose zero point is its lowest level (uint8 from 0, int8 from
     -128), behind pooling, reshaping, positive scalings and sums with nonnegative weights."""
     node = g.producer.get(name)
     while node is not None:
         if node.op_type == "Relu":
-            return f"after Relu {_name(node)}"
+            return f"after Relu {node_label(node)}"
         if node.op_type in QUANTS:
             levels, scale = g.levels(node), g.scalar(node.input[1])
             if levels is None or scale is None or scale <= 0 or levels[0] > levels[1]:
                 return None
-            return f"after {_name(node)}, whose zero point is its lowest level"
+            return f"after {node_label(node)}, whose zero point is its lowest level"
         if node.op_type in ("Div", "Mul", "MatMul"):
             weights = g.value(node.input[1])
             positive = node.op_type != "MatMul" and weights is not None and np.all(weights > 0)
@@ -120,20 +113,20 @@ def _nonnegative(g: _Graph, name: str) -> str | None:
     return None
 
 
-def _floor_plus_half(g: _Graph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+def _floor_plus_half(g: RoundingGraph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
     taken = graph_names(g.graph)
-    half = unique_name(f"{_name(node)}_half_step", taken)
-    shifted = unique_name(f"{_name(node)}_plus_half", taken)
+    half = unique_name(f"{node_label(node)}_half_step", taken)
+    shifted = unique_name(f"{node_label(node)}_plus_half", taken)
     step = float(g.scalar(node.input[1]))
     g.graph.initializer.append(numpy_helper.from_array(np.float32(step / 2), half))
     add = helper.make_node("Add", [node.input[0], half], [shifted], name=shifted)
     node.input[0] = shifted
-    _set_rounding(node, "FLOOR")
+    set_rounding(node, "FLOOR")
     return [add, node]
 
 
-def _split_nodes(g: _Graph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
-    base, taken = _name(node), graph_names(g.graph)
+def _split_nodes(g: RoundingGraph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    base, taken = node_label(node), graph_names(g.graph)
     name = {
         k: unique_name(f"{base}_{k}", taken)
         for k in ("half", "minus_one", "pos", "pos_half", "pos_q", "neg", "neg_relu", "neg_half")
@@ -148,7 +141,7 @@ def _split_nodes(g: _Graph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
         q = onnx.NodeProto()
         q.CopyFrom(node)
         q.name, q.input[0], q.output[0] = target, source, target
-        _set_rounding(q, "FLOOR")
+        set_rounding(q, "FLOOR")
         return q
 
     return [
@@ -167,7 +160,7 @@ def _split_nodes(g: _Graph, node: onnx.NodeProto) -> list[onnx.NodeProto]:
     ]
 
 
-def _lowest(g: _Graph, node: onnx.NodeProto) -> Fraction | None:
+def _lowest(g: RoundingGraph, node: onnx.NodeProto) -> Fraction | None:
     """A lower bound of ``x / s`` on the reachable inputs, or None."""
     found = accumulator_lattices(g, node)
     if found is not None:
@@ -187,7 +180,7 @@ def _lowest(g: _Graph, node: onnx.NodeProto) -> Fraction | None:
     source = g.producer.get(div.input[0])
     if divisors is None or source is None or not g.integer_valued(div.input[0]):
         return None
-    if any(_power_of_two(float(d)) is None for d in np.ravel(divisors)):
+    if any(power_of_two(float(d)) is None for d in np.ravel(divisors)):
         return None
     z, low, _ = g.levels(source)
     smallest = min(Fraction(float(d)) for d in np.ravel(divisors))
