@@ -36,6 +36,8 @@ SLOW_FILES: dict[str, float] = {
     "qkeras2qonnx/qkeras_layers/test_qkeras_quantizers.py": 59,
     "qkeras2qonnx/test_qkeras_cli_workers.py": 57,
     "qkeras2qonnx/qkeras_layers/test_qkeras_layers.py": 54,
+    # five QKeras and four TFLite models through FINN's steps (MobileNet v1: 21-74 s)
+    "qonnx_ingest/test_targets_finn.py": 70,
     "tflite2qonnx/test_tflite_ops.py": 47,
     "layout/test_layout_corpus.py": 42,
     # two hls4ml compiles and three corpus refusals (8 Dec, alone: 45 s quiet, 86 s busy)

@@ -119,6 +119,9 @@ MAPPED = {
     "qkeras_3layer": ("qkeras_3layer.json", "qkeras_3layer_weights.h5", (-2.0, 2.0)),
     "part4_jettagger": ("part4_jettagger_KERAS_check_best_model.h5", None, (-2.0, 2.0)),
     "qkeras_mnist_cnn": ("qkeras_mnist_cnn.json", "qkeras_mnist_cnn_weights.h5", (0.0, 1.0)),
+    # through the QKeras rewrites (qonnx_ingest.targets.finn_qkeras; test_targets_finn_qkeras)
+    "AD03": ("AD03_autoqkeras_qbestModel.h5", None, (-2.0, 2.0)),
+    "neutdet_w1a2": ("neutdet_quant_w1_a2_Vplane_nu.h5", None, (-2.0, 2.0)),
 }
 
 

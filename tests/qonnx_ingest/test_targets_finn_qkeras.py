@@ -1,16 +1,15 @@
 """``--format finn`` on what QKeras models hold: BipolarQuant activations and biases, power-of-two
 weights without a Quant, 1D convolutions, hard activations' Clip / Round; and the QKeras corpus
-models these bring through FINN's steps computing what QKeras does."""
+models these bring through FINN's steps (AD03, neutdet w1/a2: in test_targets_finn.py's
+table) computing what QKeras does."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 from finn_support import run_finn
 from onnx import TensorProto, helper, numpy_helper
 
-import support
 from qonnx_ingest.execute import execute_qonnx
 from qonnx_ingest.targets.finn import to_finn
 from qonnx_ingest.targets.finn_weight_grid import power_of_two_grid
@@ -178,48 +177,6 @@ def test_a_hard_activations_clip_and_round_are_folded_into_the_thresholds() -> N
     want = np.clip(np.round(np.clip(x * 0.5 + 0.5, 0, 1) * 4), 0, 7)  # by hand
     np.testing.assert_array_equal(execute_qonnx(model, {"x": x})["y"], want)
     np.testing.assert_array_equal(execute_qonnx(source, {"x": x})["y"], want)
-
-
-# QKeras corpus models these forms bring to specialize_layers: (model, input range)
-MAPPED = {
-    "AD03": ("AD03_autoqkeras_qbestModel.h5", (-2.0, 2.0)),
-    "neutdet_w1a2": ("neutdet_quant_w1_a2_Vplane_nu.h5", (-2.0, 2.0)),
-}
-
-
-@pytest.fixture(scope="module", params=sorted(MAPPED))
-def through_finn(request):
-    """QKeras predict and FINN's run of the model's FINN form, on the same seeded inputs."""
-    import qkeras2qonnx
-    from qkeras2qonnx.environment.load import load_model
-
-    source, (low, high) = MAPPED[request.param]
-    keras_model = load_model(support.CORPUS / "qkeras" / source)
-    proto = qkeras2qonnx.convert(keras_model, batch_size=1, format="finn")
-    shape = [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim]
-    rng = np.random.default_rng(7)
-    # inputs on a 2^-8 grid: the layers' sums stay exact in float32, in TF and in FINN alike
-    x = np.round(rng.uniform(low, high, shape) * 256).astype(np.float32) / 256
-    reference = keras_model.predict(x, verbose=0)
-    return reference, run_finn(proto, {proto.graph.input[0].name: x})
-
-
-@pytest.mark.keras
-@support.requires_corpus
-def test_qkeras_models_with_these_forms_reach_specialize_layers(through_finn) -> None:
-    _, run = through_finn
-    assert run.stopped is None, run.stopped
-    assert run.reached == "specialize_layers"
-    assert all(op.endswith(("_hls", "_rtl")) for op in run.ops["specialize_layers"])
-
-
-@pytest.mark.keras
-@support.requires_corpus
-def test_finn_executor_computes_what_qkeras_predicts_after_every_step(through_finn) -> None:
-    reference, run = through_finn
-    assert set(run.outputs) == {"qonnx_to_finn", "tidy_up", "streamline", "convert_to_hw"}
-    for step, (output,) in run.outputs.items():
-        np.testing.assert_allclose(output, reference, rtol=1e-6, atol=1e-6, err_msg=step)
 
 
 def _quant(x: str, prefix: str, y: str, signed: int) -> onnx.NodeProto:

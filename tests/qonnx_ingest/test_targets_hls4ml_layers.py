@@ -6,10 +6,10 @@ hand (ties included), and the uint8 pool in hls4ml 1.3.0 (marked hls4ml) compile
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pytest
+from hls4ml_support import compile_vivado
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
@@ -143,23 +143,13 @@ def test_global_average_pool_with_negative_ties_refused():
 def test_hls4ml_compiles_the_pool_form_and_rounds_its_ties_up(tmp_path):
     """uint8 2x2 (zero point 0) only: with zero point -128 (int8_3x1, and the RELU6 graph
     above) hls4ml 1.3.0 compiles the form and computes other numbers (docs/hls4ml.md)."""
-    hls4ml = pytest.importorskip("hls4ml", reason="hls4ml is not installed")
+    pytest.importorskip("hls4ml", reason="hls4ml is not installed")
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 
     h, w, zero_point = POOLS["uint8_2x2"]
     prepared = cleanup_model(ModelWrapper(to_hls4ml(_global_average(h, w, zero_point))))
-    config = hls4ml.utils.config.config_from_onnx_model(
-        prepared, granularity="name", backend="Vivado", default_precision="fixed<64,24>"
-    )
-    config["LayerName"]["global_in"]["Precision"]["result"] = "fixed<24,16>"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hls_model = hls4ml.converters.convert_from_onnx_model(
-            prepared, output_dir=str(tmp_path), io_type="io_parallel", backend="Vivado",
-            hls_config=config,
-        )  # fmt: skip
-        hls_model.compile()
+    hls_model = compile_vivado(prepared, tmp_path, "fixed<64,24>", {"global_in": "fixed<24,16>"})
     x = _samples(h, w)
     y = np.asarray(hls_model.predict(np.ascontiguousarray(x.reshape(len(x), -1))))
     expected = np.concatenate([_expected_mean(s, zero_point) for s in x])

@@ -7,11 +7,11 @@ proven unreachable."""
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import onnx
 import pytest
+from hls4ml_support import compile_vivado
 from onnx import TensorProto, helper, numpy_helper
 
 from qonnx_ingest.errors import ConversionError
@@ -110,22 +110,12 @@ def test_accumulator_with_reachable_ties_split():
 @pytest.mark.hls4ml
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_hls4ml_compiles_the_split_half_away_from_zero(tmp_path):
-    hls4ml = pytest.importorskip("hls4ml", reason="hls4ml is not installed")
+    pytest.importorskip("hls4ml", reason="hls4ml is not installed")
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 
     prepared = cleanup_model(ModelWrapper(to_hls4ml(_over_four())))
-    config = hls4ml.utils.config.config_from_onnx_model(
-        prepared, granularity="name", backend="Vivado", default_precision="fixed<32,16>"
-    )
-    config["LayerName"]["global_in"]["Precision"]["result"] = "fixed<16,16>"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hls_model = hls4ml.converters.convert_from_onnx_model(
-            prepared, output_dir=str(tmp_path), io_type="io_parallel", backend="Vivado",
-            hls_config=config,
-        )  # fmt: skip
-        hls_model.compile()
+    hls_model = compile_vivado(prepared, tmp_path, "fixed<32,16>", {"global_in": "fixed<16,16>"})
     n = np.arange(-128, 128, dtype=np.float32).reshape(1, 256)
     y = np.asarray(hls_model.predict(np.ascontiguousarray(n))).reshape(1, 256)
     np.testing.assert_array_equal(y, _half_away(n / 4, -128, 127))

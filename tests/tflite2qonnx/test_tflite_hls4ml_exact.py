@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import copy
 import json
-import warnings
 
 import numpy as np
 import pytest
+from hls4ml_support import compile_vivado
 
 import tflite2qonnx
 from qonnx_ingest.targets.hls4ml import DEVIATED, EXACT, FORM_KEY
@@ -66,23 +66,13 @@ def compiled(request, tmp_path_factory):
     path = CORPUS / "tflite" / f"{name}.tflite"
     form = tflite2qonnx.convert(path, channels_last=True, format="hls4ml")
     prepared = _prepare(form)
-    config = hls4ml.utils.config.config_from_onnx_model(
-        prepared, granularity="name", backend="Vivado", default_precision=DEFAULT_PRECISION
-    )
-    for node in prepared.graph.node:
-        group = [a.i for a in node.attribute if a.name == "group"]
-        if node.op_type == "Conv" and group and group[0] > 1:
-            config["LayerName"][node.name]["Precision"]["result"] = DEPTHWISE_RESULT
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hls_model = hls4ml.converters.convert_from_onnx_model(
-            prepared,
-            output_dir=str(tmp_path_factory.mktemp(name.replace(".", "_"))),
-            io_type="io_parallel",
-            backend="Vivado",
-            hls_config=config,
-        )
-        hls_model.compile()
+    depthwise = {
+        node.name: DEPTHWISE_RESULT
+        for node in prepared.graph.node
+        if node.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in node.attribute)
+    }
+    output_dir = tmp_path_factory.mktemp(name.replace(".", "_"))
+    hls_model = compile_vivado(prepared, output_dir, DEFAULT_PRECISION, depthwise)
     return name, path, form, hls_model
 
 
