@@ -24,6 +24,9 @@ passes often cannot move past a Dense or Conv (IndexError in ``InferPrecisionTyp
   two FLOOR Quants (``hls4ml_split``); any other is refused, naming the node. Nothing
   is approximated unless the caller asks for it (``round_unproven_ties``, the TFLite opt-in
   ``tflite2qonnx.hls4ml_form``), and then each such Quant is named in the metadata.
+* hls4ml drops a zero point on a power-of-two scale: an int8 Quant with zero point -128 is
+  written as the unsigned Quant it equals, any other such Quant refused
+  (``hls4ml_zero_points``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from qonnx_ingest.finish import remove_unused_tensors
 from qonnx_ingest.names import graph_names, unique_name
 from qonnx_ingest.passes import PassResult, run_passes
 from qonnx_ingest.targets.hls4ml_graph import QUANTS
+from qonnx_ingest.targets.hls4ml_zero_points import zero_points_hls4ml_keeps
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 # rounding modes hls4ml 1.3.0 reads (quant_opt.py, _calculate_precision_quantizer)
@@ -65,6 +69,7 @@ def to_hls4ml(model: onnx.ModelProto, *, round_unproven_ties: bool = False) -> o
         partial(hls4ml_layers, record=record),
         partial(exact_half_up, record=record),
         partial(refuse_other_rounding, deviate=round_unproven_ties, record=record),
+        partial(zero_points_hls4ml_keeps, record=record),
     ]
     model, _ = run_passes(passes, model)
     if any(record.values()):

@@ -11,7 +11,9 @@ alone otherwise, for the caller to refuse or label):
   and ``s`` its own scale: ``x / s = n``, never a tie. Written ROUND, as ``Mul(Quant(n, 1),
   s)``, the same function (``s * (clip(n + z) - z)`` both ways) in the order hls4ml keeps:
   with the Mul in front, hls4ml fuses it and the Quant's ``1/s`` into a unit ApplyAlpha that
-  its ``remove_nop_batch_normalization`` drops, saturation and all.
+  its ``remove_nop_batch_normalization`` drops, saturation and all. Only with zero point 0
+  or ``-+2^(b-1)``: hls4ml drops any other zero point on that unit scale
+  (``hls4ml_zero_points``).
 * ``integer over 2^r``: it rounds ``n / 2^r`` (``n`` an integer; TFLite's
   ``RoundingDivideByPOT``), where ties are reachable. ``FLOOR(x + 1/2)`` is half away from
   zero for ``x >= 0`` and differs only at negative ties, by one step up; written so (an Add of
@@ -49,6 +51,7 @@ from qonnx_ingest.targets.hls4ml_graph import (
     set_rounding,
 )
 from qonnx_ingest.targets.hls4ml_ties import tie_reachable
+from qonnx_ingest.targets.hls4ml_zero_points import shifted_signedness
 
 IO_KEY = "tflite2qonnx.io_quantization"
 
@@ -121,9 +124,12 @@ def _own_scale(g: RoundingGraph, node: onnx.NodeProto) -> bool:
     mul = g.producer.get(node.input[0])
     if mul is None or mul.op_type != "Mul" or g.only_consumer(mul.output[0]) is not node:
         return False
-    scale = g.scalar(node.input[1])
-    if scale is None or g.levels(node) is None:
+    scale, zero, bits = (g.value(name) for name in node.input[1:4])
+    if scale is None or scale.size != 1 or g.levels(node) is None:
         return False
+    scale = float(scale.reshape(-1)[0])
+    if np.any(zero) and shifted_signedness(node, zero, bits) is None:
+        return False  # hls4ml drops a zero point on the unit scale this writes (hls4ml_zero_points)
     for data, factor in ((0, 1), (1, 0)):
         c = g.scalar(mul.input[factor])
         same = c is not None and np.float32(c) == np.float32(scale)

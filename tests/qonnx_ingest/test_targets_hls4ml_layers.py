@@ -140,14 +140,15 @@ def test_global_average_pool_with_negative_ties_refused():
 
 @pytest.mark.hls4ml
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_hls4ml_compiles_the_pool_form_and_rounds_its_ties_up(tmp_path):
-    """uint8 2x2 (zero point 0) only: with zero point -128 (int8_3x1, and the RELU6 graph
-    above) hls4ml 1.3.0 compiles the form and computes other numbers (docs/hls4ml.md)."""
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_hls4ml_compiles_the_pool_form_and_rounds_its_ties_up(pool, tmp_path):
+    """uint8 2x2 (zero point 0), and int8 3x1, whose zero point -128 hls4ml would drop on
+    the 0.5 scale: the form writes it as the unsigned Quant it equals (hls4ml_zero_points)."""
     pytest.importorskip("hls4ml", reason="hls4ml is not installed")
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 
-    h, w, zero_point = POOLS["uint8_2x2"]
+    h, w, zero_point = POOLS[pool]
     prepared = cleanup_model(ModelWrapper(to_hls4ml(_global_average(h, w, zero_point))))
     hls_model = compile_vivado(prepared, tmp_path, "fixed<64,24>", {"global_in": "fixed<24,16>"})
     x = _samples(h, w)

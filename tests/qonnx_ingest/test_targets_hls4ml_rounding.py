@@ -100,16 +100,17 @@ def test_divide_by_pot_ties_floor_plus_half_where_negatives_clip_at_zero():
 
 
 def test_divide_by_pot_split_by_sign_where_a_negative_tie_reaches_the_output():
-    """int8 output with zero point 10: n = -2 (n/4 = -1/2) is -1 step half away from zero,
+    """int8 output with zero point 0: n = -2 (n/4 = -1/2) is -1 step half away from zero,
     FLOOR(x + 1/2) gives 0, and both are above the lowest level: no tie-free or moot form, so
-    the rounding is split by sign (hls4ml_split), exact on every integer."""
-    model = _requantize(4.0, 0.5, 10.0, 1)
+    the rounding is split by sign (hls4ml_split), exact on every integer. (With zero point 10
+    the output Quant is refused: hls4ml_zero_points.)"""
+    model = _requantize(4.0, 0.5, 0.0, 1)
     form = to_hls4ml(model)
     record = json.loads({p.key: p.value for p in form.metadata_props}[FORM_KEY])
     assert record[EXACT]["divide_by_pot"].startswith("sign split"), record
     assert DEVIATED not in record
     n = np.arange(-64, 64, dtype=np.float32)
-    expected = 0.5 * (np.clip(_half_away(n / 4) + 10, -128, 127) - 10)
+    expected = 0.5 * np.clip(_half_away(n / 4), -128, 127)
     assert expected[list(n).index(-2.0)] == -0.5  # the negative tie, one step down
     for model_ in (model, form):
         y = execute_qonnx(model_, {"x": n.reshape(1, 128)})["y"].ravel()

@@ -109,16 +109,18 @@ def test_hls4ml_predicts_the_interpreters_outputs(compiled):
     np.testing.assert_array_equal(np.round(steps).astype(np.int64), expected, err_msg=name)
 
 
-# person_detect-sized int8 / uint8 MobileNets: every requantization but the Softmax's output
-# is written exactly (the Softmax is a lookup table in hls4ml; compare logits)
+# person_detect-sized int8 / uint8 MobileNets: every requantization but the logits' BiasAdd and
+# the Softmax's output is written exactly (the Softmax is a lookup table in hls4ml; compare logits)
 LOGITS = "MobilenetV1/Logits/SpatialSqueeze_quant"
 MOBILENETS = ["tflm__person_detect", "t2o__mobilenet_v1_0.25_128_quant"]
 
 
 @pytest.mark.parametrize("name", MOBILENETS)
 def test_mobilenet_form_keeps_the_logits_of_the_default_conversion(name):
-    """87 of 88 HALF_UP Quants proven or split (RELU6 Clips folded, the average pool as a sum
-    MatMul); qonnx's execution of the form equals that of the default conversion (checked
+    """86 of 88 HALF_UP Quants proven or split (RELU6 Clips folded, the average pool as a sum
+    MatMul); the logits' BiasAdd Quant (a zero point hls4ml would drop on the unit scale the
+    own-scale rule writes) and the Softmax's are not. On a seeded input (no tie met at the
+    BiasAdd) qonnx's execution of the form equals that of the default conversion (checked
     against the interpreter by the converter's tests; person_detect's the interpreter
     refuses) on the logits and the final output, on a seeded input."""
     from qonnx_ingest.execute import execute_qonnx
@@ -128,8 +130,11 @@ def test_mobilenet_form_keeps_the_logits_of_the_default_conversion(name):
     default = tflite2qonnx.convert(path, channels_last=True)
     form = to_hls4ml(default, round_unproven_ties=True)
     record = json.loads({p.key: p.value for p in form.metadata_props}[FORM_KEY])
-    assert record[DEVIATED] == ["MobilenetV1/Predictions/Reshape_1_quant"], record[DEVIATED]
-    assert len(record[EXACT]) == 87
+    assert record[DEVIATED] == [
+        "MobilenetV1/Logits/Conv2d_1c_1x1/BiasAdd_quant",
+        "MobilenetV1/Predictions/Reshape_1_quant",
+    ], record[DEVIATED]
+    assert len(record[EXACT]) == 86
     assert record[LAYERS]["global average as MatMul"]
     assert not any(n.op_type in ("Clip", "AveragePool") for n in form.graph.node)
     logits = [n for n in default.graph.node if n.name == LOGITS][0].output[0]
