@@ -144,7 +144,6 @@ def test_global_average_pool_with_negative_ties_refused():
 def test_hls4ml_compiles_the_pool_form_and_rounds_its_ties_up(pool, tmp_path):
     """uint8 2x2 (zero point 0), and int8 3x1, whose zero point -128 hls4ml would drop on
     the 0.5 scale: the form writes it as the unsigned Quant it equals (hls4ml_zero_points)."""
-    pytest.importorskip("hls4ml", reason="hls4ml is not installed")
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 

@@ -110,7 +110,6 @@ def test_accumulator_with_reachable_ties_split():
 @pytest.mark.hls4ml
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_hls4ml_compiles_the_split_half_away_from_zero(tmp_path):
-    pytest.importorskip("hls4ml", reason="hls4ml is not installed")
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 

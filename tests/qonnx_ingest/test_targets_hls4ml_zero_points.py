@@ -88,7 +88,6 @@ def test_zero_points_on_other_scales_are_left_to_hls4ml_s_apply_alpha():
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_hls4ml_computes_the_rewritten_quant_as_qonnx_does(tmp_path):
     """As converted, hls4ml saturated this Quant at 63.5 (docs/hls4ml.md)."""
-    pytest.importorskip("hls4ml", reason="hls4ml is not installed")
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.util.cleanup import cleanup_model
 
